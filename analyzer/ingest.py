@@ -1,0 +1,80 @@
+"""reader -> scanner/parsers -> assembly -> store, for one source at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import BinaryIO, Callable
+
+from sqlite_utils import Database
+
+from analyzer.assembly import Assembler, RunBuilder
+from analyzer.models import Throughput
+from analyzer.parsers import Dispatcher
+from analyzer.reader import Input
+from analyzer.scanner import Scanner
+from analyzer.store.writer import SourceWriter
+
+
+@dataclass
+class IngestResult:
+    path: str
+    source_id: int | None = None
+    run_ids: list[int] = field(default_factory=list)
+    duplicate_of: int | None = None  # source id already holding this content
+    lines: int = 0
+    recognised: int = 0
+    unrecognised: int = 0
+    overlong: int = 0
+    size: int = 0
+
+    @property
+    def duplicate(self) -> bool:
+        return self.duplicate_of is not None
+
+
+def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool = False,
+           tee: BinaryIO | None = None, progress: Callable[[int], None] | None = None) -> IngestResult:
+    """Store every run found in ``source``, all or nothing.
+
+    Raises ``InputError`` (nothing stored for this source) when the input
+    cannot be read; KeyboardInterrupt also rolls the source back.
+    """
+    writer = SourceWriter(db, source.path)
+    result = IngestResult(path=source.path)
+    order: list[int] = []
+
+    def on_run(run: RunBuilder) -> None:
+        run_id = writer.write_run(run.seq, run.facts, run.evidence)
+        if run_id not in order:
+            order.append(run_id)
+
+    def on_throughput(run: RunBuilder, rows: list[Throughput]) -> None:
+        writer.write_throughput(run.seq, run.facts, rows)
+
+    assembler = Assembler(on_run, on_throughput)
+    dispatcher = Dispatcher()
+    scanner = Scanner(dispatcher, assembler.feed)
+    try:
+        for chunk in source.chunks(tee=tee):
+            scanner.feed(chunk)
+            if progress is not None:
+                progress(len(chunk))
+        scanner.close()
+        assembler.finish()
+        result.lines = scanner.stats.lines
+        result.recognised, result.unrecognised = dispatcher.recognised, dispatcher.unrecognised
+        result.overlong, result.size = scanner.stats.overlong, source.size
+        dup = writer.duplicate_of(source.sha256)
+        if dup is not None and not force:
+            writer.rollback()
+            result.duplicate_of, result.run_ids = dup
+            return result
+        result.source_id = writer.commit(
+            size=source.size, sha256=source.sha256, lines=result.lines, recognised=result.recognised,
+            unrecognised=result.unrecognised, overlong=result.overlong,
+            raw_gzip=source.raw_gzip() if keep_raw else None)
+        result.run_ids = order
+        return result
+    except BaseException:
+        writer.rollback()
+        raise

@@ -1,0 +1,91 @@
+"""The facts of one run, as stored and as shown (pydantic, validated per run,
+never per line)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Device(BaseModel):
+    name: str | None = None
+    apple_family: int | None = None
+    families: list[int] = Field(default_factory=list)
+    unified_memory: bool | None = None
+    working_set_mb: float | None = None
+    threadgroup_memory: int | None = None
+
+
+class Capabilities(BaseModel):
+    simdgroup_reduction: bool | None = None
+    simdgroup_mm: bool | None = None
+    bfloat: bool | None = None
+    tensor: bool | None = None
+
+
+class Shim(BaseModel):
+    name: str
+    apple_family_max: int | None = None
+    process: str | None = None
+    line: int | None = None
+
+
+class Throughput(BaseModel):
+    test: str
+    tok_s: float
+    stddev: float | None = None
+    model: str | None = None
+    line: int | None = None
+    kind: str = "bench"  # bench | timing
+    n_prompt: int | None = None
+    n_gen: int | None = None
+    n_depth: int | None = None
+
+
+class Evidence(BaseModel):
+    line: int
+    kind: str
+    text: str
+
+
+class RunFacts(BaseModel):
+    """Everything the log showed about one run. Fields it did not show stay
+    None: nothing here is guessed (inference belongs to the rules)."""
+
+    first_line: int
+    last_line: int
+    program: str | None = None
+    backend: str | None = None
+    metal_era: str | None = None  # "M4" (ggml_metal_device_init) or "legacy" (ggml_metal_init)
+    device: Device = Field(default_factory=Device)
+    device_count: int = 0
+    capabilities: Capabilities = Field(default_factory=Capabilities)
+    use_bfloat: bool | None = None
+    shim: Shim | None = None
+    shim_messages: list[str] = Field(default_factory=list)
+    model: str | None = None
+    cpu_info: str | None = None
+    gpu_info: str | None = None
+    bench_backends: str | None = None
+    n_gpu_layers: int | None = None
+    build_commit: str | None = None
+    skipped_kernels: int = 0
+    skipped_kernels_non_bf16: int = 0
+    unsupported_ops: list[str] = Field(default_factory=list)
+    metal_errors: list[str] = Field(default_factory=list)
+    family_fallback: bool = False
+    library_load_s: float | None = None
+    offload: tuple[int, int] | None = None
+    vulkan_devices: list[dict] = Field(default_factory=list)
+    cuda_devices: list[dict] = Field(default_factory=list)
+    cuda_failed: str | None = None
+    listed_devices: list[str] | None = None  # None: no --list-devices output seen
+    build_target: str | None = None
+    system_backends: list[str] | None = None
+    ollama_library: str | None = None
+    ollama_description: str | None = None
+    model_device: str | None = None
+    probe: dict[int, bool] | None = None  # family code -> supportsFamily answer
+    sysprof_chipsets: list[str] = Field(default_factory=list)
+    sysprof_metal: str | None = None
+    processes: list[str] = Field(default_factory=list)
+    throughput: list[Throughput] = Field(default_factory=list)

@@ -1,0 +1,136 @@
+"""The declarative shape of an input format.
+
+Each format declares the literals that let a line through the prefilter, the
+patterns that turn a (normalised) line into an event, and sample lines with the
+event they must produce. ``capscan formats`` prints the samples and one
+parametrised test checks every one of them (as lnav's format files do).
+
+Some formats span several lines (a llama-bench JSON object, a CSV table, the
+devices listed under ``ggml_cuda_init: found 2 CUDA devices:``). A pattern
+that opens such a block names a ``collector``: while it is active, every
+following line goes to it, not just the prefiltered ones.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+
+@dataclass(slots=True)
+class Event:
+    """One fact recognised on one input line."""
+
+    kind: str
+    line: int
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Collector(Protocol):
+    """Consumes the lines that follow a block-opening line."""
+
+    def feed(self, line_no: int, text: str) -> list[Event] | None:
+        """Return events for this line, or None when the block has ended
+        (the line is then dispatched normally)."""
+
+    def finish(self) -> list[Event]:
+        """Called at end of input while still collecting."""
+
+
+Builder = Callable[[re.Match], dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class Pattern:
+    kind: str
+    regex: re.Pattern[str]
+    build: Builder | None = None
+    collector: Callable[[re.Match, int, str], Collector] | None = None
+
+    def match(self, text: str) -> dict[str, Any] | None:
+        m = self.regex.search(text)
+        if m is None:
+            return None
+        if self.build is None:
+            return {k: v for k, v in m.groupdict().items() if v is not None}
+        return self.build(m)
+
+
+@dataclass(frozen=True)
+class Sample:
+    line: str
+    kind: str
+    data: dict[str, Any]
+    # For lines only seen inside a block (a collector's continuation lines):
+    # the pattern that parses them there.
+    via: "Pattern | None" = None
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    description: str
+    literals: tuple[str, ...]
+    patterns: tuple[Pattern, ...]
+    samples: tuple[Sample, ...]
+
+    def parse(self, text: str) -> tuple[Pattern, dict[str, Any]] | None:
+        for pattern in self.patterns:
+            data = pattern.match(text)
+            if data is not None:
+                return pattern, data
+        return None
+
+
+def rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def to_bool(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if v in ("true", "yes", "1"):
+        return True
+    if v in ("false", "no", "0"):
+        return False
+    return None
+
+
+_NUM = re.compile(r"[-+]?(?:\d[\d.,]*|inf|nan)", re.IGNORECASE)
+
+
+def to_float(value: str | None) -> float | None:
+    """Numbers as printed: ``13,77`` (locale comma), ``1,234.5``, ``inf``."""
+    if value is None:
+        return None
+    v = value.strip()
+    if not v:
+        return None
+    low = v.lower()
+    if low in ("inf", "+inf", "infinity"):
+        return float("inf")
+    if low in ("nan", "-nan"):
+        return None
+    if "," in v:
+        if "." in v:
+            v = v.replace(",", "")  # 1,234.56
+        elif re.fullmatch(r"-?\d{1,3}(,\d{3})+", v) and len(v.split(",")[-1]) == 3 and v.count(",") > 1:
+            v = v.replace(",", "")  # 1,234,567
+        else:
+            v = v.replace(",", ".")  # 13,77 (decimal comma)
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
+def to_int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value.strip(), 0) if value.strip().lower().startswith("0x") else int(value.strip())
+    except ValueError:
+        return None

@@ -1,0 +1,218 @@
+"""llama-bench output in every form: markdown (every column layout since
+2023), JSON (array, one field per line), JSONL, CSV and SQL (tables ``test``
+and ``llama_bench``). See shared/reference/log-formats.md section 6."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from typing import Any
+
+from analyzer.parsers.base import Event, Format, Pattern, Sample, rx, to_float, to_int
+
+# Before 2024-11-14 each backend was a boolean column.
+_OLD_BACKEND_COLUMNS = (("cuda", "CUDA"), ("vulkan", "Vulkan"), ("kompute", "Kompute"), ("metal", "Metal"),
+                        ("sycl", "SYCL"), ("gpu_blas", "GPU BLAS"), ("blas", "BLAS"))
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or (isinstance(value, (int, float)) and value != 0) or str(value).strip().lower() in ("1", "true", "yes")
+
+
+def test_name(n_prompt: int | None, n_gen: int | None, n_depth: int | None = None) -> str | None:
+    p, g = n_prompt or 0, n_gen or 0
+    if p and g:
+        name = f"pp{p}+tg{g}"
+    elif p:
+        name = f"pp{p}"
+    elif g:
+        name = f"tg{g}"
+    else:
+        return None
+    if n_depth:
+        name += f" @ d{n_depth}"
+    return name
+
+
+def row_from_fields(fields: dict[str, Any], fmt: str) -> dict | None:
+    """Map one llama-bench record (any era, any serialisation) to a bench row."""
+    tok_s = to_float(str(fields.get("avg_ts"))) if fields.get("avg_ts") is not None else None
+    n_prompt = to_int(str(fields.get("n_prompt", "")))
+    n_gen = to_int(str(fields.get("n_gen", "")))
+    n_depth = to_int(str(fields.get("n_depth", ""))) if fields.get("n_depth") not in (None, "") else None
+    test = test_name(n_prompt, n_gen, n_depth)
+    if tok_s is None or test is None:
+        return None
+    backend = fields.get("backends")
+    if not backend:
+        backend = next((label for key, label in _OLD_BACKEND_COLUMNS if _truthy(fields.get(key, False))), "CPU")
+    row = {
+        "format": fmt,
+        "test": test,
+        "n_prompt": n_prompt,
+        "n_gen": n_gen,
+        "n_depth": n_depth,
+        "tok_s": tok_s,
+        "stddev": to_float(str(fields["stddev_ts"])) if fields.get("stddev_ts") not in (None, "") else None,
+        "model": fields.get("model_type") or None,
+        "model_filename": fields.get("model_filename") or None,
+        "backend": str(backend),
+        "cpu_info": fields.get("cpu_info") or None,
+        "gpu_info": fields.get("gpu_info") or None,
+        "n_gpu_layers": to_int(str(fields.get("n_gpu_layers"))) if fields.get("n_gpu_layers") not in (None, "") else None,
+        "build_commit": fields.get("build_commit") or None,
+        "build_number": to_int(str(fields.get("build_number"))) if fields.get("build_number") not in (None, "") else None,
+    }
+    return row
+
+
+def _json_row(m: re.Match) -> dict | None:
+    try:
+        obj = json.loads(m.group(0).rstrip(","))
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    return row_from_fields(obj, "jsonl")
+
+
+class _JsonObjectCollector:
+    """llama-bench -o json prints one field per line; gather one object."""
+
+    MAX_LINES = 400
+
+    def __init__(self, line_no: int, text: str):
+        self.start = line_no
+        self.lines = [text]
+
+    def feed(self, line_no: int, text: str) -> list[Event] | None:
+        stripped = text.strip()
+        if stripped.startswith("}"):
+            row = self._row()
+            self.lines = []
+            return [Event("bench.row", self.start, "", row)] if row else []
+        if not stripped.startswith('"') or len(self.lines) > self.MAX_LINES:
+            return None  # interrupted object (cut-off output): drop it
+        self.lines.append(text)
+        return []
+
+    def _row(self) -> dict | None:
+        body = "\n".join(self.lines).rstrip().rstrip(",")
+        try:
+            obj = json.loads("{" + body + "}")
+        except ValueError:
+            return None
+        return row_from_fields(obj, "json")
+
+    def finish(self) -> list[Event]:
+        return []
+
+
+class _CsvCollector:
+    def __init__(self, header: str):
+        self.columns = next(csv.reader([header]))
+
+    def feed(self, line_no: int, text: str) -> list[Event] | None:
+        if not text.startswith('"'):
+            return None
+        try:
+            values = next(csv.reader([text]))
+        except (csv.Error, StopIteration):
+            return None
+        if len(values) != len(self.columns):
+            return []  # cut-off row: skipped
+        row = row_from_fields(dict(zip(self.columns, values)), "csv")
+        return [Event("bench.row", line_no, text, row)] if row else []
+
+    def finish(self) -> list[Event]:
+        return []
+
+
+_SQL_VALUE = re.compile(r"'((?:[^']|'')*)'|(NULL)|([-\d.eE+]+)")
+
+
+def _sql_row(m: re.Match) -> dict | None:
+    columns = [c.strip() for c in m.group("cols").split(",")]
+    values = [(a.replace("''", "'") if a is not None else (None if n else num)) for a, n, num in _SQL_VALUE.findall(m.group("vals"))]
+    if len(values) != len(columns):
+        return None
+    row = row_from_fields(dict(zip(columns, values)), "sql")
+    if row:
+        row["table"] = m.group("table")
+    return row
+
+
+def _md_header(m: re.Match) -> dict:
+    cells = [c.strip() for c in m.group(0).strip().strip("|").split("|")]
+    return {"columns": cells}
+
+
+def _md_row(m: re.Match) -> dict | None:
+    cells = [c.strip() for c in m.group(0).strip().strip("|").split("|")]
+    return {"cells": cells}
+
+
+BENCH = Format(
+    name="llama-bench",
+    description="llama-bench results: md, json, jsonl, csv, sql (2023-2026)",
+    literals=("build_commit", "INSERT INTO", "\u00b1", "| model"),
+    patterns=(
+        Pattern("bench.row", rx(r"^\{.*\"build_commit\".*\}\s*,?\s*$"), _json_row),
+        Pattern("bench.json_start", rx(r'^"build_commit"\s*:'),
+                collector=lambda m, n, t: _JsonObjectCollector(n, t)),
+        Pattern("bench.csv_header", rx(r"^build_commit,build_number,"), collector=lambda m, n, t: _CsvCollector(t)),
+        Pattern("bench.row", rx(r"^INSERT INTO (?P<table>\w+) \((?P<cols>[^)]*)\) VALUES \((?P<vals>.*)\);\s*$"), _sql_row),
+        Pattern("bench.md_header", rx(r"^\|\s*model\s*\|.*\|\s*$"), _md_header),
+        Pattern("bench.md_row", rx(r"^\|.*\|\s*[-\d.,]+(?:e[+-]?\d+)? \u00b1 [-\d.,]+(?:e[+-]?\d+)?\s*\|\s*$"), _md_row),
+    ),
+    samples=(
+        Sample('{"build_commit": "ee3d1b54c", "build_number": 10167, "cpu_info": "Accelerate, Apple M1 Ultra (Virtual)", '
+               '"gpu_info": "Apple Paravirtual device", "backends": "MTL,BLAS", "model_type": "llama 1B Q4_K - Medium", '
+               '"n_prompt": 512, "n_gen": 0, "n_depth": 0, "avg_ts": 431.86, "stddev_ts": 2.04}', "bench.row",
+               {"test": "pp512", "tok_s": 431.86, "backend": "MTL,BLAS", "gpu_info": "Apple Paravirtual device"}),
+        Sample('INSERT INTO llama_bench (build_commit, build_number, backends, model_type, n_prompt, n_gen, n_depth, avg_ts, '
+               "stddev_ts) VALUES ('ee3d1b54c', '10167', 'MTL,BLAS', 'llama 1B Q4_K - Medium', '0', '128', '0', '12.63', "
+               "'0.11');", "bench.row", {"test": "tg128", "tok_s": 12.63, "table": "llama_bench"}),
+        Sample("INSERT INTO test (build_commit, build_number, metal, cpu_info, n_prompt, n_gen, avg_ts, stddev_ts) VALUES "
+               "('3ffbbd5c', '4840', '1', 'Apple M2 Max', '512', '0', '1234.5', '3.2');", "bench.row",
+               {"test": "pp512", "backend": "Metal", "table": "test"}),
+        Sample('"build_commit": "ee3d1b54c",', "bench.json_start", {}),
+        Sample("build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_type", "bench.csv_header", {}),
+        Sample("| model                          |       size |     params | backend    | threads |          test |"
+               "                  t/s |", "bench.md_header", {"columns": ["model", "size", "params", "backend", "threads",
+                                                                       "test", "t/s"]}),
+        Sample("| qwen2 14B Q5_K - Medium        |   9.78 GiB |    14.77 B | Metal,BLAS |       8 |         pp512 |"
+               "        114.96 ± 0.08 |", "bench.md_row",
+               {"cells": ["qwen2 14B Q5_K - Medium", "9.78 GiB", "14.77 B", "Metal,BLAS", "8", "pp512", "114.96 ± 0.08"]}),
+    ),
+)
+
+
+def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
+    """Map a markdown row with the header seen before it."""
+    if len(columns) != len(cells):
+        return None
+    rec = dict(zip(columns, cells))
+    ts = rec.get("t/s", "")
+    m = re.match(r"^\s*([-\d.,]+(?:e[+-]?\d+)?) \u00b1 ([-\d.,]+(?:e[+-]?\d+)?)", ts)
+    test = re.sub(r"\s+", "", rec.get("test", "")).replace("@", " @ ")
+    if not m or not re.match(r"^(pp|tg)\d+", test):
+        return None
+    p = re.match(r"^pp(\d+)", test)
+    g = re.search(r"tg(\d+)", test)
+    d = re.search(r"@ d(\d+)", test)
+    return {
+        "format": "md",
+        "test": test,
+        "n_prompt": int(p.group(1)) if p else 0,
+        "n_gen": int(g.group(1)) if g else 0,
+        "n_depth": int(d.group(1)) if d else None,
+        "tok_s": to_float(m.group(1)),
+        "stddev": to_float(m.group(2)),
+        "model": rec.get("model") or None,
+        "backend": rec.get("backend") or None,
+        "n_gpu_layers": to_int(rec["ngl"]) if rec.get("ngl") else None,
+        "cpu_info": None,
+        "gpu_info": None,
+    }

@@ -1,0 +1,154 @@
+"""Vulkan (incl. Venus in Linux guests and MoltenVK), CUDA, ROCm and MUSA
+device lines. See shared/reference/log-formats.md sections 3 and 4."""
+
+from __future__ import annotations
+
+import re
+
+from analyzer.parsers.base import Event, Format, Pattern, Sample, rx, to_int
+
+_FIELD = re.compile(r"^\s*([\w ]+?):\s*(\S.*?)\s*$")
+
+
+def _fields(rest: str) -> dict:
+    out: dict = {}
+    for part in rest.split("|"):
+        m = _FIELD.match(part)
+        if m:
+            key = m.group(1).strip().replace(" ", "_")
+            value = m.group(2)
+            out[key] = to_int(value) if re.fullmatch(r"\d+", value) else value
+    return out
+
+
+def _split_name_driver(head: str) -> tuple[str, str | None]:
+    """'Virtio-GPU Venus (Apple M2) (venus)' -> name, driver.
+
+    A single trailing group is the driver unless it names an Apple chip, which
+    Venus puts inside the device name ('Virtio-GPU Venus (Apple M2)')."""
+    head = head.strip()
+    groups = re.findall(r"\(([^()]*)\)", head)
+    m = re.search(r"\s*\(([^()]*)\)$", head)
+    if not m:
+        return head, None
+    if len(groups) >= 2 or not m.group(1).startswith("Apple"):
+        return head[: m.start()].strip(), m.group(1)
+    return head, None
+
+
+def _vulkan_device(m: re.Match) -> dict:
+    name, driver = _split_name_driver(m.group("head"))
+    data = {"index": int(m.group("index")), "name": name}
+    if driver:
+        data["driver"] = driver
+    data.update(_fields(m.group("rest") or ""))
+    return data
+
+
+def _vulkan_using(m: re.Match) -> dict:
+    data = {"index": 0, "name": m.group("name").strip()}
+    data.update(_fields(m.group("rest") or ""))
+    return data
+
+
+class _ListCollector:
+    """Feeds the indented lines that follow a 'found N devices:' header to one
+    pattern; the block ends at the first line that does not match."""
+
+    def __init__(self, pattern: Pattern):
+        self.pattern = pattern
+
+    def feed(self, line_no: int, text: str) -> list[Event] | None:
+        data = self.pattern.match(text)
+        if data is None:
+            return None
+        return [Event(self.pattern.kind, line_no, text, data)]
+
+    def finish(self) -> list[Event]:
+        return []
+
+
+_VULKAN_OLD_DEVICE = Pattern(
+    "vulkan.device",
+    rx(r"^Vulkan(?P<index>\d+): (?P<head>[^|]+?)\s*\|(?P<rest>.*)$"),
+    _vulkan_device,
+)
+
+VULKAN = Format(
+    name="vulkan",
+    description="ggml_vulkan device lines, all eras (Venus guests, MoltenVK, llvmpipe)",
+    literals=("ggml_vulkan",),
+    patterns=(
+        Pattern("vulkan.count", rx(r"ggml_vulkan: Found (?P<count>\d+) Vulkan devices?:"),
+                collector=lambda m, n, t: _ListCollector(_VULKAN_OLD_DEVICE)),
+        Pattern("vulkan.device", rx(r"ggml_vulkan: (?P<index>\d+) = (?P<head>[^|]+?)\s*\|(?P<rest>.*)$"), _vulkan_device),
+        Pattern("vulkan.device", rx(r"ggml_vulkan: Using (?P<name>[^|]+?)\s*\|(?P<rest>.*)$"), _vulkan_using),
+        Pattern("vulkan.none", rx(r"ggml_vulkan: No devices found")),
+        Pattern("vulkan.cpu_device", rx(r"ggml_vulkan: Warning: Device type is CPU")),
+    ),
+    samples=(
+        Sample("ggml_vulkan: 0 = Virtio-GPU Venus (Apple M1 Max) (venus) | uma: 1 | fp16: 1 | bf16: 0 | warp size: 32 | "
+               "shared memory: 32768 | int dot: 0 | matrix cores: none", "vulkan.device",
+               {"index": 0, "name": "Virtio-GPU Venus (Apple M1 Max)", "driver": "venus", "uma": 1, "matrix_cores": "none"}),
+        Sample("ggml_vulkan: 0 = Apple M4 Max (MoltenVK) | uma: 1 | fp16: 1 | warp size: 32 | shared memory: 32768 | "
+               "int dot: 0 | matrix cores: none", "vulkan.device", {"name": "Apple M4 Max", "driver": "MoltenVK"}),
+        Sample("ggml_vulkan: Found 1 Vulkan devices:", "vulkan.count", {"count": "1"}),
+        Sample("ggml_vulkan: Using Virtio-GPU Venus (Apple M2) | uma: 1 | fp16: 1 | warp size: 32", "vulkan.device",
+               {"name": "Virtio-GPU Venus (Apple M2)", "uma": 1}),
+        Sample("ggml_vulkan: No devices found.", "vulkan.none", {}),
+        Sample("ggml_vulkan: Warning: Device type is CPU. This is probably not the device you want.", "vulkan.cpu_device", {}),
+        # 2024-02..2024-11: devices listed under 'Found N Vulkan devices:'.
+        Sample("Vulkan0: Virtio-GPU Venus (Apple M2) | uma: 1 | fp16: 1 | warp size: 32", "vulkan.device",
+               {"index": 0, "name": "Virtio-GPU Venus (Apple M2)", "uma": 1}, via=_VULKAN_OLD_DEVICE),
+        Sample("Vulkan0: AMD Radeon RX 6800 XT (RADV NAVI21) | uma: 0 | fp16: 1 | warp size: 64", "vulkan.device",
+               {"name": "AMD Radeon RX 6800 XT", "driver": "RADV NAVI21"}, via=_VULKAN_OLD_DEVICE),
+    ),
+)
+
+
+def _cuda_device(m: re.Match) -> dict:
+    data: dict = {"index": int(m.group("index")), "name": m.group("name").strip()}
+    if m.group("cc"):
+        data["compute_capability"] = m.group("cc")
+    if m.group("arch"):
+        data["arch"] = m.group("arch")
+    if m.group("vmm"):
+        data["vmm"] = m.group("vmm") == "yes"
+    if m.group("vram"):
+        data["vram_mib"] = int(m.group("vram"))
+    return data
+
+
+_CUDA_DEVICE = Pattern(
+    "cuda.device",
+    rx(
+        r"^\s*Device (?P<index>\d+): (?P<name>[^,]+)(?:, compute capability (?P<cc>\d+\.\d+)"
+        r"|, (?P<arch>gfx\w+)(?::\S*)? \(0x[0-9a-fA-F]+\))?(?:, VMM: (?P<vmm>yes|no))?(?:, Wave Size: \d+)?"
+        r"(?:, VRAM: (?P<vram>\d+) MiB)?"
+    ),
+    _cuda_device,
+)
+
+CUDA = Format(
+    name="cuda",
+    description="ggml_cuda_init device list (CUDA, ROCm/HIP, MUSA) and init failures",
+    literals=("ggml_cuda_init",),
+    patterns=(
+        Pattern("cuda.count", rx(r"ggml_cuda_init: found (?P<count>\d+) (?P<backend>CUDA|ROCm|MUSA) devices"),
+                collector=lambda m, n, t: _ListCollector(_CUDA_DEVICE)),
+        Pattern("cuda.failed", rx(r"ggml_cuda_init: failed to initialize (?P<backend>CUDA|ROCm|MUSA): (?P<message>.+)$")),
+    ),
+    samples=(
+        Sample("ggml_cuda_init: found 1 CUDA devices:", "cuda.count", {"count": "1", "backend": "CUDA"}),
+        Sample("ggml_cuda_init: found 1 ROCm devices (Total VRAM: 24560 MiB):", "cuda.count", {"backend": "ROCm"}),
+        Sample("ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected", "cuda.failed",
+               {"backend": "CUDA", "message": "no CUDA-capable device is detected"}),
+        # Device lines follow the 'found N devices' header (parsed by its collector).
+        Sample("  Device 0: NVIDIA GeForce RTX 4070 Ti, compute capability 8.9, VMM: yes", "cuda.device",
+               {"index": 0, "name": "NVIDIA GeForce RTX 4070 Ti", "compute_capability": "8.9", "vmm": True},
+               via=_CUDA_DEVICE),
+        Sample("  Device 0: AMD Radeon RX 7900 XTX, gfx1100 (0x1100), VMM: no, Wave Size: 32, VRAM: 24560 MiB",
+               "cuda.device", {"name": "AMD Radeon RX 7900 XTX", "arch": "gfx1100", "vram_mib": 24560}, via=_CUDA_DEVICE),
+    ),
+)
+

@@ -1,0 +1,143 @@
+"""ggml-metal: the capability block of every era (2023 ``ggml_metal_init:`` to
+2025+ ``ggml_metal_device_init:``), kernel skips, unsupported-op errors.
+See shared/reference/log-formats.md section 1."""
+
+from __future__ import annotations
+
+import re
+
+from analyzer.parsers.base import Format, Pattern, Sample, rx, to_bool, to_float
+
+_FAMILY_BASE = {"Apple": 1000, "Mac": 2000, "Common": 3000, "MacCatalyst": 4000, "Metal": 5000}
+
+# Printed labels of each era, mapped to one capability name.
+FLAG_LABELS = {
+    "simdgroup reduction support": "simdgroup_reduction",
+    "simdgroup reduction": "simdgroup_reduction",
+    "simdgroup matrix mul. support": "simdgroup_mm",
+    "simdgroup matrix mul.": "simdgroup_mm",
+    "has bfloat": "bfloat",
+    "bfloat": "bfloat",
+    "use bfloat": "use_bfloat",
+    "has tensor": "tensor",
+    "hasUnifiedMemory": "unified_memory",
+    "has unified memory": "unified_memory",
+    "has residency sets": "residency_sets",
+    "use residency sets": "residency_sets",
+    "use shared buffers": "shared_buffers",
+}
+
+
+def _device(m: re.Match) -> dict:
+    raw = m.group("raw").strip()
+    func = m.group("func")
+    data: dict = {"era": "M4" if func == "ggml_metal_device_init" else "legacy"}
+    mm = re.fullmatch(r"MTL(\d+)(?: \((.+)\))?", raw)
+    if mm:
+        data["index"] = int(mm.group(1))
+        if mm.group(2):
+            data["name"] = mm.group(2).strip()
+    else:
+        data["name"] = raw
+    return data
+
+
+def _family(m: re.Match) -> dict | None:
+    group, n, code = m.group("group"), int(m.group("n")), int(m.group("code"))
+    if _FAMILY_BASE[group] + n != code:
+        return None  # inconsistent (cut or mangled) line: never invent a family
+    return {"code": code, "group": group}
+
+
+def _flag(m: re.Match) -> dict | None:
+    label = re.sub(r"\s+", " ", m.group("label").strip())
+    name = FLAG_LABELS.get(label)
+    value = to_bool(m.group("value"))
+    if name is None or value is None:
+        return None
+    return {"flag": name, "value": value}
+
+
+def _working_set(m: re.Match) -> dict:
+    value = to_float(m.group("value"))
+    unit = m.group("unit")
+    # Nov-Dec 2023 printed MiB; every other era divides by 1e6 and says MB.
+    if unit == "MiB" and value is not None:
+        value = round(value * 1048576 / 1e6, 2)
+    return {"mb": value, "unit": unit}
+
+
+METAL = Format(
+    name="metal",
+    description="ggml-metal capability block, kernel skips and op errors (2023-2026)",
+    literals=("ggml_metal", "Metal GPU does not support"),
+    patterns=(
+        Pattern("metal.device", rx(r"(?P<func>ggml_metal_\w+): GPU name:\s+(?P<raw>\S.*?)\s*$"), _device),
+        Pattern(
+            "metal.family",
+            rx(r"ggml_metal_\w+: GPU family:\s+MTLGPUFamily(?P<group>Apple|Common|Metal|Mac)(?P<n>\d+)\s+\((?P<code>\d+)\)\s*$"),
+            _family,
+        ),
+        Pattern(
+            "metal.flag",
+            rx(
+                r"ggml_metal_\w+:\s+(?P<label>simdgroup reduction(?: support)?|simdgroup matrix mul\.(?: support)?"
+                r"|has bfloat|bfloat|use bfloat|has tensor|hasUnifiedMemory|has unified memory|has residency sets"
+                r"|use residency sets|use shared buffers)\s*=\s*(?P<value>true|false)\s*$"
+            ),
+            _flag,
+        ),
+        Pattern(
+            "metal.working_set",
+            rx(r"ggml_metal_\w+:\s+recommendedMaxWorkingSetSize\s*=\s*(?P<value>[\d.,]+)\s+(?P<unit>MB|MiB)\s*$"),
+            _working_set,
+        ),
+        Pattern("metal.skip_kernel", rx(r"ggml_metal_\w+: skipping (?P<kernel>kernel_\w+)\s+\(not supported\)")),
+        Pattern("metal.unsupported_op", rx(r"(?P<func>ggml_metal_\w+): error: unsupported op '(?P<op>\w+)'")),
+        Pattern("metal.found_device", rx(r"ggml_metal_\w+: found device: (?P<name>\S.*?)\s*$")),
+        Pattern("metal.picking_device", rx(r"ggml_metal_\w+: picking default device: (?P<name>\S.*?)\s*$")),
+        Pattern("metal.block_start", rx(r"(?P<func>ggml_metal_init): (?P<what>allocating|using MPS)\s*$")),
+        Pattern("metal.tensor_gate", rx(r"ggml_metal_device_init: (?P<what>tensor API disabled for pre-M5[^\n]*)$")),
+        Pattern("metal.library_loaded", rx(r"ggml_metal_\w+: loaded in (?P<seconds>[\d.]+) sec")),
+        Pattern(
+            "metal.family_fallback",
+            rx(r"(?P<func>\w+): Metal GPU does not support family (?P<family>\d+) - falling back to CPU"),
+        ),
+        Pattern("metal.error", rx(r"(?P<func>ggml_metal_\w+): error: (?P<message>\S.*?)\s*$")),
+    ),
+    samples=(
+        Sample("ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)", "metal.device",
+               {"index": 0, "name": "Apple Paravirtual device", "era": "M4"}),
+        Sample("ggml_metal_device_init: GPU name:   MTL0", "metal.device", {"index": 0, "era": "M4"}),
+        Sample("ggml_metal_init: GPU name:   Apple M2 Max", "metal.device", {"name": "Apple M2 Max", "era": "legacy"}),
+        Sample("ggml_metal_device_init: GPU family: MTLGPUFamilyApple5  (1005)", "metal.family", {"code": 1005}),
+        Sample("ggml_metal_init: GPU family: MTLGPUFamilyApple7 (1007)", "metal.family", {"code": 1007}),
+        Sample("ggml_metal_init: GPU family: MTLGPUFamilyCommon3 (3003)", "metal.family", {"code": 3003}),
+        Sample("ggml_metal_device_init: GPU family: MTLGPUFamilyMetal4  (5002)", "metal.family", {"code": 5002}),
+        Sample("ggml_metal_init: simdgroup reduction support   = false", "metal.flag",
+               {"flag": "simdgroup_reduction", "value": False}),
+        Sample("ggml_metal_init: simdgroup matrix mul. support = true", "metal.flag", {"flag": "simdgroup_mm", "value": True}),
+        Sample("ggml_metal_device_init: simdgroup reduction   = true", "metal.flag",
+               {"flag": "simdgroup_reduction", "value": True}),
+        Sample("ggml_metal_device_init: simdgroup matrix mul. = false", "metal.flag", {"flag": "simdgroup_mm", "value": False}),
+        Sample("ggml_metal_init: has bfloat            = true", "metal.flag", {"flag": "bfloat", "value": True}),
+        Sample("ggml_metal_init: use bfloat            = false", "metal.flag", {"flag": "use_bfloat", "value": False}),
+        Sample("ggml_metal_device_init: has tensor            = false", "metal.flag", {"flag": "tensor", "value": False}),
+        Sample("ggml_metal_init: hasUnifiedMemory              = true", "metal.flag", {"flag": "unified_memory", "value": True}),
+        Sample("ggml_metal_device_init: has unified memory    = true", "metal.flag", {"flag": "unified_memory", "value": True}),
+        Sample("ggml_metal_device_init: recommendedMaxWorkingSetSize  = 11453.25 MB", "metal.working_set",
+               {"mb": 11453.25, "unit": "MB"}),
+        Sample("ggml_metal_init: skipping kernel_soft_max_f32                   (not supported)", "metal.skip_kernel",
+               {"kernel": "kernel_soft_max_f32"}),
+        Sample("ggml_metal_op_encode_impl: error: unsupported op 'RMS_NORM'", "metal.unsupported_op", {"op": "RMS_NORM"}),
+        Sample("ggml_metal_graph_compute_block_invoke: error: unsupported op 'RMS_NORM'", "metal.unsupported_op",
+               {"op": "RMS_NORM"}),
+        Sample("ggml_metal_init: found device: Apple M1 Pro", "metal.found_device", {"name": "Apple M1 Pro"}),
+        Sample("ggml_metal_init: using MPS", "metal.block_start", {"what": "using MPS"}),
+        Sample("ggml_metal_library_init: loaded in 8.931 sec", "metal.library_loaded", {"seconds": "8.931"}),
+        Sample("whisper_backend_init: Metal GPU does not support family 7 - falling back to CPU", "metal.family_fallback",
+               {"family": "7"}),
+        Sample("ggml_metal_init: error: failed to allocate buffer, size =   512.00 MiB", "metal.error",
+               {"message": "failed to allocate buffer, size =   512.00 MiB"}),
+    ),
+)

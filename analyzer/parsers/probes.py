@@ -1,0 +1,182 @@
+"""What a device claims, asked directly: capability probes (the Lume/Tart
+4-line form, the Anka one-line JSON, capscan's own probe in both forms),
+``system_profiler SPDisplaysDataType`` (text and -json), and the banners of
+capability shims (Lume, Tart, Anka, capscan's interposer)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from analyzer.parsers.base import Event, Format, Pattern, Sample, rx, to_bool, to_int
+
+_KV = re.compile(r"^(?P<key>[a-z_][\w.]*)=(?P<value>.*)$")
+
+
+def _probe_kv_events(line_no: int, text: str, key: str, value: str) -> list[Event]:
+    value = value.strip()
+    if key == "device":
+        return [Event("probe.device", line_no, text, {"name": value})]
+    if key.startswith("supports_family."):
+        code, supported = to_int(key.split(".", 1)[1]), to_bool(value)
+        if code is None or supported is None:
+            return []
+        return [Event("probe.family", line_no, text, {"code": code, "supported": supported})]
+    if key == "max_threadgroup_memory":
+        n = to_int(value)
+        return [Event("probe.threadgroup_memory", line_no, text, {"bytes": n})] if n is not None else []
+    if key == "recommended_max_working_set_size":
+        n = to_int(value)
+        return [Event("probe.working_set", line_no, text, {"mb": round(n / 1e6, 2)})] if n is not None else []
+    if key == "has_unified_memory":
+        b = to_bool(value)
+        return [Event("probe.unified_memory", line_no, text, {"value": b})] if b is not None else []
+    return []
+
+
+class _CapscanProbeCollector:
+    """capscan-probe key=value lines, after 'probe=capscan-probe 1'."""
+
+    def feed(self, line_no: int, text: str) -> list[Event] | None:
+        m = _KV.match(text)
+        if not m or m.group("key") == "probe":
+            return None
+        return _probe_kv_events(line_no, text, m.group("key"), m.group("value"))
+
+    def finish(self) -> list[Event]:
+        return []
+
+
+class _FourLineProbeCollector:
+    """The Lume/Tart probe: device=, family=, supports_family=, max_threadgroup_memory=."""
+
+    def __init__(self):
+        self.family: int | None = None
+
+    def feed(self, line_no: int, text: str) -> list[Event] | None:
+        m = _KV.match(text)
+        if not m or m.group("key") not in ("family", "supports_family", "max_threadgroup_memory"):
+            return None
+        key, value = m.group("key"), m.group("value").strip()
+        if key == "family":
+            self.family = to_int(value)
+            return []
+        if key == "supports_family":
+            supported = to_bool(value)
+            if self.family is None or supported is None:
+                return []
+            return [Event("probe.family", line_no, text, {"code": self.family, "supported": supported})]
+        return _probe_kv_events(line_no, text, key, value)
+
+    def finish(self) -> list[Event]:
+        return []
+
+
+def _probe_json(m: re.Match) -> dict | None:
+    try:
+        obj = json.loads(m.group(0))
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or "device" not in obj:
+        return None
+    out: dict = {"name": obj.get("device"), "families": {}}
+    sf = obj.get("supports_family")
+    if isinstance(sf, dict):  # capscan-probe --json
+        out["probe"] = obj.get("probe", "capscan-probe")
+        for code, val in sf.items():
+            c = to_int(str(code))
+            if c is not None and isinstance(val, bool):
+                out["families"][c] = val
+    elif isinstance(sf, bool) and isinstance(obj.get("family"), int):  # anka-gpu-probe
+        out["probe"] = "anka-gpu-probe"
+        out["families"][obj["family"]] = sf
+    else:
+        return None
+    if isinstance(obj.get("max_threadgroup_memory"), int):
+        out["threadgroup_memory"] = obj["max_threadgroup_memory"]
+    if isinstance(obj.get("recommended_max_working_set_size"), int):
+        out["working_set_mb"] = round(obj["recommended_max_working_set_size"] / 1e6, 2)
+    if isinstance(obj.get("has_unified_memory"), bool):
+        out["unified_memory"] = obj["has_unified_memory"]
+    return out
+
+
+PROBE = Format(
+    name="probe",
+    description="capability probes: capscan-probe (key=value and --json), Lume/Tart metal-capabilities, anka-gpu-probe",
+    literals=("capscan-probe", "device=", "supports_family"),
+    patterns=(
+        Pattern("probe.start", rx(r"^probe=capscan-probe (?P<version>\d+)\s*$"),
+                collector=lambda m, n, t: _CapscanProbeCollector()),
+        Pattern("probe.json", rx(r"^\{.*\"supports_family\".*\}$"), _probe_json),
+        Pattern("probe.device", rx(r"^device=(?P<name>\S.*?)\s*$"), collector=lambda m, n, t: _FourLineProbeCollector()),
+    ),
+    samples=(
+        Sample("probe=capscan-probe 1", "probe.start", {"version": "1"}),
+        Sample("device=Apple Paravirtual device", "probe.device", {"name": "Apple Paravirtual device"}),
+        Sample('{"device":"Apple Paravirtual device","family":1009,"supports_family":false,"max_threadgroup_memory":32768}',
+               "probe.json", {"name": "Apple Paravirtual device", "probe": "anka-gpu-probe", "families": {1009: False},
+                              "threadgroup_memory": 32768}),
+        Sample('{"probe":"capscan-probe","version":1,"device":"Apple M1 Ultra","supports_family":{"1007":true,"1008":false},'
+               '"max_threadgroup_memory":32768,"recommended_max_working_set_size":115448725504,"has_unified_memory":true}',
+               "probe.json", {"name": "Apple M1 Ultra", "families": {1007: True, 1008: False}, "unified_memory": True}),
+    ),
+)
+
+
+SYSTEM_PROFILER = Format(
+    name="system_profiler",
+    description="system_profiler SPDisplaysDataType, text and -json (Chipset Model, Metal support)",
+    literals=("Chipset Model", "Metal Support", "Metal Family", "sppci_model", "spdisplays_mtlgpufamilysupport",
+              "spdisplays_metal"),
+    patterns=(
+        Pattern("sysprof.chipset", rx(r"^Chipset Model:\s*(?P<name>\S.*?)\s*$")),
+        Pattern("sysprof.chipset", rx(r'"sppci_model"\s*:\s*"(?P<name>[^"]+)"')),
+        Pattern("sysprof.metal", rx(r"^Metal(?: Support| Family)?:\s*(?P<support>\S.*?)\s*$")),
+        Pattern("sysprof.metal", rx(r'"spdisplays_(?:mtlgpufamilysupport|metal)"\s*:\s*"(?P<support>[^"]+)"')),
+    ),
+    samples=(
+        Sample("Chipset Model: Apple Paravirtual device", "sysprof.chipset", {"name": "Apple Paravirtual device"}),
+        Sample('"sppci_model" : "Apple Paravirtual device",', "sysprof.chipset", {"name": "Apple Paravirtual device"}),
+        Sample("Metal Support: Metal 3", "sysprof.metal", {"support": "Metal 3"}),
+        Sample('"spdisplays_mtlgpufamilysupport" : "spdisplays_metal3",', "sysprof.metal", {"support": "spdisplays_metal3"}),
+    ),
+)
+
+
+def _shim(m: re.Match) -> dict:
+    params = dict(re.findall(r"(\w+)=(\S+)", m.group("params") or ""))
+    cap = None
+    for key in ("apple_family_max", "appleFamilyMax", "appleFamilyCeiling", "familyMax"):
+        if key in params:
+            cap = to_int(params[key])
+            break
+    return {"name": m.group("name"), "process": m.group("proc"), "apple_family_max": cap, "params": params}
+
+
+SHIMS = Format(
+    name="shims",
+    description="capability shim banners: LumeMetalCapabilities, TartMetalCapabilities, AnkaGpuFamilyBoost, "
+                "capscan-interposer",
+    literals=("MetalCapabilities]", "[AnkaGpuFamilyBoost]", "[capscan-interposer]"),
+    patterns=(
+        Pattern("shim.banner", rx(r"\[(?P<name>\w+MetalCapabilities)\] Enabled for (?P<proc>\S+) \((?P<params>[^)]*)\)"),
+                _shim),
+        Pattern("shim.banner", rx(r"\[(?P<name>AnkaGpuFamilyBoost)\] active in (?P<proc>\S+) \((?P<params>[^)]*)\)"), _shim),
+        Pattern("shim.banner", rx(r"\[(?P<name>capscan-interposer)\] enabled for (?P<proc>\S+) \((?P<params>[^)]*)\)"), _shim),
+        Pattern("shim.message",
+                rx(r"\[(?P<name>\w+MetalCapabilities|AnkaGpuFamilyBoost|capscan-interposer)\] (?P<message>\S.*?)\s*$")),
+    ),
+    samples=(
+        Sample("[LumeMetalCapabilities] Enabled for llama-bench (appleFamilyMax=1009 maxThreadgroupMemory=65536)",
+               "shim.banner", {"name": "LumeMetalCapabilities", "process": "llama-bench", "apple_family_max": 1009}),
+        Sample("[TartMetalCapabilities] Enabled for llama-cli (appleFamilyMax=1009 maxThreadgroupMemory=65536)",
+               "shim.banner", {"name": "TartMetalCapabilities", "apple_family_max": 1009}),
+        Sample("[AnkaGpuFamilyBoost] active in llama-bench (appleFamilyCeiling=1009 threadgroupMemoryMin=65536)",
+               "shim.banner", {"name": "AnkaGpuFamilyBoost", "apple_family_max": 1009}),
+        Sample("[capscan-interposer] enabled for llama-bench (apple_family_max=1007 threadgroup_memory=stock)",
+               "shim.banner", {"name": "capscan-interposer", "apple_family_max": 1007}),
+        Sample("[LumeMetalCapabilities] Required device methods are unavailable; leaving stock capabilities unchanged",
+               "shim.message", {"name": "LumeMetalCapabilities"}),
+    ),
+)

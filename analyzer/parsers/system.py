@@ -1,0 +1,127 @@
+"""Process-level lines: system_info, load_backend, --list-devices, the build
+target, the model name, layer offload, and ollama's device summary."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from analyzer.parsers.base import Event, Format, Pattern, Sample, rx
+
+
+def _system_info(m: re.Match) -> dict:
+    rest = m.group("rest")
+    features: dict[str, str] = {}
+    backends: list[str] = []
+    for part in rest.split("|"):
+        part = part.strip()
+        if not part:
+            continue
+        # "Metal : EMBED_LIBRARY = 1" (>= 2024-11-25) or "AVX = 1"
+        reg = re.match(r"^([A-Za-z][\w ]*?) : (.*)$", part)
+        if reg:
+            backends.append(reg.group(1).strip())
+            part = reg.group(2)
+        kv = re.match(r"^([A-Z0-9_]+) = (\S+)$", part)
+        if kv:
+            features[kv.group(1)] = kv.group(2)
+    return {"n_threads": int(m.group("n")), "features": features, "backends": backends}
+
+
+class _DeviceListCollector:
+    """Lines under 'Available devices:' (llama.cpp --list-devices)."""
+
+    ITEM = re.compile(r"^\s*(?P<id>[\w.-]+): (?P<desc>.+?)(?: \((?P<total>\d+) MiB, (?P<free>\d+) MiB free\))?\s*$")
+
+    def __init__(self, line_no: int, text: str):
+        self.line_no, self.text, self.count = line_no, text, 0
+
+    def feed(self, line_no: int, text: str) -> list[Event] | None:
+        if text.strip() == "(none)":
+            return []
+        m = self.ITEM.match(text)
+        if not m or m.group("id") in ("load_backend", "build", "main", "system_info"):
+            return None
+        self.count += 1
+        return [Event("devices.item", line_no, text, {"id": m.group("id"), "description": m.group("desc")})]
+
+    def finish(self) -> list[Event]:
+        if self.count == 0:
+            return [Event("devices.none", self.line_no, self.text, {})]
+        return []
+
+
+def _kv_line(m: re.Match) -> dict | None:
+    """ollama slog: time=... level=INFO source=types.go:130 msg="inference compute" id=0 library=metal ..."""
+    try:
+        parts = shlex.split(m.string, posix=True)
+    except ValueError:
+        return None
+    data = {}
+    for part in parts:
+        if "=" in part:
+            key, _, value = part.partition("=")
+            data[key] = value
+    if data.get("msg") != "inference compute" or "library" not in data:
+        return None
+    out = {"library": data["library"].lower()}
+    for key in ("name", "description", "total", "available", "type"):
+        if data.get(key):
+            out[key] = data[key]
+    return out
+
+
+SYSTEM = Format(
+    name="system",
+    description="system_info, load_backend, --list-devices, build target, model name, layer offload",
+    literals=("system_info", "load_backend", "Available devices", "built with", "general.name", "using device",
+              "layers to GPU"),
+    patterns=(
+        Pattern("system_info", rx(r"system_info: n_threads = (?P<n>\d+)(?: \(n_threads_batch = \d+\))? / \d+ \|(?P<rest>.*)$"),
+                _system_info),
+        Pattern("backend.loaded", rx(r"load_backend: loaded (?P<name>\S+) backend from (?P<path>\S.*?)\s*$")),
+        Pattern("devices.header", rx(r"^Available devices:\s*$"),
+                collector=lambda m, n, t: _DeviceListCollector(n, t)),
+        Pattern("build.target", rx(r"built with (?P<compiler>.+?) for (?P<target>[\w.-]+)\s*$")),
+        Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S.*?)\s*$")),
+        Pattern("model.device",
+                rx(r"using device (?P<device>\S+) \((?P<description>[^()]*(?:\([^()]*\))?[^()]*)\)")),
+        Pattern("offload", rx(r"offloaded (?P<offloaded>\d+)/(?P<total>\d+) layers to GPU"),
+                lambda m: {"offloaded": int(m.group("offloaded")), "total": int(m.group("total"))}),
+    ),
+    samples=(
+        Sample("system_info: n_threads = 24 (n_threads_batch = 24) / 32 | Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | "
+               "ARM_FMA = 1 | ACCELERATE = 1 | REPACK = 1 |", "system_info", {"n_threads": 24, "backends": ["Metal", "CPU"]}),
+        Sample("system_info: n_threads = 4 (n_threads_batch = 4) / 4 | AVX = 1 | AVX2 = 1 | NEON = 0 | BLAS = 1 | ",
+               "system_info", {"n_threads": 4, "backends": []}),
+        Sample("load_backend: loaded Metal backend from /opt/homebrew/lib/libggml-metal.so", "backend.loaded",
+               {"name": "Metal"}),
+        Sample("Available devices:", "devices.header", {}),
+        Sample("  MTL0: Apple Paravirtual device (11453 MiB, 11453 MiB free)", "devices.item",
+               {"id": "MTL0", "description": "Apple Paravirtual device"},
+               via=Pattern("devices.item", _DeviceListCollector.ITEM,
+                           lambda m: {"id": m.group("id"), "description": m.group("desc")})),
+        Sample("main: built with Apple clang version 16.0.0 (clang-1600.0.26.6) for x86_64-apple-darwin23.6.0",
+               "build.target", {"target": "x86_64-apple-darwin23.6.0"}),
+        Sample("llama_model_loader: - kv   2:                               general.name str              = TinyLlama",
+               "model.name", {"name": "TinyLlama"}),
+        Sample("llama_model_load_from_file_impl: using device MTL0 (Apple M2 Max) (unknown id) - 21845 MiB free",
+               "model.device", {"device": "MTL0", "description": "Apple M2 Max"}),
+        Sample("load_tensors: offloaded 0/23 layers to GPU", "offload", {"offloaded": 0, "total": 23}),
+    ),
+)
+
+OLLAMA = Format(
+    name="ollama",
+    description="ollama server.log device summary (msg=\"inference compute\" library=metal|cpu|cuda|rocm)",
+    literals=("inference compute",),
+    patterns=(Pattern("ollama.compute", rx(r"inference compute"), _kv_line),),
+    samples=(
+        Sample('time=2025-02-16T20:51:57.943-06:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
+               'library=metal variant="" compute="" driver=0.0 name="" total="16.0 GiB" available="16.0 GiB"',
+               "ollama.compute", {"library": "metal", "total": "16.0 GiB"}),
+        Sample('time=2025-05-01T10:00:00.000Z level=INFO source=types.go:130 msg="inference compute" id=cpu '
+               'library=cpu compute="" name=cpu description=cpu total="15.5 GiB" available="12.0 GiB"',
+               "ollama.compute", {"library": "cpu"}),
+    ),
+)

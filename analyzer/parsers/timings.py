@@ -1,0 +1,101 @@
+"""Throughput lines printed at the end of a run: llama.cpp's timing blocks of
+every era, llama-server slots and JSON ``timings``, ollama --verbose, mlx_lm,
+whisper.cpp. Locale commas and ``inf`` are read as printed."""
+
+from __future__ import annotations
+
+import re
+
+from analyzer.parsers.base import Format, Pattern, Sample, rx, to_float, to_int
+
+_NUM = r"[-\d.,]+|inf|-?nan"
+
+
+def _phase(word: str) -> str:
+    word = word.lower()
+    if word.startswith("prompt"):
+        return "prompt"
+    if word in ("eval", "generation eval", "generation"):
+        return "eval"
+    return "sample"
+
+
+def _llama_timing(m: re.Match) -> dict | None:
+    tps = to_float(m.group("tps"))
+    if tps is None:
+        return None
+    func = m.group("func") or ""
+    return {
+        "phase": _phase(m.group("phase")),
+        "tok_s": tps,
+        "tokens": to_int(m.group("n")),
+        "ms": to_float(m.group("ms")),
+        "source": func.rstrip(":").strip() or "server-slot",
+    }
+
+
+def _pair(prompt: str, gen: str, source: str):
+    def build(m: re.Match) -> dict | None:
+        p, g = to_float(m.group(prompt)), to_float(m.group(gen))
+        if p is None and g is None:
+            return None
+        return {"prompt_tok_s": p, "eval_tok_s": g, "source": source}
+    return build
+
+
+TIMINGS = Format(
+    name="timings",
+    description="timing lines: llama_print_timings, llama_perf_context_print, common_perf_print, llama-server slots and "
+                "JSON timings, ollama --verbose, mlx_lm, new llama-cli, whisper_print_timings",
+    literals=("per second", "per_second", "print_timing", "rate:", "-per-sec", "_tps", "t/s ]"),
+    patterns=(
+        Pattern(
+            "timing",
+            rx(
+                r"(?:(?P<func>\w+):\s+)?(?P<phase>prompt eval|generation eval|eval|sample|sampling) time\s*=\s*"
+                rf"(?P<ms>{_NUM}) ms(?:\s*/\s*(?P<n>\d+) (?:runs|tokens))?\s*\(\s*(?:{_NUM}) ms per (?:token|run),\s*"
+                rf"(?P<tps>{_NUM}) tokens per second\)"
+            ),
+            _llama_timing,
+        ),
+        Pattern("server.slot", rx(r"slot print_timing: id\s+(?P<slot>\d+) \| task (?P<task>\d+) \|")),
+        Pattern(
+            "timing",
+            rx(rf'"(?P<key>prompt_per_second|predicted_per_second)"\s*:\s*(?P<tps>{_NUM}|null)'),
+            lambda m: (None if to_float(m.group("tps")) is None else
+                       {"phase": "prompt" if m.group("key").startswith("prompt") else "eval",
+                        "tok_s": to_float(m.group("tps")), "source": "server-json"}),
+        ),
+        Pattern("timing", rx(rf"^(?P<phase>prompt eval|eval) rate:\s+(?P<tps>{_NUM}) tokens/s"),
+                lambda m: {"phase": _phase(m.group("phase")), "tok_s": to_float(m.group("tps")), "source": "ollama"}),
+        Pattern("timing", rx(rf"^(?P<phase>Prompt|Generation): (?P<n>\d+) tokens, (?P<tps>{_NUM}) tokens-per-sec"),
+                lambda m: {"phase": _phase(m.group("phase")), "tok_s": to_float(m.group("tps")),
+                           "tokens": int(m.group("n")), "source": "mlx_lm"}),
+        Pattern("timing.pair", rx(rf"prompt_tps\s*[=:]\s*(?P<p>{_NUM}),?\s+generation_tps\s*[=:]\s*(?P<g>{_NUM})"),
+                _pair("p", "g", "mlx_lm")),
+        Pattern("timing.pair", rx(rf"\[ Prompt: (?P<p>{_NUM}) t/s \| Generation: (?P<g>{_NUM}) t/s \]"),
+                _pair("p", "g", "llama-cli")),
+        Pattern("whisper.timing", rx(rf"whisper_print_timings:\s+(?P<phase>\w+) time\s*=\s*(?P<ms>{_NUM}) ms"),
+                lambda m: {"phase": m.group("phase"), "ms": to_float(m.group("ms"))}),
+    ),
+    samples=(
+        Sample("llama_perf_context_print: prompt eval time =     626.56 ms /    10 tokens (   62.66 ms per token,    15.96 "
+               "tokens per second)", "timing", {"phase": "prompt", "tok_s": 15.96, "tokens": 10,
+                                                "source": "llama_perf_context_print"}),
+        Sample("llama_print_timings:        eval time =    7262,21 ms /    99 runs   (   73,36 ms per token,    13,77 tokens "
+               "per second)", "timing", {"phase": "eval", "tok_s": 13.77, "tokens": 99}),
+        Sample("llama_print_timings: prompt eval time =       0.00 ms /     1 tokens (    0.00 ms per token,      inf tokens "
+               "per second)", "timing", {"phase": "prompt", "tok_s": float("inf")}),
+        Sample("       eval time =     572.42 ms /    50 tokens (   11.45 ms per token,    87.35 tokens per second)", "timing",
+               {"phase": "eval", "tok_s": 87.35, "source": "server-slot"}),
+        Sample("slot print_timing: id  0 | task 0 | ", "server.slot", {"slot": "0", "task": "0"}),
+        Sample('"timings":{"prompt_n":12,"prompt_ms":46.19,"prompt_per_token_ms":3.85,"prompt_per_second":259.79}', "timing",
+               {"phase": "prompt", "tok_s": 259.79, "source": "server-json"}),
+        Sample("eval rate:            8.12 tokens/s", "timing", {"phase": "eval", "tok_s": 8.12, "source": "ollama"}),
+        Sample("Generation: 100 tokens, 30.501 tokens-per-sec", "timing", {"phase": "eval", "tok_s": 30.501,
+                                                                          "source": "mlx_lm"}),
+        Sample("[ Prompt: 45.3 t/s | Generation: 12.1 t/s ]", "timing.pair", {"prompt_tok_s": 45.3, "eval_tok_s": 12.1}),
+        Sample("whisper_print_timings:   encode time =   123.45 ms /     1 runs (  123.45 ms per run)", "whisper.timing",
+               {"phase": "encode", "ms": 123.45}),
+    ),
+)

@@ -1,0 +1,103 @@
+"""Open an input (a path, or ``-`` for stdin) and stream its bytes in chunks.
+
+gzip is recognised by its magic bytes and decompressed on the fly. Inputs
+that cannot be read (missing, a directory, unreadable, binary, a truncated
+gzip) raise ``InputError`` with a one-line message. Size and sha256 are
+computed over the (decompressed) content while it streams.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import sys
+import zlib
+from typing import BinaryIO, Iterator
+
+CHUNK = 4 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class InputError(Exception):
+    """An input that cannot be read; str() is a one-line message."""
+
+
+class Input:
+    def __init__(self, path: str, stream: BinaryIO, *, keep_raw: bool = False):
+        self.path = path
+        self._stream = stream
+        self.size = 0
+        self._sha = hashlib.sha256()
+        self._raw = zlib.compressobj(6, zlib.DEFLATED, 31) if keep_raw else None
+        self._raw_parts: list[bytes] = []
+
+    @property
+    def sha256(self) -> str:
+        return self._sha.hexdigest()
+
+    def raw_gzip(self) -> bytes | None:
+        if self._raw is None:
+            return None
+        return b"".join(self._raw_parts) + self._raw.flush()
+
+    def chunks(self, tee: BinaryIO | None = None) -> Iterator[bytes]:
+        stream = self._stream
+        first = True
+        try:
+            while True:
+                chunk = stream.read(CHUNK)
+                if not chunk:
+                    return
+                if first:
+                    first = False
+                    if b"\x00" in chunk[:65536]:
+                        raise InputError(f"{self.path}: binary file (NUL bytes), not a text log")
+                self.size += len(chunk)
+                self._sha.update(chunk)
+                if self._raw is not None:
+                    self._raw_parts.append(self._raw.compress(chunk))
+                if tee is not None:
+                    tee.write(chunk)
+                    tee.flush()
+                yield chunk
+        except EOFError:
+            raise InputError(f"{self.path}: truncated gzip (compressed data ends early)") from None
+        except (gzip.BadGzipFile, zlib.error) as exc:
+            raise InputError(f"{self.path}: corrupt gzip ({exc})") from None
+        except IsADirectoryError:
+            raise InputError(f"{self.path}: is a directory") from None
+        except OSError as exc:
+            raise InputError(f"{self.path}: read error ({exc.strerror or exc})") from None
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        except OSError:
+            pass
+
+
+def _maybe_gunzip(stream: io.BufferedReader) -> BinaryIO:
+    head = stream.peek(2)[:2]
+    if head == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+    return stream
+
+
+def open_input(path: str, *, keep_raw: bool = False) -> Input:
+    if path == "-":
+        raw = sys.stdin.buffer
+        stream = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+        return Input("<stdin>", _maybe_gunzip(stream), keep_raw=keep_raw)
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory")
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 - closed by Input.close
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
+    return Input(path, _maybe_gunzip(stream), keep_raw=keep_raw)

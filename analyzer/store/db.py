@@ -1,0 +1,61 @@
+"""Open (and create) the database: owner-only file, WAL, migrations."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from analyzer.store.migrations import MIGRATIONS
+
+BUSY_TIMEOUT_MS = 120_000
+
+
+class StoreError(Exception):
+    """The database cannot be opened or written; the message is one line."""
+
+
+def _create_private(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+        os.close(fd)
+
+
+def open_db(path: str | Path) -> Database:
+    path = Path(path)
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a database file")
+    try:
+        _create_private(path)
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreError(f"{path}: cannot open database ({exc})") from None
+    db = Database(conn)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(db)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a capscan database or corrupt ({exc})") from None
+    return db
+
+
+def _migrate(db: Database) -> None:
+    # Several capscan processes may open a new database at once: the loser
+    # of a race sees "already exists" or a lock, waits, and re-checks.
+    for attempt in range(20):
+        try:
+            if MIGRATIONS.pending(db):
+                MIGRATIONS.apply(db)
+            return
+        except sqlite3.OperationalError:
+            if attempt == 19:
+                raise
+            time.sleep(0.05 * (attempt + 1))

@@ -1,0 +1,83 @@
+"""Schema, as sqlite-utils migrations applied every time the database opens."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database, Migrations
+
+MIGRATIONS = Migrations("capscan")
+
+
+@MIGRATIONS()
+def m001_sources_runs(db: Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS sources (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            ingested_at TEXT NOT NULL,
+            lines INTEGER NOT NULL,
+            recognised_lines INTEGER NOT NULL,
+            unrecognised_lines INTEGER NOT NULL,
+            overlong_lines INTEGER NOT NULL,
+            raw_gzip BLOB
+        );
+        CREATE INDEX IF NOT EXISTS sources_sha256 ON sources(sha256);
+        CREATE TABLE IF NOT EXISTS runs (
+            id INTEGER PRIMARY KEY,
+            source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            first_line INTEGER NOT NULL,
+            last_line INTEGER NOT NULL,
+            program TEXT,
+            backend TEXT,
+            device_name TEXT,
+            apple_family INTEGER,
+            model TEXT,
+            created_at TEXT NOT NULL,
+            facts TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS runs_source ON runs(source_id);
+        CREATE TABLE IF NOT EXISTS throughput (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            line INTEGER,
+            test TEXT NOT NULL,
+            tok_s REAL NOT NULL,
+            stddev REAL,
+            model TEXT,
+            kind TEXT NOT NULL,
+            n_prompt INTEGER,
+            n_gen INTEGER,
+            n_depth INTEGER
+        );
+        CREATE INDEX IF NOT EXISTS throughput_run ON throughput(run_id, test);
+        CREATE TABLE IF NOT EXISTS evidence (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            line INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            text TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS evidence_run ON evidence(run_id, line);
+        """
+    )
+
+
+@MIGRATIONS()
+def m002_diagnoses(db: Database) -> None:
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS diagnoses (
+            run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+            verdict TEXT NOT NULL,
+            fixable INTEGER NOT NULL,
+            confidence TEXT,
+            environment TEXT,
+            host_chip TEXT,
+            report TEXT NOT NULL,
+            rules_version TEXT NOT NULL,
+            diagnosed_at TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS diagnoses_verdict ON diagnoses(verdict);
+        """
+    )

@@ -1,0 +1,102 @@
+"""Write one source in one transaction: its runs, evidence and throughput.
+
+The write lock is taken at the first write (``BEGIN IMMEDIATE``), so
+concurrent capscan processes wait for each other (busy timeout) instead of
+failing. An interrupt or an error rolls the whole source back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+
+from sqlite_utils import Database
+
+from analyzer.models import RunFacts, Throughput
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class SourceWriter:
+    def __init__(self, db: Database, path: str):
+        self.conn: sqlite3.Connection = db.conn
+        self.path = path
+        self.source_id: int | None = None
+        self.run_ids: dict[int, int] = {}  # assembler seq -> runs.id
+
+    def _begin(self) -> None:
+        if self.source_id is not None:
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        cur = self.conn.execute(
+            "INSERT INTO sources (path, size, sha256, ingested_at, lines, recognised_lines, unrecognised_lines, "
+            "overlong_lines) VALUES (?, 0, '', ?, 0, 0, 0, 0)",
+            (self.path, now()),
+        )
+        self.source_id = cur.lastrowid
+
+    def _run_row(self, seq: int, facts: RunFacts) -> tuple:
+        return (facts.first_line, facts.last_line, facts.program, facts.backend, facts.device.name,
+                facts.device.apple_family, facts.model, facts.model_dump_json(exclude={"throughput"}))
+
+    def _ensure_run(self, seq: int, facts: RunFacts) -> int:
+        self._begin()
+        if seq not in self.run_ids:
+            cur = self.conn.execute(
+                "INSERT INTO runs (source_id, seq, first_line, last_line, program, backend, device_name, apple_family, "
+                "model, facts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (self.source_id, seq, *self._run_row(seq, facts), now()),
+            )
+            self.run_ids[seq] = cur.lastrowid
+        return self.run_ids[seq]
+
+    def write_run(self, seq: int, facts: RunFacts, evidence) -> int:
+        existed = seq in self.run_ids
+        run_id = self._ensure_run(seq, facts)
+        if existed:
+            self.conn.execute(
+                "UPDATE runs SET first_line=?, last_line=?, program=?, backend=?, device_name=?, apple_family=?, "
+                "model=?, facts=? WHERE id=?",
+                (*self._run_row(seq, facts), run_id),
+            )
+        self.conn.executemany(
+            "INSERT INTO evidence (run_id, line, kind, text) VALUES (?, ?, ?, ?)",
+            [(run_id, e.line, e.kind, e.text) for e in evidence],
+        )
+        return run_id
+
+    def write_throughput(self, seq: int, facts: RunFacts, rows: list[Throughput]) -> None:
+        run_id = self._ensure_run(seq, facts)
+        self.conn.executemany(
+            "INSERT INTO throughput (run_id, line, test, tok_s, stddev, model, kind, n_prompt, n_gen, n_depth) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(run_id, t.line, t.test, t.tok_s, t.stddev, t.model, t.kind, t.n_prompt, t.n_gen, t.n_depth) for t in rows],
+        )
+
+    def duplicate_of(self, sha256: str) -> tuple[int, list[int]] | None:
+        row = self.conn.execute(
+            "SELECT id FROM sources WHERE sha256 = ? AND id IS NOT ? ORDER BY id LIMIT 1", (sha256, self.source_id)
+        ).fetchone()
+        if row is None:
+            return None
+        runs = [r[0] for r in self.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", (row[0],))]
+        return row[0], runs
+
+    def commit(self, *, size: int, sha256: str, lines: int, recognised: int, unrecognised: int, overlong: int,
+               raw_gzip: bytes | None) -> int:
+        self._begin()
+        self.conn.execute(
+            "UPDATE sources SET size=?, sha256=?, lines=?, recognised_lines=?, unrecognised_lines=?, overlong_lines=?, "
+            "raw_gzip=? WHERE id=?",
+            (size, sha256, lines, recognised, unrecognised, overlong, raw_gzip, self.source_id),
+        )
+        self.conn.execute("COMMIT")
+        return self.source_id  # type: ignore[return-value]
+
+    def rollback(self) -> None:
+        if self.source_id is not None and self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+        self.source_id = None
+        self.run_ids = {}
