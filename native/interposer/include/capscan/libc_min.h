@@ -1,0 +1,17 @@
+/* The handful of libc functions capscan calls.  Real headers when they
+ * exist; hand-written declarations for the SDK-less macOS cross build. */
+#ifndef CAPSCAN_LIBC_MIN_H
+#define CAPSCAN_LIBC_MIN_H
+
+#if defined(CAPSCAN_NO_SDK)
+typedef unsigned long size_t;
+typedef long ssize_t;
+char *getenv(const char *name);
+ssize_t write(int fd, const void *buf, size_t count);
+const char *getprogname(void);
+#else
+#include <stdlib.h>
+#include <unistd.h>
+#endif
+
+#endif

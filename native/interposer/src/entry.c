@@ -1,0 +1,153 @@
+/* Entry layer: policy once per process, patching, banner (see entry.h). */
+#include "capscan/entry.h"
+#include "capscan/objc_call.h"
+#include "capscan/runtime.h"
+#include "capscan/spinlock.h"
+#include "capscan/textbuf.h"
+
+static struct capscan_platform platform;
+static struct capscan_policy policy;
+static int initialised;
+static int banner_printed;
+static int failure_printed;
+static int lock;
+
+static void emit(struct capscan_buf *line)
+{
+    capscan_buf_char(line, '\n');
+    if (line->len && line->data[line->len - 1] != '\n')
+        line->data[line->len - 1] = '\n';   /* truncated: still end the line */
+    platform.write_stderr(line->data, line->len);
+}
+
+static void start_line(struct capscan_buf *line, const char *what)
+{
+    capscan_buf_str(line, CAPSCAN_LOG_PREFIX);
+    capscan_buf_str(line, what);
+    capscan_buf_clean(line, platform.progname(), 64);
+}
+
+static void report_inactive(void)
+{
+    char storage[256];
+    struct capscan_buf line;
+
+    capscan_buf_init(&line, storage, sizeof storage);
+    start_line(&line, "inactive in ");
+    capscan_buf_str(&line, ": ");
+    capscan_buf_str(&line, policy.variable ? policy.variable : CAPSCAN_ENV_FAMILY);
+    if (policy.value && *policy.value) {
+        capscan_buf_str(&line, "=\"");
+        capscan_buf_clean(&line, policy.value, 40);
+        capscan_buf_char(&line, '"');
+    }
+    capscan_buf_char(&line, ' ');
+    capscan_buf_str(&line, capscan_policy_status_text(policy.status));
+    capscan_buf_str(&line, "; Metal answers are left untouched");
+    emit(&line);
+}
+
+/* The line capscan's parsers recognise: keep this format exactly. */
+static void report_enabled(void)
+{
+    char storage[256];
+    struct capscan_buf line;
+
+    capscan_buf_init(&line, storage, sizeof storage);
+    start_line(&line, "enabled for ");
+    capscan_buf_str(&line, " (apple_family_max=");
+    capscan_buf_int(&line, policy.apple_family_max);
+    capscan_buf_str(&line, " threadgroup_memory=");
+    if (policy.tg_floor)
+        capscan_buf_uint(&line, policy.tg_floor);
+    else
+        capscan_buf_str(&line, "stock");
+    capscan_buf_char(&line, ')');
+    emit(&line);
+}
+
+static void report_failed(Class cls, const char *reason)
+{
+    char storage[320];
+    struct capscan_buf line;
+
+    capscan_buf_init(&line, storage, sizeof storage);
+    start_line(&line, "disabled for ");
+    capscan_buf_str(&line, ": ");
+    capscan_buf_str(&line, reason);
+    if (cls) {
+        capscan_buf_str(&line, " (class ");
+        capscan_buf_clean(&line, class_getName(cls), 80);
+        capscan_buf_char(&line, ')');
+    }
+    capscan_buf_str(&line, "; all hooks rolled back, stock answers kept");
+    emit(&line);
+}
+
+static void report_patched(Class cls)
+{
+    char storage[256];
+    struct capscan_buf line;
+
+    capscan_buf_init(&line, storage, sizeof storage);
+    capscan_buf_str(&line, CAPSCAN_LOG_PREFIX "patched device class ");
+    capscan_buf_clean(&line, class_getName(cls), 80);
+    emit(&line);
+}
+
+void capscan_entry_init(const struct capscan_platform *p)
+{
+    capscan_lock(&lock);
+    if (!initialised) {
+        platform = *p;
+        capscan_policy_from_env(&policy, platform.getenv);
+        initialised = 1;
+        if (!capscan_policy_active(&policy) && policy.verbose)
+            report_inactive();
+    }
+    capscan_unlock(&lock);
+}
+
+static int ready(void)
+{
+    return __atomic_load_n(&initialised, __ATOMIC_ACQUIRE) && capscan_policy_active(&policy);
+}
+
+id capscan_entry_patch_device(id device)
+{
+    const char *reason = 0;
+    Class cls;
+    enum capscan_patch_result result;
+
+    if (!device || !ready())
+        return device;
+    cls = object_getClass(device);
+    result = capscan_runtime_patch_class(cls, &policy, &reason);
+    capscan_lock(&lock);
+    if (result == CAPSCAN_PATCH_INSTALLED) {
+        if (policy.verbose)
+            report_patched(cls);
+        if (!banner_printed)
+            report_enabled();
+        banner_printed = 1;
+    } else if (result == CAPSCAN_PATCH_FAILED && !failure_printed) {
+        report_failed(cls, reason ? reason : "hook installation failed");
+        failure_printed = 1;
+    }
+    capscan_unlock(&lock);
+    return device;
+}
+
+id capscan_entry_patch_devices(id devices)
+{
+    unsigned long i, count;
+
+    if (!devices || !ready())
+        return devices;
+    if (!capscan_responds(devices, "count") || !capscan_responds(devices, "objectAtIndex:"))
+        return devices;
+    count = capscan_send_ulong(devices, "count");
+    for (i = 0; i < count; i++)
+        capscan_entry_patch_device(capscan_send_id_ulong(devices, "objectAtIndex:", i));
+    return devices;
+}

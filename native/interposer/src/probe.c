@@ -1,0 +1,144 @@
+/* capscan-probe: print what the default Metal device claims.
+ *
+ *   capscan-probe          key=value lines (format "capscan-probe 1")
+ *   capscan-probe --json   one JSON object on one line
+ *
+ * Exit 0 on success, 1 when there is no Metal device, 2 on bad usage.
+ * Written against the runtime's C API so it builds without an SDK. */
+#include "capscan/libc_min.h"
+#include "capscan/objc_call.h"
+#include "capscan/textbuf.h"
+
+extern id MTLCreateSystemDefaultDevice(void);
+
+static const long families[] = {
+    1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, /* Apple1-12 */
+    2001, 2002,                                                             /* Mac1-2 */
+    3001, 3002, 3003, 3004, 3005, 3006,                                     /* Common1-6 */
+    5001, 5002                                                              /* Metal3-4 */
+};
+#define FAMILY_COUNT (sizeof families / sizeof families[0])
+
+struct report {
+    const char *device;
+    int supports[FAMILY_COUNT];
+    unsigned long max_threadgroup_memory;
+    unsigned long long recommended_max_working_set_size;
+    int has_unified_memory;
+};
+
+static void put(int fd, const char *text, unsigned long length)
+{
+    while (length) {
+        ssize_t n = write(fd, text, length);
+        if (n <= 0)
+            return;
+        text += n;
+        length -= (unsigned long)n;
+    }
+}
+
+static void put_str(int fd, const char *text)
+{
+    unsigned long n = 0;
+    while (text[n])
+        n++;
+    put(fd, text, n);
+}
+
+static void query(id device, struct report *r)
+{
+    unsigned i;
+    id name = capscan_responds(device, "name") ? capscan_send_id(device, "name") : 0;
+    const char *text = name && capscan_responds(name, "UTF8String") ? capscan_send_cstr(name, "UTF8String") : 0;
+    int has_family = capscan_responds(device, "supportsFamily:");
+
+    r->device = text ? text : "";
+    for (i = 0; i < FAMILY_COUNT; i++)
+        r->supports[i] = has_family && capscan_send_bool_long(device, "supportsFamily:", families[i]);
+    r->max_threadgroup_memory = capscan_responds(device, "maxThreadgroupMemoryLength")
+                                    ? capscan_send_ulong(device, "maxThreadgroupMemoryLength") : 0;
+    r->recommended_max_working_set_size = capscan_responds(device, "recommendedMaxWorkingSetSize")
+                                              ? capscan_send_u64(device, "recommendedMaxWorkingSetSize") : 0;
+    r->has_unified_memory = capscan_responds(device, "hasUnifiedMemory") &&
+                            capscan_send_bool(device, "hasUnifiedMemory");
+}
+
+static const char *boolean(int value)
+{
+    return value ? "true" : "false";
+}
+
+static void print_lines(const struct report *r, struct capscan_buf *out)
+{
+    unsigned i;
+
+    capscan_buf_str(out, "probe=capscan-probe 1\ndevice=");
+    capscan_buf_clean(out, r->device, 256);
+    capscan_buf_char(out, '\n');
+    for (i = 0; i < FAMILY_COUNT; i++) {
+        capscan_buf_str(out, "supports_family.");
+        capscan_buf_int(out, families[i]);
+        capscan_buf_char(out, '=');
+        capscan_buf_str(out, boolean(r->supports[i]));
+        capscan_buf_char(out, '\n');
+    }
+    capscan_buf_str(out, "max_threadgroup_memory=");
+    capscan_buf_uint(out, r->max_threadgroup_memory);
+    capscan_buf_str(out, "\nrecommended_max_working_set_size=");
+    capscan_buf_uint(out, r->recommended_max_working_set_size);
+    capscan_buf_str(out, "\nhas_unified_memory=");
+    capscan_buf_str(out, boolean(r->has_unified_memory));
+    capscan_buf_char(out, '\n');
+}
+
+static void print_json(const struct report *r, struct capscan_buf *out)
+{
+    unsigned i;
+
+    capscan_buf_str(out, "{\"probe\":\"capscan-probe\",\"version\":1,\"device\":");
+    capscan_buf_json_str(out, r->device);
+    capscan_buf_str(out, ",\"supports_family\":{");
+    for (i = 0; i < FAMILY_COUNT; i++) {
+        capscan_buf_str(out, i ? ",\"" : "\"");
+        capscan_buf_int(out, families[i]);
+        capscan_buf_str(out, "\":");
+        capscan_buf_str(out, boolean(r->supports[i]));
+    }
+    capscan_buf_str(out, "},\"max_threadgroup_memory\":");
+    capscan_buf_uint(out, r->max_threadgroup_memory);
+    capscan_buf_str(out, ",\"recommended_max_working_set_size\":");
+    capscan_buf_uint(out, r->recommended_max_working_set_size);
+    capscan_buf_str(out, ",\"has_unified_memory\":");
+    capscan_buf_str(out, boolean(r->has_unified_memory));
+    capscan_buf_str(out, "}\n");
+}
+
+int main(int argc, char **argv)
+{
+    static char storage[4096];
+    struct capscan_buf out;
+    struct report report;
+    int json = 0;
+    id device;
+
+    if (argc == 2 && capscan_streq(argv[1], "--json")) {
+        json = 1;
+    } else if (argc != 1) {
+        put_str(2, "usage: capscan-probe [--json]\n");
+        return 2;
+    }
+    device = MTLCreateSystemDefaultDevice();
+    if (!device) {
+        put_str(2, "Metal device unavailable\n");
+        return 1;
+    }
+    query(device, &report);
+    capscan_buf_init(&out, storage, sizeof storage);
+    if (json)
+        print_json(&report, &out);
+    else
+        print_lines(&report, &out);
+    put(1, out.data, out.len);
+    return 0;
+}
