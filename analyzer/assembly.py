@@ -124,6 +124,7 @@ class Assembler:
         self.run = RunBuilder(0)
         self.md_columns: list[str] | None = None
         self.closed = 0
+        self.pending_gate: list[Event] = []  # M4 block start awaiting its GPU name line
 
     # -- run lifecycle ------------------------------------------------------
     def new_run(self) -> RunBuilder:
@@ -145,6 +146,8 @@ class Assembler:
         run.content = False  # closed runs are never emitted twice
 
     def finish(self) -> None:
+        if self.pending_gate:
+            self._flush_gate(self.run)
         self.close_run()
 
     def _spill(self) -> None:
@@ -156,9 +159,16 @@ class Assembler:
     # -- events ---------------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
         for ev in events:
+            if self.pending_gate and ev.kind not in ("metal.device", "metal.library_loaded", "metal.tensor_gate"):
+                self._flush_gate(self.run)
             handler = getattr(self, "_on_" + ev.kind.replace(".", "_"), None)
             if handler is not None:
                 handler(ev)
+
+    def _flush_gate(self, run: RunBuilder) -> None:
+        for pending in self.pending_gate:
+            run.touch(pending)
+        self.pending_gate = []
 
     def _on_hint_process(self, ev: Event) -> None:
         if ev.data["name"] not in self.run.facts.processes:
@@ -173,9 +183,13 @@ class Assembler:
         return run
 
     def _on_metal_tensor_gate(self, ev: Event) -> None:
+        """First line of an M4 block. Whether it opens a new process or is
+        the next GGML_METAL_DEVICES device of this one is known only at the
+        GPU name line, so it waits there."""
         run = self.run
         if run.metal_blocks or run.device_source not in (None, "metal") or run.has_results:
-            run = self.new_run()
+            self.pending_gate.append(ev)
+            return
         run.device_source = "metal"
         run.facts.metal_era = "M4"
         run.m4_open = True  # the GPU name line that follows belongs to this block
@@ -197,11 +211,20 @@ class Assembler:
         era = d.get("era")
         name = d.get("name")
         if era == "M4":
-            if d.get("index", 0) >= 1 and run.facts.metal_era == "M4" and run.metal_blocks:
+            gate, self.pending_gate = self.pending_gate, []
+            if d.get("index", 0) >= 1 and run.facts.metal_era == "M4" and run.metal_blocks and not run.has_results:
                 run.facts.device_count += 1  # GGML_METAL_DEVICES: another virtual device, same process
+                for pending in gate:
+                    run.touch(pending)
                 run.touch(ev)
                 return
-            if run.m4_open and run.metal_blocks == 0:
+            if gate:
+                run = self.new_run()
+                for pending in gate:
+                    run.touch(pending)
+                    if pending.kind == "metal.library_loaded":
+                        run.facts.library_load_s = float(pending.data["seconds"])
+            elif run.m4_open and run.metal_blocks == 0:
                 pass  # the tensor-gate line already opened this block
             elif run.metal_blocks or run.device_source not in (None, "metal") or run.has_results:
                 run = self.new_run()
@@ -282,6 +305,9 @@ class Assembler:
         self.run.touch(ev)
 
     def _on_metal_library_loaded(self, ev: Event) -> None:
+        if self.pending_gate:
+            self.pending_gate.append(ev)
+            return
         self.run.facts.library_load_s = float(ev.data["seconds"])
         self.run.touch(ev)
 

@@ -8,7 +8,8 @@ import re
 
 from analyzer.parsers.base import Format, Pattern, Sample, rx, to_bool, to_float
 
-_FAMILY_BASE = {"Apple": 1000, "Mac": 2000, "Common": 3000, "MacCatalyst": 4000, "Metal": 5000}
+# MTLGPUFamilyMetal3 = 5001, Metal4 = 5002: the Metal group starts at 3.
+_FAMILY_BASE = {"Apple": 1000, "Mac": 2000, "Common": 3000, "MacCatalyst": 4000, "Metal": 4998}
 
 # Printed labels of each era, mapped to one capability name.
 FLAG_LABELS = {

@@ -1,0 +1,19 @@
+"""Where the database lives: --db, else CAPSCAN_DB, else the user data dir."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+
+def default_db_path() -> Path:
+    env = os.environ.get("CAPSCAN_DB")
+    if env:
+        return Path(env).expanduser()
+    return platformdirs.user_data_path("capscan") / "capscan.db"
+
+
+def resolve_db_path(option: str | None) -> Path:
+    return Path(option).expanduser() if option else default_db_path()

@@ -1,0 +1,140 @@
+"""Human-readable output: the per-run report, the runs table, the formats list.
+
+Colour only on a terminal, and never when NO_COLOR is set (rich handles both
+when the Console is created with ``force_terminal=None``)."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Iterable, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from analyzer.store.queries import StoredRun
+
+VERDICT_STYLE = {
+    "capability-downgrade": "bold red",
+    "hardware-limit": "bold magenta",
+    "no-gpu-offload": "bold yellow",
+    "virtualization-overhead": "bold cyan",
+    "healthy": "bold green",
+    "unknown": "dim",
+}
+
+
+def console(file: TextIO) -> Console:
+    return Console(file=file, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False,
+                   soft_wrap=True, width=max(100, Console(file=file).width) if file.isatty() else 120)
+
+
+def fmt_tps(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:,.2f}"
+
+
+def _flag(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "no")
+
+
+def facts_lines(run: StoredRun) -> list[str]:
+    """What the log showed, compactly (used under the verdict)."""
+    f = run.facts
+    lines = []
+    dev = f.device.name or "(not named)"
+    fam = ", ".join(str(c) for c in f.device.families) or "-"
+    lines.append(f"device     {dev}   families {fam}" + (f"   x{f.device_count}" if f.device_count > 1 else ""))
+    caps = f.capabilities
+    lines.append(
+        f"printed    simdgroup reduction {_flag(caps.simdgroup_reduction)}, simdgroup mm {_flag(caps.simdgroup_mm)}, "
+        f"bfloat {_flag(caps.bfloat)}, tensor {_flag(caps.tensor)}, unified memory {_flag(f.device.unified_memory)}")
+    extra = []
+    if f.cpu_info:
+        extra.append(f"cpu_info {f.cpu_info!r}")
+    if f.gpu_info:
+        extra.append(f"gpu_info {f.gpu_info!r}")
+    if f.shim:
+        extra.append(f"shim {f.shim.name} (apple_family_max={f.shim.apple_family_max})")
+    if f.skipped_kernels:
+        extra.append(f"{f.skipped_kernels} kernels skipped ({f.skipped_kernels_non_bf16} not bf16)")
+    if f.unsupported_ops:
+        extra.append("unsupported ops " + ", ".join(f.unsupported_ops))
+    if f.offload:
+        extra.append(f"offloaded {f.offload[0]}/{f.offload[1]} layers")
+    if f.listed_devices is not None:
+        extra.append("listed devices: " + (", ".join(f.listed_devices) or "none"))
+    if extra:
+        lines.append("seen       " + "; ".join(extra))
+    if run.throughput:
+        parts = []
+        for t in run.throughput[:8]:
+            parts.append(f"{t['test']} {fmt_tps(t['tok_s'])} t/s" + (f" (n={t['n']})" if t.get("n", 1) > 1 else ""))
+        more = f" (+{len(run.throughput) - 8} more)" if len(run.throughput) > 8 else ""
+        lines.append("throughput " + ", ".join(parts) + more)
+    return lines
+
+
+def render_run(out: Console, run: StoredRun, *, max_evidence: int = 12) -> None:
+    f = run.facts
+    diag = run.diagnosis or {}
+    verdict = diag.get("verdict", "unknown")
+    head = Text(f"run {run.id}", style="bold")
+    head.append(f"  {run.source}:{f.first_line}-{f.last_line}  {f.program or '?'} / {f.backend or '?'}", style="")
+    out.print(head)
+    if diag:
+        v = Text("  verdict: ", style="bold")
+        v.append(verdict, style=VERDICT_STYLE.get(verdict, ""))
+        if diag.get("fixable"):
+            v.append("  (fixable)", style="bold")
+        out.print(v)
+        if diag.get("summary"):
+            out.print("  " + diag["summary"])
+    for line in facts_lines(run):
+        out.print("  " + line, style="dim" if diag else "")
+    evidence = _evidence_for(run, diag)
+    if evidence:
+        out.print("  evidence:")
+        for line_no, text in evidence[:max_evidence]:
+            out.print(Text(f"    {line_no:>6}  ", style="cyan") + Text(text[:160]))
+        if len(evidence) > max_evidence:
+            out.print(f"    ... {len(evidence) - max_evidence} more (capscan show {run.id})", style="dim")
+    if diag.get("next_steps"):
+        out.print("  next:")
+        for step in diag["next_steps"]:
+            out.print("    " + step)
+
+
+def _evidence_for(run: StoredRun, diag: dict[str, Any]) -> list[tuple[int, str]]:
+    seen: set[int] = set()
+    out: list[tuple[int, str]] = []
+    for finding in diag.get("findings", []):
+        for ev in finding.get("evidence", []):
+            if ev["line"] not in seen:
+                seen.add(ev["line"])
+                out.append((ev["line"], ev["text"]))
+    if not out:
+        out = [(e.line, e.text) for e in run.evidence]
+    return sorted(out)
+
+
+def runs_table(rows: Iterable[dict[str, Any]]) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for col, justify in (("id", "right"), ("when", "left"), ("source", "left"), ("program", "left"),
+                         ("device", "left"), ("env", "left"), ("verdict", "left"), ("best pp", "right"),
+                         ("best tg", "right")):
+        table.add_column(col, justify=justify, no_wrap=col != "source", overflow="ellipsis")
+    for r in rows:
+        verdict = r.get("verdict") or "-"
+        table.add_row(str(r["id"]), (r["created_at"] or "")[:16].replace("T", " "), _short(r["source"], 28),
+                      r["program"] or "-", _short(r["device"] or "-", 28), r.get("environment") or "-",
+                      Text(verdict, style=VERDICT_STYLE.get(verdict, "")), fmt_tps(r["best_pp"]), fmt_tps(r["best_tg"]))
+    return table
+
+
+def _short(s: str, n: int) -> str:
+    return s if len(s) <= n else "…" + s[-(n - 1):]

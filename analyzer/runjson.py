@@ -1,0 +1,38 @@
+"""A stored run as the contract's JSON object (``diagnose --json``, ``show --json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analyzer.store.queries import StoredRun
+
+
+def run_to_json(run: StoredRun) -> dict[str, Any]:
+    f = run.facts
+    diag = run.diagnosis or {}
+    return {
+        "id": run.id,
+        "source": run.source,
+        "first_line": f.first_line,
+        "last_line": f.last_line,
+        "program": f.program,
+        "backend": f.backend,
+        "device": {
+            "name": f.device.name,
+            "apple_family": f.device.apple_family,
+            "families": f.device.families,
+            "unified_memory": f.device.unified_memory,
+            "working_set_mb": f.device.working_set_mb,
+            "threadgroup_memory": f.device.threadgroup_memory,
+        },
+        "host_chip": diag.get("host_chip"),
+        "environment": diag.get("environment"),
+        "capabilities": diag.get("capabilities") or f.capabilities.model_dump(),
+        "shim": ({"name": f.shim.name, "apple_family_max": f.shim.apple_family_max} if f.shim else None),
+        "throughput": [{"test": t["test"], "tok_s": t["tok_s"], "stddev": t["stddev"], "model": t["model"]}
+                       for t in run.throughput],
+        "verdict": diag.get("verdict", "unknown"),
+        "fixable": bool(diag.get("fixable", False)),
+        "confidence": diag.get("confidence"),
+        "findings": diag.get("findings", []),
+    }

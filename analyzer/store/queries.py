@@ -1,0 +1,111 @@
+"""Reads: runs, one run with its throughput and evidence, database stats."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from analyzer.models import Evidence, RunFacts
+
+
+@dataclass
+class StoredRun:
+    id: int
+    source_id: int
+    source: str
+    created_at: str
+    facts: RunFacts
+    throughput: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    diagnosis: dict[str, Any] | None = None
+
+
+def _aggregate(rows: list[tuple]) -> list[dict[str, Any]]:
+    """One entry per (model, test): the row itself, or the median of several."""
+    groups: dict[tuple, list[tuple]] = {}
+    for test, tok_s, stddev, model, kind, line in rows:
+        groups.setdefault((model, test, kind), []).append((tok_s, stddev, line))
+    out = []
+    for (model, test, kind), vals in groups.items():
+        if len(vals) == 1:
+            tok_s, stddev, line = vals[0]
+        else:
+            tok_s, stddev, line = statistics.median(v[0] for v in vals), None, vals[0][2]
+        out.append({"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind, "n": len(vals),
+                    "line": line})
+    return out
+
+
+def load_run(db: Database, run_id: int) -> StoredRun | None:
+    row = db.conn.execute(
+        "SELECT r.id, r.source_id, s.path, r.created_at, r.facts FROM runs r JOIN sources s ON s.id = r.source_id "
+        "WHERE r.id = ?", (run_id,)).fetchone()
+    if row is None:
+        return None
+    facts = RunFacts.model_validate_json(row[4])
+    tp = db.conn.execute(
+        "SELECT test, tok_s, stddev, model, kind, line FROM throughput WHERE run_id = ? ORDER BY rowid", (run_id,)
+    ).fetchall()
+    ev = [Evidence(line=l, kind=k, text=t) for l, k, t in db.conn.execute(
+        "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
+    diag = db.conn.execute("SELECT report FROM diagnoses WHERE run_id = ?", (run_id,)).fetchone()
+    return StoredRun(id=row[0], source_id=row[1], source=row[2], created_at=row[3], facts=facts,
+                     throughput=_aggregate(tp), evidence=ev, diagnosis=json.loads(diag[0]) if diag else None)
+
+
+def last_run_id(db: Database) -> int | None:
+    row = db.conn.execute("SELECT MAX(id) FROM runs").fetchone()
+    return row[0] if row else None
+
+
+def list_runs(db: Database, limit: int | None = 50, verdict: str | None = None, text: str | None = None,
+              offset: int = 0) -> list[dict[str, Any]]:
+    where, args = [], []
+    if verdict:
+        where.append("d.verdict = ?")
+        args.append(verdict)
+    if text:
+        where.append("(r.device_name LIKE ? OR s.path LIKE ? OR r.program LIKE ? OR r.model LIKE ?)")
+        args.extend([f"%{text}%"] * 4)
+    sql = (
+        "SELECT r.id, r.created_at, s.path, r.program, r.backend, r.device_name, r.apple_family, r.model, "
+        "d.verdict, d.fixable, d.environment, "
+        "(SELECT MAX(tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'pp%' OR t.test = 'prompt')) AS best_pp, "
+        "(SELECT MAX(tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'tg%' OR t.test = 'generation')) AS best_tg "
+        "FROM runs r JOIN sources s ON s.id = r.source_id LEFT JOIN diagnoses d ON d.run_id = r.id"
+    )
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY r.id DESC"
+    if limit:
+        sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+    cols = ["id", "created_at", "source", "program", "backend", "device", "apple_family", "model", "verdict",
+            "fixable", "environment", "best_pp", "best_tg"]
+    return [dict(zip(cols, r)) for r in db.conn.execute(sql, args)]
+
+
+def run_ids_of_source(db: Database, source_id: int) -> list[int]:
+    return [r[0] for r in db.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", (source_id,))]
+
+
+def stats(db: Database, path: Path) -> dict[str, Any]:
+    q = lambda sql: db.conn.execute(sql).fetchone()[0]  # noqa: E731
+    verdicts = dict(db.conn.execute("SELECT verdict, COUNT(*) FROM diagnoses GROUP BY verdict ORDER BY 2 DESC"))
+    size = sum(p.stat().st_size for p in (path, Path(str(path) + "-wal")) if p.exists())
+    return {
+        "path": str(path),
+        "size_bytes": size,
+        "sources": q("SELECT COUNT(*) FROM sources"),
+        "runs": q("SELECT COUNT(*) FROM runs"),
+        "throughput_rows": q("SELECT COUNT(*) FROM throughput"),
+        "evidence_lines": q("SELECT COUNT(*) FROM evidence"),
+        "raw_sources_kept": q("SELECT COUNT(*) FROM sources WHERE raw_gzip IS NOT NULL"),
+        "verdicts": verdicts,
+        "schema_migrations": [r[0] for r in db.conn.execute(
+            "SELECT name FROM _sqlite_migrations WHERE migration_set = 'capscan' ORDER BY rowid")],
+    }

@@ -1,0 +1,47 @@
+"""Test isolation: no test ever touches the user's real database or home."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("CAPSCAN_DB", str(home / "capscan-test.db"))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    yield
+
+
+@pytest.fixture
+def db_path(tmp_path) -> Path:
+    return tmp_path / "capscan.db"
+
+
+def run_capscan(*args: str, input: bytes | str | None = None, db: Path | None = None,
+                env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    """Run the real CLI in a subprocess (python -m analyzer)."""
+    cmd = [sys.executable, "-m", "analyzer"]
+    if db is not None:
+        cmd += ["--db", str(db)]
+    cmd += list(args)
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    if isinstance(input, str):
+        input = input.encode()
+    proc = subprocess.run(cmd, input=input if input is not None else b"", capture_output=True, env=full_env,
+                          cwd=REPO, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"capscan {args} failed rc={proc.returncode}: {proc.stderr.decode()}")
+    return proc
