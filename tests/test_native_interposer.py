@@ -1,0 +1,332 @@
+"""capscan's native interposer (native/interposer), driven from pytest.
+
+Builds the Linux stand-ins and the SDK-less macOS cross build with make,
+runs the native suites (`make check`), checks the Mach-O artifacts, exercises
+the LD_PRELOAD injection path, and finally feeds stock and injected
+fake-llama logs through capscan's own CLI to see the flags flip.
+
+Without the toolchain (gcc + gobjc, clang + lld + llvm) these tests skip
+locally; with CI set they fail instead, so a missing apt line cannot turn CI
+green.  Nothing here touches the real home directory or a real database.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NATIVE = ROOT / "native" / "interposer"
+LINUX = NATIVE / "build" / "linux"
+MACOS = NATIVE / "build" / "macos"
+LLVM_BIN = Path(os.environ.get("LLVM_BIN", "/usr/lib/llvm-14/bin"))
+
+sys.path.insert(0, str(NATIVE / "tests"))
+import macho  # noqa: E402
+
+FAMILIES = [*range(1001, 1013), 2001, 2002, *range(3001, 3007), 5001, 5002]
+PARAVIRTUAL_TRUE = {1001, 1002, 1003, 1004, 1005, 2002, 3001, 3002, 3003}
+BANNER = "[capscan-interposer] enabled for {proc} (apple_family_max={fam} threadgroup_memory={tg})"
+SHIM_ENV_PREFIXES = ("CAPSCAN_", "LUME_", "TART_", "LD_PRELOAD", "GGML_")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def _missing_toolchain() -> list[str]:
+    missing = [t for t in ("make", "gcc", "sha256sum") if shutil.which(t) is None]
+    for tool in ("clang", "ld64.lld", "llvm-lipo", "llvm-objdump"):
+        if not (LLVM_BIN / tool).exists():
+            missing.append(str(LLVM_BIN / tool))
+    if shutil.which("gcc"):
+        for name in ("include/objc/runtime.h", "libobjc.so"):
+            found = subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+            if not os.path.isabs(found) or not os.path.exists(found):
+                missing.append(f"GCC libobjc ({name}; Debian package gobjc)")
+    return missing
+
+
+def _require_toolchain() -> None:
+    missing = _missing_toolchain()
+    if missing:
+        msg = ("native toolchain missing: " + ", ".join(missing) +
+               " (apt-get install -y --no-install-recommends clang lld llvm gobjc file make)")
+        if _in_ci():
+            pytest.fail(msg + " -- CI is set, so this is a failure, not a skip")
+        pytest.skip(msg)
+
+
+def _make(*targets: str) -> subprocess.CompletedProcess:
+    """make in native/interposer, serialised across concurrent pytest workers."""
+    (NATIVE / "build").mkdir(exist_ok=True)
+    with open(NATIVE / "build" / ".make.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # --no-print-directory: with -C, GNU make would otherwise end its output
+        # with "make: Leaving directory ..." after the summary line.
+        return subprocess.run(["make", "--no-print-directory", "-C", str(NATIVE), f"LLVM_BIN={LLVM_BIN}", *targets],
+                              capture_output=True, text=True, env=_clean_env())
+
+
+def _clean_env(home: Path | None = None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SHIM_ENV_PREFIXES)}
+    env.pop("CAPSCAN_DB", None)
+    if home is not None:
+        env["HOME"] = str(home)
+        env["XDG_DATA_HOME"] = str(home / "data")
+        env["XDG_CONFIG_HOME"] = str(home / "config")
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def built() -> Path:
+    _require_toolchain()
+    result = _make("all", "tests")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return NATIVE / "build"
+
+
+def run_linux(program: str, *args: str, preload: bool = False, **env: str) -> subprocess.CompletedProcess:
+    e = _clean_env(**env)
+    if preload:
+        e["LD_PRELOAD"] = str(LINUX / "libcapscan_interposer.so")
+    return subprocess.run([str(LINUX / program), *args], capture_output=True, text=True, env=e, timeout=60)
+
+
+def parse_probe(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+# --------------------------------------------------------------------------- make check
+
+
+def test_make_check_passes_and_summarises(built):
+    result = _make("check")
+    lines = result.stdout.strip().splitlines()
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    m = re.fullmatch(r"(\d+) passed, (\d+) failed", lines[-1])
+    assert m, lines[-1]
+    assert int(m.group(2)) == 0 and int(m.group(1)) >= 400
+    for suite in ("policy core", "runtime layer on GCC libobjc (ASan+UBSan)", "LD_PRELOAD", "Mach-O"):
+        assert any(suite in line for line in lines), suite
+
+
+def test_linux_target_builds_the_stand_ins(built):
+    assert _make("linux").returncode == 0
+    for name in ("libcapscan_interposer.so", "libfakemetal.so", "fake-llama", "capscan-probe"):
+        assert (LINUX / name).is_file(), name
+
+
+# --------------------------------------------------------------------------- probe
+
+
+def test_probe_key_value_format_is_exact(built):
+    r = run_linux("capscan-probe")
+    assert r.returncode == 0 and r.stderr == ""
+    expected = ["probe=capscan-probe 1", "device=Apple Paravirtual device"]
+    expected += [f"supports_family.{f}={'true' if f in PARAVIRTUAL_TRUE else 'false'}" for f in FAMILIES]
+    expected += ["max_threadgroup_memory=32768", "recommended_max_working_set_size=11453251584",
+                 "has_unified_memory=true"]
+    assert r.stdout.splitlines() == expected
+
+
+def test_probe_json_is_one_object(built):
+    r = run_linux("capscan-probe", "--json")
+    assert r.returncode == 0
+    assert len(r.stdout.splitlines()) == 1
+    d = json.loads(r.stdout)
+    assert list(d) == ["probe", "version", "device", "supports_family", "max_threadgroup_memory",
+                       "recommended_max_working_set_size", "has_unified_memory"]
+    assert d["probe"] == "capscan-probe" and d["version"] == 1
+    assert d["device"] == "Apple Paravirtual device"
+    assert d["supports_family"] == {str(f): f in PARAVIRTUAL_TRUE for f in FAMILIES}
+    assert d["max_threadgroup_memory"] == 32768
+    assert d["recommended_max_working_set_size"] == 11453251584
+    assert d["has_unified_memory"] is True
+
+
+def test_probe_without_device_exits_1(built):
+    r = run_linux("capscan-probe", CAPSCAN_FAKE_METAL_DEVICE="none")
+    assert r.returncode == 1 and r.stdout == "" and r.stderr == "Metal device unavailable\n"
+
+
+def test_probe_with_interposer_preloaded(built):
+    r = run_linux("capscan-probe", preload=True, CAPSCAN_METAL_APPLE_FAMILY_MAX="1007")
+    values = parse_probe(r.stdout)
+    assert r.returncode == 0
+    assert all(values[f"supports_family.{f}"] == "true" for f in range(1001, 1008))
+    assert values["supports_family.1008"] == "false"
+    assert values["supports_family.5001"] == "false" and values["supports_family.5002"] == "false"
+    assert values["supports_family.2002"] == "true" and values["supports_family.3004"] == "false"
+    assert values["max_threadgroup_memory"] == "32768"
+    assert r.stderr == BANNER.format(proc="capscan-probe", fam=1007, tg="stock") + "\n"
+
+
+def test_threadgroup_floor(built):
+    r = run_linux("capscan-probe", preload=True, CAPSCAN_METAL_APPLE_FAMILY_MAX="1007",
+                  CAPSCAN_METAL_MAX_THREADGROUP_MEMORY="65536")
+    assert parse_probe(r.stdout)["max_threadgroup_memory"] == "65536"
+    assert r.stderr == BANNER.format(proc="capscan-probe", fam=1007, tg=65536) + "\n"
+
+
+# --------------------------------------------------------------------------- policy through the real shim
+
+
+@pytest.mark.parametrize("value", ["", "abc", "1000", "2000", "1007junk", "99999999999999999999999", "0x", " 1007"])
+def test_malformed_family_is_inert(built, value):
+    stock = run_linux("capscan-probe")
+    r = run_linux("capscan-probe", preload=True, CAPSCAN_METAL_APPLE_FAMILY_MAX=value)
+    assert (r.returncode, r.stdout, r.stderr) == (0, stock.stdout, "")
+    verbose = run_linux("capscan-probe", preload=True, CAPSCAN_METAL_APPLE_FAMILY_MAX=value,
+                        CAPSCAN_INTERPOSER_VERBOSE="1")
+    assert verbose.stdout == stock.stdout
+    assert verbose.stderr.startswith("[capscan-interposer] inactive in capscan-probe: CAPSCAN_METAL_APPLE_FAMILY_MAX")
+
+
+def test_hex_value_is_accepted(built):
+    r = run_linux("capscan-probe", preload=True, CAPSCAN_METAL_APPLE_FAMILY_MAX="0x3e9")
+    values = parse_probe(r.stdout)
+    assert values["supports_family.1001"] == "true" and values["supports_family.1006"] == "false"
+    assert "apple_family_max=1001" in r.stderr
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"LUME_METAL_APPLE_FAMILY_MAX": "1008"}, 1008),
+    ({"TART_METAL_APPLE_FAMILY_MAX": "1009"}, 1009),
+    ({"TART_METAL_APPLE_FAMILY_MAX": "1009", "LUME_METAL_APPLE_FAMILY_MAX": "1008"}, 1008),
+    ({"TART_METAL_APPLE_FAMILY_MAX": "1009", "LUME_METAL_APPLE_FAMILY_MAX": "1008",
+      "CAPSCAN_METAL_APPLE_FAMILY_MAX": "1007"}, 1007),
+])
+def test_aliases_and_precedence(built, env, expected):
+    r = run_linux("capscan-probe", preload=True, **env)
+    values = parse_probe(r.stdout)
+    assert values[f"supports_family.{expected}"] == "true"
+    assert values[f"supports_family.{expected + 1}"] == "false"
+    assert f"apple_family_max={expected} " in r.stderr
+
+
+def test_never_claims_metal3_or_metal4(built):
+    for cap in ("1007", "1012", "1999"):
+        values = parse_probe(run_linux("capscan-probe", preload=True, CAPSCAN_METAL_APPLE_FAMILY_MAX=cap).stdout)
+        assert values["supports_family.5001"] == "false" and values["supports_family.5002"] == "false"
+
+
+def test_partial_hook_failure_rolls_back(built):
+    stock = run_linux("capscan-probe", CAPSCAN_FAKE_METAL_DEVICE="incomplete")
+    r = run_linux("capscan-probe", preload=True, CAPSCAN_FAKE_METAL_DEVICE="incomplete",
+                  CAPSCAN_METAL_APPLE_FAMILY_MAX="1007", CAPSCAN_METAL_MAX_THREADGROUP_MEMORY="65536")
+    assert r.stdout == stock.stdout
+    assert parse_probe(r.stdout)["supports_family.1007"] == "false"
+    assert "enabled for" not in r.stderr
+    assert r.stderr.startswith("[capscan-interposer] disabled for capscan-probe: device class has no "
+                               "maxThreadgroupMemoryLength")
+
+
+# --------------------------------------------------------------------------- macOS artifacts
+
+DYLIBS = {arch: MACOS / f"libcapscan_interposer.{arch}.dylib" for arch in ("arm64", "x86_64")}
+
+
+@pytest.mark.parametrize("arch", sorted(DYLIBS))
+def test_thin_dylib(built, arch):
+    (sl,) = macho.parse(DYLIBS[arch])
+    assert sl.arch == arch and sl.filetype == macho.MH_DYLIB
+    assert sl.install_name == "@rpath/libcapscan_interposer.dylib"
+    assert sl.minos == "13.0" and sl.platform == macho.PLATFORM_MACOS
+    init = sl.section("__DATA_CONST", "__mod_init_func") or sl.section("__DATA", "__mod_init_func")
+    assert init is not None and init.size == 8                       # one constructor
+    interpose = sl.section("__DATA", "__interpose")
+    assert interpose is not None and interpose.type == macho.S_INTERPOSING and interpose.size == 32
+    metal = "/System/Library/Frameworks/Metal.framework/Versions/A/Metal"
+    assert sl.imports["_MTLCreateSystemDefaultDevice"] == metal
+    assert sl.imports["_MTLCopyAllDevices"] == metal
+    assert sl.imports["_method_setImplementation"] == "/usr/lib/libobjc.A.dylib"
+    assert sl.imports["_class_addMethod"] == "/usr/lib/libobjc.A.dylib"
+    assert sl.exports == []
+    if arch == "arm64":
+        ok, info = macho.verify_adhoc_signature(sl)
+        assert ok, info
+    binds = subprocess.run([str(LLVM_BIN / "llvm-objdump"), "--macho", "--bind", str(DYLIBS[arch])],
+                           capture_output=True, text=True).stdout
+    interposed = [line.split()[-1] for line in binds.splitlines() if "__interpose" in line and "Metal" in line]
+    assert sorted(interposed) == ["_MTLCopyAllDevices", "_MTLCreateSystemDefaultDevice"]
+
+
+def test_universal_dylib_and_probe(built):
+    uni = MACOS / "libcapscan_interposer.universal.dylib"
+    assert macho.is_fat(uni)
+    slices = {s.arch: s for s in macho.parse(uni)}
+    assert sorted(slices) == ["arm64", "x86_64"]
+    for arch, sl in slices.items():
+        assert sl.data == DYLIBS[arch].read_bytes()
+    probe = {s.arch: s for s in macho.parse(MACOS / "capscan-probe")}
+    assert sorted(probe) == ["arm64", "x86_64"]
+    assert all(s.filetype == macho.MH_EXECUTE and s.has_main for s in probe.values())
+    assert any("CoreGraphics" in d for d in probe["arm64"].dylibs)
+
+
+def test_cross_build_never_mislabels_arm64e(built):
+    """Debian's LLVM cannot emit Apple's arm64e ABI, so the cross build must
+    not ship a file that claims it (see README, "arm64e")."""
+    assert not (MACOS / "libcapscan_interposer.arm64e.dylib").exists() or _native_build_present()
+    for path in MACOS.glob("*.dylib"):
+        assert all(s.cpusubtype != macho.CPU_SUBTYPE_ARM64E for s in macho.parse(path))
+
+
+def _native_build_present() -> bool:
+    return (MACOS / "libcapscan_interposer.arm64e.dylib").exists() and \
+        "arm64e" in (MACOS / "SHA256SUMS").read_text()
+
+
+def test_checksums_cover_every_artifact(built):
+    listed = dict(reversed(line.split("  ", 1)) for line in (MACOS / "SHA256SUMS").read_text().splitlines())
+    assert sorted(listed) == sorted(["capscan-probe", "libcapscan_interposer.arm64.dylib",
+                                     "libcapscan_interposer.universal.dylib", "libcapscan_interposer.x86_64.dylib"])
+    check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=MACOS, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+# --------------------------------------------------------------------------- end to end through capscan's CLI
+
+
+def _capscan(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "analyzer", "--db", str(tmp_path / "x.db"), *args],
+                          capture_output=True, text=True, cwd=ROOT, env=_clean_env(home=tmp_path), timeout=120)
+
+
+def _ingest_one(tmp_path: Path, log: Path) -> dict:
+    r = _capscan(tmp_path, "ingest", str(log))
+    assert r.returncode == 0, r.stderr
+    run_ids = r.stdout.split()
+    assert len(run_ids) == 1, r.stdout
+    shown = _capscan(tmp_path, "show", run_ids[0], "--json")
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)
+
+
+def test_end_to_end_flags_flip_through_capscan(built, tmp_path):
+    stock = run_linux("fake-llama", "--bench")
+    injected = run_linux("fake-llama", "--bench", preload=True, CAPSCAN_METAL_APPLE_FAMILY_MAX="1007")
+    assert stock.returncode == injected.returncode == 0
+    (tmp_path / "stock.log").write_text(stock.stderr + stock.stdout)
+    (tmp_path / "injected.log").write_text(injected.stderr + injected.stdout)
+
+    before = _ingest_one(tmp_path, tmp_path / "stock.log")
+    after = _ingest_one(tmp_path, tmp_path / "injected.log")
+
+    for flag in ("simdgroup_reduction", "simdgroup_mm", "bfloat"):
+        assert before["capabilities"][flag] is False, flag
+        assert after["capabilities"][flag] is True, flag
+    assert before["device"]["apple_family"] == 1005
+    assert after["device"]["apple_family"] == 1007
+    assert not before.get("shim")
+    assert after["shim"]["name"] == "capscan-interposer"
+    assert after["shim"]["apple_family_max"] == 1007
