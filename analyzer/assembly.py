@@ -48,6 +48,12 @@ def backend_from_bench(backends: str | None) -> str | None:
     return "cpu"
 
 
+def _same_device(gpu_info: str, name: str) -> bool:
+    """llama-bench gpu_info ('Apple Paravirtual device', 'A, B') against a device line's name."""
+    a, b = gpu_info.lower(), name.lower()
+    return a in b or b in a or any(part.strip() and part.strip() in b for part in a.split(","))
+
+
 class RunBuilder:
     def __init__(self, seq: int):
         self.seq = seq
@@ -451,10 +457,10 @@ class Assembler:
             gpu = row.get("gpu_info")
             if run.bench_key is not None and run.bench_key != key:
                 run = self.new_run()
-            elif run.device_source in ("probe", "sysprof", "vulkan", "cuda") and run.bench_key is None:
+            elif run.device_source in ("probe", "sysprof"):
                 run = self.new_run()
-            elif (run.device_source == "metal" and gpu and f.device.name and gpu not in (f.device.name,)
-                  and f.device.name not in gpu):
+            elif run.device_source in ("metal", "vulkan", "cuda") and gpu and f.device.name \
+                    and not _same_device(gpu, f.device.name):
                 run = self.new_run()
             run.bench_key = key
             f = run.facts

@@ -132,15 +132,17 @@ _CUDA_DEVICE = Pattern(
 CUDA = Format(
     name="cuda",
     description="ggml_cuda_init device list (CUDA, ROCm/HIP, MUSA) and init failures",
-    literals=("ggml_cuda_init",),
+    literals=("ggml_cuda_init", "ggml_init_cublas"),
     patterns=(
-        Pattern("cuda.count", rx(r"ggml_cuda_init: found (?P<count>\d+) (?P<backend>CUDA|ROCm|MUSA) devices"),
+        Pattern("cuda.count",
+                rx(r"(?:ggml_cuda_init|ggml_init_cublas): found (?P<count>\d+) (?P<backend>CUDA|ROCm|MUSA) devices"),
                 collector=lambda m, n, t: _ListCollector(_CUDA_DEVICE)),
         Pattern("cuda.failed", rx(r"ggml_cuda_init: failed to initialize (?P<backend>CUDA|ROCm|MUSA): (?P<message>.+)$")),
     ),
     samples=(
         Sample("ggml_cuda_init: found 1 CUDA devices:", "cuda.count", {"count": "1", "backend": "CUDA"}),
         Sample("ggml_cuda_init: found 1 ROCm devices (Total VRAM: 24560 MiB):", "cuda.count", {"backend": "ROCm"}),
+        Sample("ggml_init_cublas: found 1 CUDA devices:", "cuda.count", {"count": "1", "backend": "CUDA"}),
         Sample("ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected", "cuda.failed",
                {"backend": "CUDA", "message": "no CUDA-capable device is detected"}),
         # Device lines follow the 'found N devices' header (parsed by its collector).
