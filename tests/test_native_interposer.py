@@ -330,3 +330,20 @@ def test_end_to_end_flags_flip_through_capscan(built, tmp_path):
     assert not before.get("shim")
     assert after["shim"]["name"] == "capscan-interposer"
     assert after["shim"]["apple_family_max"] == 1007
+
+
+@pytest.mark.parametrize("flag", [None, "--json"])
+def test_probe_output_is_ingested_by_capscan(built, tmp_path, flag):
+    args = [flag] if flag else []
+    stock = run_linux("capscan-probe", *args)
+    injected = run_linux("capscan-probe", *args, preload=True, CAPSCAN_METAL_APPLE_FAMILY_MAX="1007")
+    (tmp_path / "stock.txt").write_text(stock.stdout)
+    (tmp_path / "injected.txt").write_text(injected.stdout)
+
+    before = _ingest_one(tmp_path, tmp_path / "stock.txt")
+    after = _ingest_one(tmp_path, tmp_path / "injected.txt")
+
+    assert before["device"]["name"] == after["device"]["name"] == "Apple Paravirtual device"
+    assert before["device"]["apple_family"] == 1005
+    assert after["device"]["apple_family"] == 1007
+    assert before["device"]["threadgroup_memory"] == after["device"]["threadgroup_memory"] == 32768
