@@ -464,6 +464,11 @@ class Assembler:
                 run = self.new_run()
             run.bench_key = key
             f = run.facts
+            if (row.get("cpu_info") or row.get("gpu_info")) and f.cpu_info is None and f.gpu_info is None:
+                # The row's device fields are evidence too (a JSON row spans many lines).
+                run.touch(Event("bench.device", ev.line, f"llama-bench {row['format']} row: gpu_info "
+                                f"{row.get('gpu_info')!r}, cpu_info {row.get('cpu_info')!r}, backends "
+                                f"{row.get('backend')!r}, n_gpu_layers {row.get('n_gpu_layers')}"))
             f.cpu_info = f.cpu_info or row.get("cpu_info")
             f.gpu_info = f.gpu_info or row.get("gpu_info")
             f.build_commit = f.build_commit or row.get("build_commit")
@@ -520,7 +525,9 @@ class Assembler:
     # Probes and system_profiler ---------------------------------------------
     def _probe_run(self, program: str) -> RunBuilder:
         run = self.run
-        if run.content and not (run.device_source == "probe" and run.facts.program == program and run.facts.probe == {}):
+        banner_only = run.facts.shim is not None and run.device_source is None and not run.has_results
+        fresh_probe = run.device_source == "probe" and run.facts.program == program and run.facts.probe == {}
+        if run.content and not (banner_only or fresh_probe):
             run = self.new_run()
         run.device_source = "probe"
         run.facts.program = program

@@ -191,15 +191,10 @@ def _notice(result) -> None:
 
 
 def diagnose_runs(db, run_ids: list[int]) -> list:
-    """Load the runs (diagnosis is attached once the rules exist for them)."""
-    from analyzer.store.queries import load_run
+    """Diagnose the runs (rules) and keep the diagnosis in the store."""
+    from analyzer.diagnose import diagnose_runs as run_rules
 
-    runs = []
-    for rid in run_ids:
-        run = load_run(db, rid)
-        if run is not None:
-            runs.append(run)
-    return runs
+    return run_rules(db, run_ids)
 
 
 def emit_report(opts: Options, runs: list, *, header: str | None = None) -> None:

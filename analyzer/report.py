@@ -79,21 +79,29 @@ def facts_lines(run: StoredRun) -> list[str]:
     return lines
 
 
-def render_run(out: Console, run: StoredRun, *, max_evidence: int = 12) -> None:
+def render_run(out: Console, run: StoredRun, *, max_evidence: int = 10) -> None:
     f = run.facts
     diag = run.diagnosis or {}
     verdict = diag.get("verdict", "unknown")
     head = Text(f"run {run.id}", style="bold")
-    head.append(f"  {run.source}:{f.first_line}-{f.last_line}  {f.program or '?'} / {f.backend or '?'}", style="")
+    where = [f.program or "?", f.backend or "?"]
+    if diag.get("environment"):
+        where.append(diag["environment"] + (f" on {diag['host_chip']}" if diag.get("host_chip") else ""))
+    head.append(f"  {run.source}:{f.first_line}-{f.last_line}  " + " / ".join(where))
     out.print(head)
     if diag:
-        v = Text("  verdict: ", style="bold")
-        v.append(verdict, style=VERDICT_STYLE.get(verdict, ""))
-        if diag.get("fixable"):
-            v.append("  (fixable)", style="bold")
+        v = Text("  ")
+        v.append(verdict.upper(), style=VERDICT_STYLE.get(verdict, ""))
+        notes = ["fixable" if diag.get("fixable") else None,
+                 f"{diag['confidence']} confidence" if diag.get("confidence") else None]
+        notes = [n for n in notes if n]
+        if notes:
+            v.append("  (" + ", ".join(notes) + ")")
         out.print(v)
-        if diag.get("summary"):
-            out.print("  " + diag["summary"])
+        out.print("  " + diag.get("summary", ""))
+        for fnd in diag.get("findings", [])[1:]:
+            if fnd["severity"] in ("error", "warning"):
+                out.print(Text(f"  {fnd['severity']}: ", style="yellow") + Text(fnd["message"]))
     for line in facts_lines(run):
         out.print("  " + line, style="dim" if diag else "")
     evidence = _evidence_for(run, diag)

@@ -1,0 +1,359 @@
+"""The rules: data (an id, the verdict it argues for, a severity) plus one
+small predicate each. A predicate returns a finding (message + evidence
+lines) or None. Facts: shared/reference/vm-gpu-landscape.md, log-formats.md.
+
+Safety: the hardware-limit rules veto "fixable" whatever else fires, and a
+capability-downgrade is fixable only on positive evidence of an Apple-silicon
+host (see RunView.apple_silicon_host)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from analyzer.rules import chips
+from analyzer.rules.view import RunView
+
+Finding = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    verdict: str | None  # None: an informational or warning rule
+    severity: str  # error | warning | info
+    check: Callable[[RunView], Finding | None]
+
+
+def finding(message: str, evidence: list[dict[str, Any]], **extra: Any) -> Finding:
+    return {"message": message, "evidence": evidence, **extra}
+
+
+# ---------------------------------------------------------------------------
+# environment and capability readings (informational)
+# ---------------------------------------------------------------------------
+
+
+def _environment(v: RunView) -> Finding | None:
+    if v.environment == "vm":
+        host = f" on an {v.host_chip} host" if v.host_chip else ""
+        return finding(f"Runs in a virtual machine{host}.", v.vm_evidence[:3])
+    if v.environment == "bare-metal":
+        return finding(f"Runs on bare metal ({v.host_chip or v.device_names[0]}).",
+                       v.lines("metal.device", "bench.device", "vulkan.device", "cuda.device", "sysprof.chipset",
+                               "probe.device", limit=1))
+    return None
+
+
+def _inferred_capabilities(v: RunView) -> Finding | None:
+    if not v.inferred or not v.is_metal:
+        return None
+    parts = [f"{flag.replace('_', ' ')} = {str(getattr(v.caps, flag)).lower()} (needs {why})"
+             for flag, why in v.inferred.items()]
+    return finding("Not printed by this llama.cpp era; inferred from the reported GPU families with llama.cpp's own "
+                   "logic: " + "; ".join(parts) + ".",
+                   v.lines("metal.family", "probe.family", "probe.json", limit=4))
+
+
+# ---------------------------------------------------------------------------
+# hardware-limit: never fixable
+# ---------------------------------------------------------------------------
+
+_DO_NOT_FORCE = ("Do not force capabilities with a shim here: this GPU really lacks the features, and forcing "
+                 "simdgroup kernels would give wrong results or crashes.")
+
+
+def _non_apple_gpu(v: RunView) -> Finding | None:
+    if not v.is_metal or not ({"amd", "intel"} & v.vendors):
+        return None
+    kind = "AMD" if "amd" in v.vendors else "Intel"
+    return finding(f"{kind} GPU on an Intel Mac: it supports Metal3 but not Apple7, so llama.cpp rightly runs without "
+                   f"simdgroup matrix multiply. " + _DO_NOT_FORCE,
+                   v.lines("metal.device", "sysprof.chipset", "bench.device", "metal.flag", "metal.family", limit=4))
+
+
+def _old_apple_gpu(v: RunView) -> Finding | None:
+    if v.environment != "bare-metal" or "apple" not in v.vendors:
+        return None
+    fam = v.host_family or v.apple_family
+    if fam is None or fam >= chips.APPLE7:
+        return None
+    return finding(f"{v.host_chip or 'This Apple GPU'} is {chips.family_name(fam)}, older than the Apple7 (A14/M1) "
+                   f"that llama.cpp's simdgroup kernels need. " + _DO_NOT_FORCE,
+                   v.lines("metal.device", "metal.family", "probe.device", limit=3))
+
+
+def _intel_host_vm(v: RunView) -> Finding | None:
+    if not v.intel_host:
+        return None
+    return finding("A paravirtual GPU on an Intel-Mac host (no unified memory, or an Intel CPU): the hardware under "
+                   "the VM is an Intel or AMD GPU without Apple7 features. " + _DO_NOT_FORCE,
+                   v.lines("metal.flag", contains="unified", limit=1) + v.vm_evidence[:2])
+
+
+# ---------------------------------------------------------------------------
+# no-gpu-offload
+# ---------------------------------------------------------------------------
+
+
+def _no_metal_device(v: RunView) -> Finding | None:
+    f = v.facts
+    target = f.build_target or ""
+    if f.listed_devices == [] and not v.device_names:
+        why = " (an x86_64 build running under Rosetta cannot use Metal)" if target.startswith("x86_64-apple") else ""
+        return finding("No GPU device was found: everything ran on the CPU" + why + ".",
+                       v.lines("devices.header", "build.target", limit=2))
+    if target.startswith("x86_64-apple") and not v.device_names:
+        return finding("An x86_64 build on macOS (Rosetta on Apple silicon): Metal is unavailable, everything ran on "
+                       "the CPU. Install an arm64 build.", v.lines("build.target", limit=1))
+    if f.cuda_failed and not v.device_names:
+        return finding(f"The CUDA backend found no device ({f.cuda_failed}): everything ran on the CPU.",
+                       v.lines("cuda.failed", limit=1))
+    if "software" in v.vendors:
+        return finding("The only Vulkan device is a software rasterizer (llvmpipe/lavapipe): the GPU is not used.",
+                       v.lines("vulkan.device", "vulkan.cpu_device", limit=2))
+    return None
+
+
+def _zero_layers(v: RunView) -> Finding | None:
+    f = v.facts
+    if f.offload and f.offload[0] == 0 and f.offload[1] > 0:
+        return finding(f"0 of {f.offload[1]} layers were offloaded to the GPU: the model ran on the CPU.",
+                       v.lines("offload", limit=1))
+    if f.n_gpu_layers == 0:
+        return finding("llama-bench ran with n_gpu_layers = 0: the model ran on the CPU.",
+                       v.lines("bench.device", limit=1))
+    if f.ollama_library == "cpu":
+        return finding("ollama chose library=cpu: no GPU was used.", v.lines("ollama.compute", limit=1))
+    return None
+
+
+def _cpu_only_build(v: RunView) -> Finding | None:
+    f = v.facts
+    bench_cpu = f.bench_backends is not None and all(
+        p.strip().upper() in ("CPU", "BLAS", "ACCELERATE") for p in f.bench_backends.split(","))
+    sys_cpu = f.system_backends is not None and f.system_backends and all(
+        b.upper() in ("CPU", "BLAS", "ACCELERATE") for b in f.system_backends)
+    if (bench_cpu or sys_cpu) and not v.device_names and f.metal_era is None:
+        return finding("A CPU-only build: no GPU backend is compiled in.",
+                       v.lines("system_info", "bench.device", limit=1))
+    return None
+
+
+# ---------------------------------------------------------------------------
+# capability-downgrade
+# ---------------------------------------------------------------------------
+
+
+def _paravirtual_clamp(v: RunView) -> Finding | None:
+    if not v.is_metal or not v.paravirtual or v.remedied:
+        return None
+    caps = v.caps
+    below = v.apple_family is None or v.apple_family < chips.APPLE7
+    disabled = caps.simdgroup_reduction is False or caps.simdgroup_mm is False
+    if not (disabled or (below and (v.apple_family is not None or v.facts.probe))):
+        return None
+    fam = chips.family_name(v.apple_family) if v.apple_family else "no Apple family"
+    off = [n for n, val in (("simdgroup reduction", caps.simdgroup_reduction), ("simdgroup matrix multiply",
+                                                                              caps.simdgroup_mm),
+                            ("bfloat", caps.bfloat)) if val is False]
+    host = f" {v.host_chip} (really {chips.family_name(v.host_family)})" if v.host_family else ""
+    msg = (f"The VM's paravirtual GPU reports {fam}, so llama.cpp turned off {', '.join(off) or 'its fast kernels'} "
+           f"and runs slow fallback or CPU paths; the host{host or ' GPU'} can do better.")
+    ev = v.lines("metal.device", "probe.device", "probe.json", limit=1) + v.lines("metal.family", "probe.family",
+                                                                                  limit=2)
+    ev += v.lines("metal.flag", contains="= false", limit=3)
+    return finding(msg, ev)
+
+
+def _downgrade_symptoms(v: RunView) -> Finding | None:
+    """No capability block, but the consequences of one are visible."""
+    f = v.facts
+    if v.facts.metal_era is not None and v.caps.simdgroup_reduction is not None:
+        return None  # the block is there: _paravirtual_clamp decides
+    if {"amd", "intel"} & v.vendors:
+        return None
+    if f.unsupported_ops:
+        return finding(f"Metal rejected op(s) {', '.join(f.unsupported_ops)} as unsupported: the device reports no "
+                       "simdgroup reduction, the signature of a VM's paravirtual GPU (Apple5).",
+                       v.lines("metal.unsupported_op", limit=3))
+    if f.skipped_kernels_non_bf16 >= 50:
+        return finding(f"{f.skipped_kernels} Metal kernels were skipped as unsupported ({f.skipped_kernels_non_bf16} "
+                       "not bf16): the device lacks simdgroup reduction/matrix multiply, the signature of a VM's "
+                       "paravirtual GPU.", v.lines("metal.skip_kernel", limit=3))
+    if f.family_fallback:
+        return finding("whisper.cpp fell back to the CPU because the GPU does not report family 7.",
+                       v.lines("metal.family_fallback", limit=1))
+    return None
+
+
+def _slower_than_cpu(v: RunView) -> Finding | None:
+    """A stock guest on Metal slower than the same guest on the CPU (Anka M3 Pro: pp64 9.26 vs 13.33)."""
+    if v.environment != "vm" or not v.paravirtual or v.remedied or not v.gpu_offload:
+        return None
+    mine = v.best()
+    for p in v.peers:
+        if p.environment == "vm" and not p.gpu_offload and p.model == v.facts.model:
+            slower = [t for t in mine if t in p.throughput and mine[t] < p.throughput[t]]
+            if slower:
+                t = slower[0]
+                return finding(f"On Metal this guest is slower than on its CPU ({t}: {mine[t]:.2f} vs "
+                               f"{p.throughput[t]:.2f} tok/s in run {p.id}): Metal is crippled, not slow.",
+                               v.lines("bench.device", limit=1), peer=p.id)
+    return None
+
+
+def _gap_to_host(v: RunView) -> Finding | None:
+    """No family shown (e.g. llama-bench JSON only), but a bare-metal run of the same
+    model is present: a gap far beyond the virtual GPU's per-dispatch cost (which
+    keeps guests at 70-99% of the host) means the capability clamp."""
+    if v.environment != "vm" or not v.paravirtual or v.remedied or v.apple_family is not None:
+        return None
+    if v.caps.simdgroup_reduction is not None or not v.gpu_offload:
+        return None
+    base = _baseline(v)
+    if base is None:
+        return None
+    peer, test, ratio = base
+    if ratio >= 0.25:
+        return None
+    return finding(f"{test} runs at {ratio:.1%} of the bare-metal run {peer.id} of the same model: far beyond the "
+                   "virtual GPU's own overhead (guests with full capabilities reach 70-99%), the signature of the "
+                   "paravirtual family clamp.", v.lines("bench.device", limit=1), peer=peer.id, ratio=ratio)
+
+
+# ---------------------------------------------------------------------------
+# already remedied, over-claiming shims, runtimes that do not gate
+# ---------------------------------------------------------------------------
+
+
+def _remedied(v: RunView) -> Finding | None:
+    if not v.paravirtual or not v.remedied:
+        return None
+    f = v.facts
+    if f.shim:
+        msg = f"The capability shim {f.shim.name} is active (apple_family_max={f.shim.apple_family_max})"
+        ev = v.lines("shim.banner", limit=1)
+    else:
+        msg = f"The paravirtual GPU reports {chips.family_name(v.apple_family)}, above the stock Apple5"
+        ev = v.lines("metal.family", limit=1)
+    if v.full_caps:
+        msg += ": llama.cpp's simdgroup kernels are on."
+    else:
+        msg += ", yet llama.cpp's simdgroup kernels are still off."
+    return finding(msg, ev + v.lines("metal.flag", contains="simdgroup", limit=2))
+
+
+def _shim_overclaim(v: RunView) -> Finding | None:
+    if v.environment != "vm":
+        return None
+    problems, ev = [], []
+    claimed = max(filter(None, [v.apple_family, v.facts.shim.apple_family_max if v.facts.shim else None]), default=None)
+    if claimed and claimed > chips.HIGHEST_KNOWN_APPLE:
+        problems.append(f"it claims {chips.family_name(claimed)}, which no GPU has")
+    elif claimed and v.host_family and claimed > v.host_family:
+        problems.append(f"it claims {chips.family_name(claimed)} on an {v.host_chip} host, which is "
+                        f"{chips.family_name(v.host_family)}: Apple8/9-only paths (SIMD shift-and-fill, 64-bit "
+                        f"atomics) may be taken; cap it at {v.host_family}")
+    if v.paravirtual and v.metal_family:
+        problems.append(f"the guest advertises {chips.family_name(v.metal_family)}, which breaks MLX's residency sets "
+                        "and hides the one honest VM tell")
+        ev += v.lines("metal.family", contains="Metal", limit=1)
+    if not problems:
+        return None
+    ev = v.lines("shim.banner", limit=1) + v.lines("metal.family", contains="Apple", limit=1) + ev
+    return finding("The VM's capabilities are over-claimed: " + "; ".join(problems) + ".", ev)
+
+
+def _mlx(v: RunView) -> Finding | None:
+    if v.gates_on_family:
+        return None
+    return finding("MLX does not gate its kernels on supportsFamily (it tunes from the GPU architecture name), so "
+                   "the family clamp does not slow it and the capability remedy does not apply.",
+                   v.lines("timing", limit=2))
+
+
+def _venus(v: RunView) -> Finding | None:
+    if "venus" not in v.vendors:
+        return None
+    return finding("Linux guest on Venus (Vulkan over MoltenVK): no family clamp applies here and no capability "
+                   "override exists; expect roughly 75-80% of native Metal.", v.lines("vulkan.device", limit=1))
+
+
+# ---------------------------------------------------------------------------
+# healthy and virtualization-overhead
+# ---------------------------------------------------------------------------
+
+
+def _baseline(v: RunView):
+    """The closest bare-metal run of the same model with full capabilities:
+    (peer, test, my_tok_s / its_tok_s) on the first shared test."""
+    mine = v.best()
+    for p in v.peers:
+        if p.environment != "bare-metal" or p.full_caps is False or not p.gpu_offload:
+            continue
+        if not v.facts.model or p.model != v.facts.model:
+            continue
+        shared = [t for t in mine if t in p.throughput and p.throughput[t] > 0]
+        gen = [t for t in shared if t.startswith("tg") or t == "generation"]
+        if shared:
+            t = (gen or shared)[0]
+            return p, t, mine[t] / p.throughput[t]
+    return None
+
+
+def _virtualization_overhead(v: RunView) -> Finding | None:
+    if v.environment != "vm" or not v.gpu_offload:
+        return None
+    if not (v.full_caps or (v.remedied and v.full_caps is not False) or "venus" in v.vendors or not v.gates_on_family):
+        return None
+    base = _baseline(v)
+    if base is None:
+        return None
+    peer, test, ratio = base
+    if ratio >= 0.97:
+        return None
+    mine = v.best()[test]
+    theirs = peer.throughput[test]
+    cost = 1 / mine - 1 / theirs
+    return finding(f"Full capabilities, yet {test} reaches {ratio:.1%} of bare-metal run {peer.id} ({mine:.2f} vs "
+                   f"{theirs:.2f} tok/s): about {cost * 1000:.2f} ms per token is the virtual GPU's per-dispatch "
+                   "cost, not something a shim can remove.", v.lines("bench.device", "timing", limit=1),
+                   peer=peer.id, ratio=ratio, per_token_s=cost)
+
+
+def _healthy(v: RunView) -> Finding | None:
+    if not v.gpu_offload:
+        return None
+    f = v.facts
+    if v.is_metal and v.full_caps and not ({"amd", "intel"} & v.vendors):
+        return finding("Full capabilities: simdgroup reduction and matrix multiply are on.",
+                       v.lines("metal.flag", contains="simdgroup", limit=2) or v.lines("metal.family", limit=1))
+    if f.cuda_devices or (f.vulkan_devices and "software" not in v.vendors):
+        return finding(f"The GPU ({v.device_names[0]}) is used; no capability clamp applies to this backend.",
+                       v.lines("cuda.device", "vulkan.device", limit=1))
+    if not v.gates_on_family and v.throughput:
+        return finding("MLX ran on the GPU; nothing capscan can improve.", v.lines("timing", limit=1))
+    return None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("environment", None, "info", _environment),
+    Rule("capabilities-inferred", None, "info", _inferred_capabilities),
+    Rule("amd-intel-gpu", "hardware-limit", "error", _non_apple_gpu),
+    Rule("old-apple-gpu", "hardware-limit", "error", _old_apple_gpu),
+    Rule("intel-host-vm", "hardware-limit", "error", _intel_host_vm),
+    Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
+    Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
+    Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
+    Rule("paravirtual-family-clamp", "capability-downgrade", "error", _paravirtual_clamp),
+    Rule("downgrade-symptoms", "capability-downgrade", "error", _downgrade_symptoms),
+    Rule("metal-slower-than-cpu", "capability-downgrade", "error", _slower_than_cpu),
+    Rule("gap-to-bare-metal", "capability-downgrade", "warning", _gap_to_host),
+    Rule("already-remedied", None, "info", _remedied),
+    Rule("capability-overclaim", None, "warning", _shim_overclaim),
+    Rule("mlx-unaffected", None, "info", _mlx),
+    Rule("venus-guest", None, "info", _venus),
+    Rule("virtualization-overhead", "virtualization-overhead", "warning", _virtualization_overhead),
+    Rule("full-capabilities", "healthy", "info", _healthy),
+)

@@ -1,0 +1,83 @@
+"""GPU and chip facts: which MTLGPUFamilyApple a chip really is, which vendor a
+device name belongs to, and the host chip a guest reveals.
+
+Sources: shared/reference/vm-gpu-landscape.md section 6 and log-formats.md 1.6.
+"""
+
+from __future__ import annotations
+
+import re
+
+APPLE7 = 1007  # what llama.cpp's simdgroup reduction and matrix multiply gates need
+METAL3 = 5001
+METAL4 = 5002
+PARAVIRTUAL_DEFAULT = 1005  # a stock macOS guest reports MTLGPUFamilyApple5
+HIGHEST_KNOWN_APPLE = 1011  # Apple11 exists in Apple's docs; anything higher is impossible today
+
+# Chip generation -> true MTLGPUFamilyApple code.
+_M_FAMILY = {1: 1007, 2: 1008, 3: 1009, 4: 1009, 5: 1010}
+_A_FAMILY = {8: 1002, 9: 1003, 10: 1003, 11: 1004, 12: 1005, 13: 1006, 14: 1007, 15: 1008, 16: 1008, 17: 1009,
+             18: 1009, 19: 1010}
+
+_APPLE_CHIP = re.compile(r"\bApple (?P<chip>M(?P<m>\d+)(?: (?:Pro|Max|Ultra))?|A(?P<a>\d+)[A-Z]?(?: (?:Pro|Bionic))?)\b")
+_INTEL_CPU = re.compile(r"\bIntel\b|\bXeon\b|\bCore\(TM\)|\bi[3579]-\d{4}", re.IGNORECASE)
+
+
+def apple_chip(text: str | None) -> str | None:
+    """'Accelerate, Apple M1 Ultra (Virtual)' -> 'Apple M1 Ultra'."""
+    if not text:
+        return None
+    m = _APPLE_CHIP.search(text)
+    return f"Apple {m.group('chip')}" if m else None
+
+
+def chip_family(chip: str | None) -> int | None:
+    """True MTLGPUFamilyApple code of an Apple chip name, or None."""
+    if not chip:
+        return None
+    m = _APPLE_CHIP.search(chip)
+    if not m:
+        return None
+    if m.group("m"):
+        return _M_FAMILY.get(int(m.group("m")))
+    return _A_FAMILY.get(int(m.group("a")))
+
+
+def family_name(code: int | None) -> str:
+    if code is None:
+        return "unknown"
+    if 1001 <= code <= 1999:
+        return f"Apple{code - 1000}"
+    if 2001 <= code <= 2999:
+        return f"Mac{code - 2000}"
+    if 3001 <= code <= 3999:
+        return f"Common{code - 3000}"
+    if 5001 <= code <= 5999:
+        return f"Metal{code - 4998}"
+    return str(code)
+
+
+def vendor(device: str | None) -> str | None:
+    """The kind of GPU a device name denotes."""
+    if not device:
+        return None
+    d = device.lower()
+    if "paravirtual" in d:
+        return "paravirtual"
+    if "venus" in d or "virtio" in d:
+        return "venus"
+    if "llvmpipe" in d or "lavapipe" in d or "swiftshader" in d or "softpipe" in d:
+        return "software"
+    if "amd" in d or "radeon" in d or "firepro" in d:
+        return "amd"
+    if "intel" in d or "iris" in d or "uhd graphics" in d or re.search(r"\bhd graphics\b", d):
+        return "intel"
+    if "nvidia" in d or "geforce" in d or "quadro" in d or "tesla" in d or re.search(r"\brtx\b", d):
+        return "nvidia"
+    if _APPLE_CHIP.search(device):
+        return "apple"
+    return None
+
+
+def is_intel_cpu(cpu_info: str | None) -> bool:
+    return bool(cpu_info and _INTEL_CPU.search(cpu_info) and not _APPLE_CHIP.search(cpu_info))

@@ -1,0 +1,115 @@
+"""Run every rule over a run and reduce the findings to one diagnosis.
+
+Within a run the verdict follows the evidence in this order: a real hardware
+limit beats everything (and vetoes "fixable"), then no GPU offload at all,
+then a capability downgrade, then virtualization overhead, then healthy. A
+downgrade is fixable only on positive evidence of an Apple-silicon host and a
+runtime that gates on the family."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analyzer.rules import chips
+from analyzer.rules.catalog import RULES
+from analyzer.rules.view import RunView
+
+RULES_VERSION = "1"
+_PRECEDENCE = ("hardware-limit", "no-gpu-offload", "capability-downgrade", "virtualization-overhead", "healthy")
+
+SUMMARY = {
+    "capability-downgrade": "The VM's GPU under-reports its capabilities, so llama.cpp runs slow fallback paths.",
+    "hardware-limit": "This GPU really lacks the features llama.cpp's fast Metal kernels need.",
+    "no-gpu-offload": "The GPU is not used at all: inference ran on the CPU.",
+    "virtualization-overhead": "Capabilities are complete; the remaining gap to bare metal is the virtual GPU's own "
+                               "per-dispatch cost.",
+    "healthy": "Full capabilities: nothing to fix.",
+    "unknown": "Not enough evidence in this log to say.",
+}
+
+
+def diagnose(view: RunView) -> dict[str, Any]:
+    findings: list[dict[str, Any]] = []
+    fired: dict[str, str] = {}
+    for rule in RULES:
+        result = rule.check(view)
+        if result is None:
+            continue
+        findings.append({"rule": rule.id, "severity": rule.severity, "message": result.pop("message"),
+                         "evidence": result.pop("evidence"), **({"data": result} if result else {})})
+        if rule.verdict and rule.verdict not in fired:
+            fired[rule.verdict] = rule.id
+    verdict = next((v for v in _PRECEDENCE if v in fired), "unknown")
+    if verdict == "healthy" and not view.full_caps and view.is_metal and view.paravirtual:
+        verdict = "unknown"  # never call a clamped guest healthy
+    fixable, why_fixable = False, None
+    if verdict == "capability-downgrade":
+        apple, how = view.apple_silicon_host
+        if "hardware-limit" not in fired and view.gates_on_family and apple:
+            fixable, why_fixable = True, how
+        else:
+            why_fixable = how if not apple else "the runtime does not gate on the family"
+    confidence = _confidence(view, verdict, fired)
+    # Findings that argue for other verdicts are kept, but ranked after the decisive one.
+    decisive = fired.get(verdict)
+    findings.sort(key=lambda f: (f["rule"] != decisive, {"error": 0, "warning": 1, "info": 2}[f["severity"]]))
+    return {
+        "verdict": verdict,
+        "fixable": fixable,
+        "fixable_reason": why_fixable,
+        "confidence": confidence,
+        "environment": view.environment,
+        "host_chip": view.host_chip,
+        "host_family": view.host_family,
+        "capabilities": view.caps.model_dump(),
+        "capabilities_inferred": sorted(view.inferred),
+        "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None),
+        "findings": findings,
+        "next_steps": next_steps(view, verdict, fixable, why_fixable),
+        "rules_version": RULES_VERSION,
+    }
+
+
+def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | None:
+    if verdict == "unknown":
+        return None
+    rule = fired.get(verdict)
+    if rule in ("downgrade-symptoms", "gap-to-bare-metal", "metal-slower-than-cpu"):
+        return "low" if view.host_family is None else "medium"
+    if verdict == "capability-downgrade":
+        printed = view.facts.capabilities.simdgroup_reduction is not None or view.facts.probe
+        return "high" if printed and view.host_family else "medium"
+    if view.inferred:
+        return "medium"
+    return "high"
+
+
+def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisive: dict | None) -> str:
+    """One sentence of why: the decisive finding, else the verdict's meaning."""
+    text = decisive["message"] if decisive else SUMMARY[verdict]
+    if verdict == "capability-downgrade":
+        text += f" Fixable, because {why}." if fixable else f" Not marked fixable: {why}."
+    return text
+
+
+def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None) -> list[str]:
+    cap = view.host_family or chips.APPLE7
+    if verdict == "capability-downgrade" and fixable:
+        return [f"capscan remedy plan --run {view.id}",
+                f"capscan remedy run --family {cap} -- <your llama.cpp command>   (caps the family at "
+                f"{chips.family_name(cap)}, the host's real one)"]
+    if verdict == "capability-downgrade":
+        return [f"Confirm the host first ({why}): run `capscan probe` in the guest, or `llama-bench -o json` "
+                "(its cpu_info names the host chip), then pipe the result into capscan."]
+    if verdict == "hardware-limit":
+        return ["Nothing to remedy: do not force capabilities on this GPU. For speed, use a smaller or more "
+                "quantized model, or an Apple-silicon Mac."]
+    if verdict == "no-gpu-offload":
+        return ["Make the GPU visible: an arm64 build with Metal (`llama-cli --list-devices` should list it), "
+                "and -ngl 99 (or ollama with a Metal library)."]
+    if verdict == "virtualization-overhead":
+        return ["Nothing to fix in capabilities. Fewer, larger dispatches help: bigger batches (-b/-ub), "
+                "larger models amortise the fixed per-token cost."]
+    if verdict == "unknown":
+        return ["Pipe the full stderr (2>&1) so the Metal init lines are included, or run `capscan probe`."]
+    return []

@@ -1,0 +1,258 @@
+"""What the rules read about one run: its facts plus a few derived readings
+(vendor, environment, host chip, the capabilities the runtime turned on).
+
+Derivations are conservative: each one returns None when the log does not
+show enough, and records the lines it relied on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from analyzer.models import Capabilities, Evidence, RunFacts
+from analyzer.rules import chips
+
+APPLE_RANGE = range(1001, 2000)
+
+
+@dataclass
+class Peer:
+    """Another stored run, as a possible baseline."""
+
+    id: int
+    environment: str | None
+    full_caps: bool | None
+    host_family: int | None
+    remedied: bool
+    model: str | None
+    backend: str | None
+    gpu_offload: bool
+    throughput: dict[str, float]  # test -> best tok/s
+
+
+@dataclass
+class RunView:
+    id: int
+    facts: RunFacts
+    throughput: list[dict[str, Any]]
+    evidence: list[Evidence]
+    peers: list[Peer] = field(default_factory=list)
+
+    # -- evidence helpers --------------------------------------------------
+    def lines(self, *kinds: str, contains: str | None = None, limit: int = 6) -> list[dict[str, Any]]:
+        out = []
+        for e in self.evidence:
+            if e.kind in kinds and (contains is None or contains.lower() in e.text.lower()):
+                out.append({"line": e.line, "text": e.text})
+                if len(out) >= limit:
+                    break
+        return out
+
+    # -- device -------------------------------------------------------------
+    @cached_property
+    def device_names(self) -> list[str]:
+        f = self.facts
+        names = [n for n in (f.device.name, f.gpu_info, f.model_device, f.ollama_description) if n]
+        names += f.sysprof_chipsets
+        names += [d.get("name", "") for d in f.vulkan_devices + f.cuda_devices if d.get("name")]
+        return names
+
+    @cached_property
+    def vendors(self) -> set[str]:
+        return {v for v in (chips.vendor(n) for n in self.device_names) if v}
+
+    @property
+    def is_metal(self) -> bool:
+        f = self.facts
+        return f.backend == "metal" or f.metal_era is not None or f.probe is not None or bool(f.sysprof_chipsets)
+
+    @property
+    def paravirtual(self) -> bool:
+        return "paravirtual" in self.vendors
+
+    # -- environment ----------------------------------------------------------
+    @cached_property
+    def vm_evidence(self) -> list[dict[str, Any]]:
+        ev = []
+        f = self.facts
+        if self.paravirtual:
+            ev += self.lines("metal.device", "metal.found_device", "model.device", "probe.device", "probe.json",
+                             "sysprof.chipset", "bench.device", "devices.item", contains="paravirtual", limit=2)
+        if f.cpu_info and "(virtual)" in f.cpu_info.lower():
+            ev += self.lines("bench.device", contains="(virtual)", limit=1)
+        if "venus" in self.vendors:
+            ev += self.lines("vulkan.device", contains="venus", limit=1) or self.lines("vulkan.device", limit=1)
+        return ev
+
+    @cached_property
+    def environment(self) -> str | None:
+        f = self.facts
+        if self.paravirtual or "venus" in self.vendors or (f.cpu_info and "(virtual)" in f.cpu_info.lower()):
+            return "vm"
+        if self.vendors & {"apple", "amd", "intel", "nvidia"}:
+            return "bare-metal"
+        return None
+
+    # -- host chip --------------------------------------------------------------
+    @cached_property
+    def host_chip(self) -> str | None:
+        f = self.facts
+        if self.environment == "vm":
+            for text in (f.cpu_info, *[d.get("name") for d in f.vulkan_devices]):
+                chip = chips.apple_chip(text)
+                if chip:
+                    return chip
+            if chips.is_intel_cpu(f.cpu_info):
+                return (f.cpu_info or "").split(",")[-1].replace("(Virtual)", "").strip() or "Intel"
+            return None
+        if self.environment == "bare-metal":
+            for name in self.device_names:
+                chip = chips.apple_chip(name)
+                if chip:
+                    return chip
+            if "amd" in self.vendors or "intel" in self.vendors:
+                return next((n for n in self.device_names if chips.vendor(n) in ("amd", "intel")), None)
+        return None
+
+    @property
+    def host_family(self) -> int | None:
+        return chips.chip_family(self.host_chip)
+
+    @property
+    def intel_host(self) -> bool:
+        """A VM on an Intel Mac: the paravirtual device there has no unified memory."""
+        f = self.facts
+        if self.environment != "vm":
+            return False
+        if chips.is_intel_cpu(f.cpu_info):
+            return True
+        return self.paravirtual and f.device.unified_memory is False
+
+    @property
+    def apple_silicon_host(self) -> tuple[bool, str]:
+        """(True, how we know) only on positive evidence."""
+        if self.intel_host:
+            return False, "the host is an Intel Mac"
+        fam = self.host_family
+        if fam is not None:
+            return True, f"the guest names its host chip, {self.host_chip}"
+        if self.paravirtual and self.facts.device.unified_memory is True:
+            return True, "the paravirtual device has unified memory, which only Apple silicon hosts give it"
+        return False, "nothing in the log shows the host chip"
+
+    # -- families and capabilities ------------------------------------------------
+    @property
+    def families(self) -> list[int]:
+        return self.facts.device.families
+
+    @property
+    def apple_family(self) -> int | None:
+        return self.facts.device.apple_family
+
+    @property
+    def metal_family(self) -> int | None:
+        metal = [c for c in self.families if 5001 <= c <= 5999]
+        return max(metal) if metal else None
+
+    @cached_property
+    def inferred(self) -> dict[str, str]:
+        return self._effective()[1]
+
+    @cached_property
+    def caps(self) -> Capabilities:
+        return self._effective()[0]
+
+    def _supports(self, code: int) -> bool | None:
+        """Does the device support a family, from what it printed or answered?"""
+        f = self.facts
+        if f.probe:
+            if code in f.probe:
+                return f.probe[code]
+            # cumulative families: a YES for a higher member implies this one
+            same = [c for c, ok in f.probe.items() if ok and c // 1000 == code // 1000 and c >= code]
+            return True if same else None
+        if code in APPLE_RANGE:
+            if self.apple_family is not None:
+                return self.apple_family >= code
+            # M2+ eras print the highest Apple family when there is one; a block
+            # with family lines but no Apple line supports none.
+            return False if self._full_family_listing else None
+        if 5001 <= code <= 5999:
+            if self.metal_family is not None:
+                return self.metal_family >= code
+            return False if self._full_family_listing else None
+        return None
+
+    @property
+    def _full_family_listing(self) -> bool:
+        # M2-and-later blocks print Common and Metal lines; the M1 era printed
+        # only the Apple family, so absence means nothing there.
+        return any(3001 <= c <= 3999 for c in self.families)
+
+    def _effective(self) -> tuple[Capabilities, dict[str, str]]:
+        printed = self.facts.capabilities
+        caps = printed.model_copy()
+        inferred: dict[str, str] = {}
+        a7, m3, a6 = self._supports(1007), self._supports(METAL3_CODE), self._supports(1006)
+
+        def either(x: bool | None, y: bool | None) -> bool | None:
+            if x or y:
+                return True
+            if x is False and y is False:
+                return False
+            return None
+
+        rules = {
+            "simdgroup_reduction": (either(a7, m3), "Apple7 or Metal3"),
+            "simdgroup_mm": (a7, "Apple7"),
+            "bfloat": (either(m3, a6), "Metal3 or Apple6"),
+        }
+        for flag, (value, why) in rules.items():
+            if getattr(printed, flag) is None and value is not None:
+                setattr(caps, flag, value)
+                inferred[flag] = why
+        return caps, inferred
+
+    @property
+    def full_caps(self) -> bool | None:
+        c = self.caps
+        if c.simdgroup_reduction is None or c.simdgroup_mm is None:
+            return None
+        return bool(c.simdgroup_reduction and c.simdgroup_mm)
+
+    # -- runtime -------------------------------------------------------------------
+    @property
+    def gates_on_family(self) -> bool:
+        """MLX tunes from the architecture name, not supportsFamily."""
+        return self.facts.program != "mlx_lm"
+
+    @property
+    def remedied(self) -> bool:
+        f = self.facts
+        return f.shim is not None or (self.paravirtual and (self.apple_family or 0) > chips.PARAVIRTUAL_DEFAULT)
+
+    @property
+    def gpu_offload(self) -> bool:
+        f = self.facts
+        if f.offload and f.offload[0] == 0:
+            return False
+        if f.n_gpu_layers == 0:
+            return False
+        return True
+
+    def best(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for t in self.throughput:
+            if t["tok_s"] is not None and t["tok_s"] != float("inf"):
+                out[t["test"]] = max(out.get(t["test"], 0.0), t["tok_s"])
+        return out
+
+    def peer(self) -> Peer:
+        return Peer(id=self.id, environment=self.environment, full_caps=self.full_caps, host_family=self.host_family,
+                    remedied=self.remedied, model=self.facts.model, backend=self.facts.backend,
+                    gpu_offload=self.gpu_offload, throughput=self.best())
+
+
+METAL3_CODE = chips.METAL3
