@@ -194,7 +194,7 @@ def diagnose_runs(db, run_ids: list[int]) -> list:
     """Diagnose the runs (rules) and keep the diagnosis in the store."""
     from analyzer.diagnose import diagnose_runs as run_rules
 
-    return run_rules(db, run_ids)
+    return run_rules(db, run_ids, refresh_peers=True)
 
 
 def emit_report(opts: Options, runs: list, *, header: str | None = None) -> None:
@@ -276,6 +276,7 @@ def ingest(opts: Options, paths: tuple[str, ...], force: bool, keep_raw: bool) -
     """Store the runs found in files (or - for stdin); prints the new run ids."""
     database = _open_db(opts)
     results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=False)
+    diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids])
     if opts.as_json:
         click.echo(_dump_json([{
             "path": r.path, "source_id": r.source_id, "run_ids": r.run_ids, "duplicate_of": r.duplicate_of,
@@ -341,6 +342,78 @@ def show(opts: Options, run_ref: str) -> None:
         click.echo(_dump_json(run_to_json(runs_[0])))
     else:
         render_run(console(sys.stdout), runs_[0], max_evidence=200)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1)
+@click.option("--run", "run_ids", type=int, multiple=True, help="Diagnose this stored run (repeatable).")
+@click.option("--last", is_flag=True, help="Diagnose the runs of the most recently stored source.")
+@click.option("--force", is_flag=True, help="Store the inputs again even if their content was stored before.")
+@click.option("--keep-raw", is_flag=True, help="Also store the raw logs (gzip).")
+@common_options
+def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool, force: bool,
+             keep_raw: bool) -> None:
+    """Diagnose stored runs, or ingest the inputs first and diagnose them."""
+    database = _open_db(opts)
+    ids: list[int] = list(run_ids)
+    if last:
+        row = database.conn.execute(
+            "SELECT source_id FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        if row is None:
+            raise CapscanError("no runs stored yet")
+        ids += [r[0] for r in database.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", row)]
+    if not paths and not ids:
+        if sys.stdin.isatty():
+            raise click.UsageError("give files, -, --run ID or --last (or pipe a log in)")
+        paths = ("-",)
+    if paths:
+        results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee)
+        if errors and not results and not ids:
+            sys.exit(EXIT_USAGE)
+        ids += [rid for r in results for rid in r.run_ids]
+    else:
+        errors = []
+        missing = [i for i in ids if database.conn.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone() is None]
+        if missing:
+            raise CapscanError("no run " + ", ".join(str(i) for i in missing))
+    emit_report(opts, diagnose_runs(database, list(dict.fromkeys(ids))))
+    if errors:
+        sys.exit(EXIT_USAGE)
+
+
+@cli.command()
+@click.argument("run_refs", metavar="RUN_A RUN_B [RUN_C]", nargs=-1, required=True)
+@common_options
+def compare(opts: Options, run_refs: tuple[str, ...]) -> None:
+    """Capability diff, throughput ratios (B/A) and per-token cost of two runs;
+    with three runs of one model (stock guest, remedied guest, host), the gap
+    decomposition."""
+    from analyzer.compare import assign_roles, compare_runs, decompose
+    from analyzer.report import console, render_compare
+
+    if len(run_refs) not in (2, 3):
+        raise click.UsageError("compare takes two runs (or three: stock guest, remedied guest, host)")
+    database = _open_db(opts)
+    ids = [_resolve_run(database, r) for r in run_refs]
+    runs_ = diagnose_runs(database, ids)
+    if len(runs_) != len(ids):
+        found = {r.id for r in runs_}
+        raise CapscanError("no run " + ", ".join(str(i) for i in ids if i not in found))
+    doc: dict = {"pairs": []}
+    if len(runs_) == 2:
+        doc["pairs"].append(compare_runs(runs_[0], runs_[1]))
+    else:
+        roles = assign_roles(runs_)
+        if roles is None:
+            raise CapscanError("three runs need one bare-metal host and two guests of the same model "
+                               "(see their environments with `capscan show`)")
+        stock, remedied, host = roles
+        doc["pairs"] = [compare_runs(host, stock), compare_runs(host, remedied)]
+        doc["decomposition"] = decompose(stock, remedied, host)
+    if opts.as_json:
+        click.echo(_dump_json(doc))
+    else:
+        render_compare(console(sys.stdout), doc)
 
 
 @cli.group()

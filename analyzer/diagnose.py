@@ -7,10 +7,12 @@ week still serves as the baseline for today's guest log."""
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Iterable
 
 from sqlite_utils import Database
 
+from analyzer.compare import per_token_cost, predict_tok_s
 from analyzer.rules.engine import RULES_VERSION, diagnose
 from analyzer.rules.view import Peer, RunView
 from analyzer.store.queries import StoredRun, load_run
@@ -40,23 +42,99 @@ def _peers(db: Database, run: StoredRun, cache: dict[int, Peer]) -> list[Peer]:
     return out
 
 
-def diagnose_runs(db: Database, run_ids: Iterable[int]) -> list[StoredRun]:
-    """Diagnose (again) and store; returns the runs with their diagnosis attached."""
+def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool = False) -> list[StoredRun]:
+    """Diagnose (again) and store; returns the runs with their diagnosis attached.
+
+    With ``refresh_peers``, stored runs of the same models are diagnosed again
+    too: a host log arriving today is the baseline of yesterday's guest log."""
     cache: dict[int, Peer] = {}
-    out = []
-    rows = []
-    for rid in run_ids:
+    ids = list(dict.fromkeys(run_ids))
+    out = _diagnose_and_store(db, ids, cache)
+    if refresh_peers:
+        models = {r.facts.model for r in out if r.facts.model}
+        others: list[int] = []
+        for model in models:
+            others += [row[0] for row in db.conn.execute(
+                "SELECT id FROM runs WHERE model = ? ORDER BY id DESC LIMIT ?", (model, MAX_PEERS))]
+        others = [i for i in dict.fromkeys(others) if i not in ids]
+        if others:
+            _diagnose_and_store(db, others, cache)
+        # predictions read the other runs' diagnoses, so they come after the refresh
+        for run in out:
+            _attach_prediction(db, run)
+    return out
+
+
+def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer]) -> list[StoredRun]:
+    out, rows = [], []
+    for rid in ids:
         run = load_run(db, rid)
         if run is None:
             continue
         diag = diagnose(view_of(run, _peers(db, run, cache)))
         run.diagnosis = diag
+        _attach_prediction(db, run)
         out.append(run)
-        rows.append((run.id, diag["verdict"], int(diag["fixable"]), diag["confidence"], diag["environment"],
-                     diag["host_chip"], json.dumps(diag), RULES_VERSION, now()))
+        rows.append(_row(run))
+    _store(db, rows)
+    return out
+
+
+def _row(run: StoredRun) -> tuple:
+    d = run.diagnosis or {}
+    return (run.id, d["verdict"], int(d["fixable"]), d["confidence"], d["environment"], d["host_chip"], json.dumps(d),
+            RULES_VERSION, now())
+
+
+def _store(db: Database, rows: list[tuple]) -> None:
     if rows:
         with db.conn:  # one short write transaction
             db.conn.executemany(
                 "INSERT OR REPLACE INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, "
                 "rules_version, diagnosed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+# ---------------------------------------------------------------------------
+# prediction of a remedied guest's speed
+# ---------------------------------------------------------------------------
+
+
+def _full_caps(report: dict) -> bool:
+    caps = report.get("capabilities") or {}
+    return bool(caps.get("simdgroup_reduction") and caps.get("simdgroup_mm"))
+
+
+def _speeds_by_model(db: Database, host_chip: str) -> dict[str, dict[str, dict[str, float]]]:
+    """model -> {"guest"|"host": {test: best tok/s}} over runs with full capabilities on this host chip."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    rows = db.conn.execute(
+        "SELECT r.id, r.model, d.environment, d.report FROM runs r JOIN diagnoses d ON d.run_id = r.id "
+        "WHERE d.host_chip = ? AND r.model IS NOT NULL AND d.environment IN ('vm', 'bare-metal')", (host_chip,))
+    for rid, model, env, report in rows.fetchall():
+        if not _full_caps(json.loads(report)):
+            continue
+        side = out.setdefault(model, {}).setdefault("guest" if env == "vm" else "host", {})
+        for test, tok_s in db.conn.execute(
+                "SELECT test, MAX(tok_s) FROM throughput WHERE run_id = ? AND tok_s > 0 GROUP BY test", (rid,)):
+            if tok_s != float("inf"):
+                side[test] = max(side.get(test, 0.0), tok_s)
     return out
+
+
+def _attach_prediction(db: Database, run: StoredRun) -> None:
+    d = run.diagnosis or {}
+    if not d.get("fixable") or not run.facts.model or not d.get("host_chip"):
+        return
+    speeds = _speeds_by_model(db, d["host_chip"])
+    host = speeds.get(run.facts.model, {}).get("host", {})
+    preds = []
+    for test, host_tok_s in host.items():
+        costs = [(model, per_token_cost(s["guest"][test], s["host"][test])) for model, s in speeds.items()
+                 if model != run.facts.model and test in s.get("guest", {}) and test in s.get("host", {})]
+        if not costs:
+            continue
+        cost = statistics.median(c for _, c in costs)
+        preds.append({"test": test, "host_tok_s": host_tok_s, "per_token_s": cost,
+                      "predicted_tok_s": predict_tok_s(host_tok_s, cost), "from_models": [m for m, _ in costs]})
+    if preds:
+        d["prediction"] = sorted(preds, key=lambda p: p["test"])

@@ -115,6 +115,10 @@ def render_run(out: Console, run: StoredRun, *, max_evidence: int = 10) -> None:
         out.print("  next:")
         for step in diag["next_steps"]:
             out.print("    " + step)
+    for p in diag.get("prediction", []):
+        out.print(f"    expected after the remedy: {p['test']} ~{fmt_tps(p['predicted_tok_s'])} tok/s (bare metal "
+                  f"{fmt_tps(p['host_tok_s'])}, plus {p['per_token_s'] * 1000:.2f} ms/token of virtual-GPU cost measured "
+                  f"on {', '.join(p['from_models'])})", style="dim")
 
 
 def _evidence_for(run: StoredRun, diag: dict[str, Any]) -> list[tuple[int, str]]:
@@ -146,3 +150,46 @@ def runs_table(rows: Iterable[dict[str, Any]]) -> Table:
 
 def _short(s: str, n: int) -> str:
     return s if len(s) <= n else "…" + s[-(n - 1):]
+
+
+def render_compare(out: Console, doc: dict[str, Any]) -> None:
+    for pair in doc["pairs"]:
+        out.print(Text(f"run {pair['a']} (A) vs run {pair['b']} (B)", style="bold"))
+        caps = Table(box=None, header_style="bold", pad_edge=False)
+        for col in ("", "A", "B"):
+            caps.add_column(col)
+        for row in pair["capabilities"]:
+            style = "yellow" if row["differs"] else ""
+            caps.add_row(row["field"], _cell(row["a"]), _cell(row["b"]), style=style)
+        out.print(caps)
+        if pair["tests"]:
+            tp = Table(box=None, header_style="bold", pad_edge=False)
+            for col in ("test", "A tok/s", "B tok/s", "B/A", "B - A per token"):
+                tp.add_column(col, justify="left" if col == "test" else "right")
+            for t in pair["tests"]:
+                tp.add_row(t["test"], fmt_tps(t["a_tok_s"]), fmt_tps(t["b_tok_s"]), f"{t['ratio']:.1%}",
+                           f"{t['per_token_s'] * 1000:+.3f} ms")
+            out.print(tp)
+        else:
+            out.print("  no test in common", style="dim")
+        out.print()
+    dec = doc.get("decomposition")
+    if dec:
+        out.print(Text(f"gap decomposition: stock run {dec['stock']}, remedied run {dec['remedied']}, "
+                       f"host run {dec['host']}", style="bold"))
+        t = Table(box=None, header_style="bold", pad_edge=False)
+        for col in ("test", "stock", "remedied", "host", "excess/token", "downgrade", "residual"):
+            t.add_column(col, justify="left" if col == "test" else "right")
+        for row in dec["tests"]:
+            t.add_row(row["test"], fmt_tps(row["stock_tok_s"]), fmt_tps(row["remedied_tok_s"]),
+                      fmt_tps(row["host_tok_s"]), f"{row['excess_s'] * 1000:.3f} ms",
+                      f"{row['downgrade_share']:.1%}", f"{row['residual_share']:.1%}")
+        out.print(t)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)

@@ -176,6 +176,8 @@ class RunView:
         if code in APPLE_RANGE:
             if self.apple_family is not None:
                 return self.apple_family >= code
+            if self.family_basis == "chip":
+                return (self.host_family or 0) >= code
             # M2+ eras print the highest Apple family when there is one; a block
             # with family lines but no Apple line supports none.
             return False if self._full_family_listing else None
@@ -183,6 +185,17 @@ class RunView:
             if self.metal_family is not None:
                 return self.metal_family >= code
             return False if self._full_family_listing else None
+        return None
+
+    @property
+    def family_basis(self) -> str | None:
+        """Where family answers come from: the log ("printed"), or, on bare-metal
+        Apple silicon that printed none (a llama-bench JSON row, say), the true
+        family of the chip it names ("chip")."""
+        if self.families or self.facts.probe:
+            return "printed"
+        if self.environment == "bare-metal" and self.vendors == {"apple"} and self.host_family:
+            return "chip"
         return None
 
     @property
