@@ -21,6 +21,7 @@ a million rows never sits in memory.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from typing import Callable
@@ -73,6 +74,11 @@ class RunBuilder:
         self.families: set[int] = set()
         self.content = False
         self.m4_open = False  # an M4 block opened by its tensor-gate line, GPU name pending
+        # Token counts printed apart from their rate (ollama 'prompt eval count:', server JSON 'prompt_n'),
+        # waiting for the rate line of the same phase; mlx_lm.benchmark's 'Timing with ...' counts.
+        self.pending_counts: dict[str, int] = {}
+        self.setup_counts: dict[str, int] = {}
+        self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
 
     # -- bookkeeping --------------------------------------------------------
     def touch(self, ev: Event, evidence: bool = True) -> None:
@@ -86,6 +92,8 @@ class RunBuilder:
             self._ev_counts[ev.kind] += 1
 
     def add_throughput(self, tp: Throughput) -> None:
+        if not math.isfinite(tp.tok_s):
+            return  # 'inf tokens per second' (0 ms measured) is not a rate
         self.pending.append(tp)
         self.throughput_count += 1
         if tp.tok_s > self.best.get(tp.test, float("-inf")):
@@ -143,6 +151,10 @@ class Assembler:
         run = self.run
         if not run.content:
             return
+        if run.trials:  # benchmark trials without their Averages line (cut off): the trials are the results
+            for tp in run.trials:
+                run.add_throughput(tp)
+            run.trials = []
         run.finalize()
         self.on_run(run)
         if run.pending:
@@ -354,8 +366,10 @@ class Assembler:
         run.facts.vulkan_devices.append(ev.data)
         if run.facts.device.name is None:
             run.facts.device.name = ev.data.get("name")
-            if ev.data.get("uma") is not None:
+            if ev.data.get("uma") in (0, 1):
                 run.facts.device.unified_memory = bool(ev.data["uma"])
+            if ev.data.get("bf16") in (0, 1):  # VK_KHR_shader_bfloat16, printed since 2025-07
+                run.facts.capabilities.bfloat = bool(ev.data["bf16"])
         run.touch(ev)
 
     def _on_vulkan_none(self, ev: Event) -> None:
@@ -383,6 +397,17 @@ class Assembler:
         self.run.touch(ev)
 
     # Process-level ----------------------------------------------------------
+    def _on_process_start(self, ev: Event) -> None:
+        """'main: build = N (commit)': the first line of a 2023-24 example program, printed before any
+        backend initialises, so whatever came before belongs to an earlier process (a shim banner,
+        printed by a constructor before main, stays with this one)."""
+        run = self.run
+        banner_only = run.facts.shim is not None and run.device_source is None and not run.has_results
+        if run.content and not banner_only:
+            run = self.new_run()
+        run.facts.build_commit = run.facts.build_commit or ev.data.get("commit")
+        run.touch(ev)
+
     def _on_system_info(self, ev: Event) -> None:
         run = self.run
         if run.saw_system_info:
@@ -491,28 +516,60 @@ class Assembler:
                                       n_gen=row.get("n_gen"), n_depth=row.get("n_depth")))
         self._spill()
 
-    def _timing(self, ev: Event, phase: str, tok_s: float | None, source: str) -> None:
-        if tok_s is None or phase == "sample":
-            return
+    def _timing_run(self) -> RunBuilder:
         run = self.run
         if run.device_source in ("probe", "sysprof"):
             run = self.new_run()
+        return run
+
+    def _timing(self, ev: Event, phase: str, tok_s: float | None, source: str, tokens: int | None = None,
+                trial: bool = False) -> None:
+        if tok_s is None or phase == "sample":
+            return
+        run = self._timing_run()
+        key = "prompt" if phase == "prompt" else "eval"
+        pending = run.pending_counts.pop(key, None)
+        if tokens is None:
+            tokens = pending if pending is not None else run.setup_counts.get(key)
         program = {"ollama": "ollama", "mlx_lm": "mlx_lm", "server-slot": "llama-server", "server-json": "llama-server",
                    "llama-cli": "llama-cli"}.get(source)
         if program and run.explicit_program in (None, "llama.cpp"):
             run.explicit_program = program
-        run.add_throughput(Throughput(test="prompt" if phase == "prompt" else "generation", tok_s=tok_s,
-                                      model=run.facts.model, line=ev.line, kind="timing"))
+        tp = Throughput(test="prompt" if key == "prompt" else "generation", tok_s=tok_s, model=run.facts.model,
+                        line=ev.line, kind="timing", n_prompt=tokens if key == "prompt" else None,
+                        n_gen=tokens if key == "eval" else None)
+        if trial:
+            run.trials.append(tp)
+        else:
+            run.add_throughput(tp)
         run.touch(ev)
 
     def _on_timing(self, ev: Event) -> None:
         d = ev.data
-        self._timing(ev, d["phase"], d.get("tok_s"), d.get("source", ""))
+        self._timing(ev, d["phase"], d.get("tok_s"), d.get("source", ""), d.get("tokens"))
 
     def _on_timing_pair(self, ev: Event) -> None:
         d = ev.data
-        self._timing(ev, "prompt", d.get("prompt_tok_s"), d.get("source", ""))
-        self._timing(ev, "eval", d.get("eval_tok_s"), d.get("source", ""))
+        run = self._timing_run()
+        run.trials = []  # an Averages line supersedes the trials before it
+        self._timing(ev, "prompt", d.get("prompt_tok_s"), d.get("source", ""), d.get("prompt_n"))
+        self._timing(ev, "eval", d.get("eval_tok_s"), d.get("source", ""), d.get("eval_n"))
+
+    def _on_timing_trial(self, ev: Event) -> None:
+        d = ev.data
+        self._timing(ev, "prompt", d.get("prompt_tok_s"), d.get("source", ""), trial=True)
+        self._timing(ev, "eval", d.get("eval_tok_s"), d.get("source", ""), trial=True)
+
+    def _on_timing_count(self, ev: Event) -> None:
+        run = self._timing_run()
+        run.pending_counts[ev.data["phase"]] = ev.data["tokens"]
+        run.touch(ev)
+
+    def _on_timing_setup(self, ev: Event) -> None:
+        run = self._timing_run()
+        run.setup_counts = {"prompt": ev.data["prompt_n"], "eval": ev.data["eval_n"]}
+        run.explicit_program = run.explicit_program or "mlx_lm"
+        run.touch(ev)
 
     def _on_server_slot(self, ev: Event) -> None:
         self.run.explicit_program = "llama-server"
@@ -586,9 +643,11 @@ class Assembler:
                 run = self.new_run()
             run.device_source = "sysprof"
             run.facts.program = "system_profiler"
-        run.facts.sysprof_chipsets.append(ev.data["name"])
-        if run.facts.device.name is None:
-            run.facts.device.name = ev.data["name"]
+        chipsets = run.facts.sysprof_chipsets
+        chipsets.append(ev.data["name"])
+        # One GPU names the device; with several (an Intel iGPU and an AMD dGPU) which one a program
+        # uses is not shown, so none is picked (all stay in sysprof_chipsets).
+        run.facts.device.name = chipsets[0] if len(set(chipsets)) == 1 else None
         run.touch(ev)
 
     def _on_sysprof_metal(self, ev: Event) -> None:

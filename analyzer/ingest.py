@@ -10,7 +10,7 @@ from sqlite_utils import Database
 from analyzer.assembly import Assembler, RunBuilder
 from analyzer.models import Throughput
 from analyzer.parsers import Dispatcher
-from analyzer.reader import Input
+from analyzer.reader import Input, PartialInputError
 from analyzer.scanner import Scanner
 from analyzer.store.writer import SourceWriter
 
@@ -37,7 +37,9 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
     """Store every run found in ``source``, all or nothing.
 
     Raises ``InputError`` (nothing stored for this source) when the input
-    cannot be read; KeyboardInterrupt also rolls the source back.
+    cannot be read; KeyboardInterrupt also rolls the source back. An input
+    damaged part-way (a truncated gzip) keeps its complete lines before the
+    damage: they are stored, then ``PartialInputError`` says so (exit 2).
     """
     writer = SourceWriter(db, source.path)
     result = IngestResult(path=source.path)
@@ -68,13 +70,23 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
         if dup is not None and not force:
             writer.rollback()
             result.duplicate_of, result.run_ids = dup
+            if source.damage:
+                raise PartialInputError(f"{source.path}: {source.damage}; its complete lines were already stored as "
+                                        f"source {result.duplicate_of}", result)
             return result
         result.source_id = writer.commit(
             size=source.size, sha256=source.sha256, lines=result.lines, recognised=result.recognised,
             unrecognised=result.unrecognised, overlong=result.overlong,
             raw_gzip=source.raw_gzip() if keep_raw else None)
         result.run_ids = order
+        if source.damage:
+            ids = ", ".join(str(i) for i in order)
+            raise PartialInputError(
+                f"{source.path}: {source.damage}; the {result.lines:,} complete lines before it were stored as source "
+                f"{result.source_id} ({'runs ' + ids if ids else 'no runs'})", result)
         return result
+    except PartialInputError:
+        raise  # committed: what was readable is stored
     except BaseException:
         writer.rollback()
         raise

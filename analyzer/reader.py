@@ -8,7 +8,6 @@ computed over the (decompressed) content while it streams.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import os
@@ -24,6 +23,72 @@ class InputError(Exception):
     """An input that cannot be read; str() is a one-line message."""
 
 
+class PartialInputError(InputError):
+    """The input was damaged part-way (a truncated gzip). The complete lines
+    before the damage were stored (``result``); str() is a one-line message."""
+
+    def __init__(self, message: str, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+class _GunzipStream:
+    """gzip decoded with zlib, so that a truncated or corrupt stream still
+    yields every complete line before the damage (``gzip.GzipFile`` loses the
+    whole buffered read when the trailer is missing).
+
+    ``read`` returns data ending at a line boundary while the stream is
+    healthy; when it turns out to be damaged, the unfinished last line is
+    dropped (a line cut off mid-way is never parsed) and ``damage`` says why.
+    Concatenated gzip members are decoded one after the other."""
+
+    def __init__(self, raw: BinaryIO):
+        self._raw = raw
+        self._d = zlib.decompressobj(31)
+        self._tail = b""
+        self._done = False
+        self.damage: str | None = None
+
+    def read(self, size: int = CHUNK) -> bytes:
+        while not self._done:
+            comp = self._raw.read(size)
+            if not comp:
+                self._done = True
+                if not self._d.eof or self._d.unconsumed_tail:
+                    self.damage = "truncated gzip (compressed data ends early)"
+                    self._tail = b""  # the last line is cut off: never parse it
+                    return b""
+                break
+            try:
+                out = self._d.decompress(comp)
+                while self._d.eof and self._d.unused_data:
+                    rest = self._d.unused_data
+                    self._d = zlib.decompressobj(31)
+                    out += self._d.decompress(rest)
+            except zlib.error as exc:
+                self._done = True
+                self.damage = f"corrupt gzip ({exc})"
+                self._tail = b""
+                return b""
+            if not out:
+                continue
+            buf = self._tail + out if self._tail else out
+            nl = buf.rfind(b"\n")
+            if nl == -1:
+                self._tail = buf
+                if len(buf) < size:
+                    continue
+                self._tail = b""
+                return buf  # a very long line: the scanner skips and counts it
+            self._tail = buf[nl + 1:]
+            return buf[: nl + 1]
+        tail, self._tail = self._tail, b""
+        return tail
+
+    def close(self) -> None:
+        self._raw.close()
+
+
 class Input:
     def __init__(self, path: str, stream: BinaryIO, *, keep_raw: bool = False):
         self.path = path
@@ -32,6 +97,9 @@ class Input:
         self._sha = hashlib.sha256()
         self._raw = zlib.compressobj(6, zlib.DEFLATED, 31) if keep_raw else None
         self._raw_parts: list[bytes] = []
+        # Set when the input was damaged part-way (a truncated gzip): the
+        # complete lines before the damage were read; this says what happened.
+        self.damage: str | None = None
 
     @property
     def sha256(self) -> str:
@@ -49,6 +117,11 @@ class Input:
             while True:
                 chunk = stream.read(CHUNK)
                 if not chunk:
+                    damage = getattr(stream, "damage", None)
+                    if damage:
+                        if first:
+                            raise InputError(f"{self.path}: {damage}, nothing could be read")
+                        self.damage = damage
                     return
                 if first:
                     first = False
@@ -64,7 +137,7 @@ class Input:
                 yield chunk
         except EOFError:
             raise InputError(f"{self.path}: truncated gzip (compressed data ends early)") from None
-        except (gzip.BadGzipFile, zlib.error) as exc:
+        except zlib.error as exc:
             raise InputError(f"{self.path}: corrupt gzip ({exc})") from None
         except IsADirectoryError:
             raise InputError(f"{self.path}: is a directory") from None
@@ -81,7 +154,7 @@ class Input:
 def _maybe_gunzip(stream: io.BufferedReader) -> BinaryIO:
     head = stream.peek(2)[:2]
     if head == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+        return _GunzipStream(stream)  # type: ignore[return-value]
     return stream
 
 

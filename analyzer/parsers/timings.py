@@ -4,6 +4,7 @@ whisper.cpp. Locale commas and ``inf`` are read as printed."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from analyzer.parsers.base import Format, Pattern, Sample, rx, to_float, to_int
@@ -43,12 +44,49 @@ def _pair(prompt: str, gen: str, source: str):
     return build
 
 
+def _server_timings(m: re.Match) -> dict | None:
+    """A one-line llama-server JSON ``"timings":{...}`` object: both rates and their token counts."""
+    try:
+        obj = json.loads("{" + m.group("body") + "}")
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+
+    def num(key: str) -> float | None:
+        v = obj.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    def count(key: str) -> int | None:
+        v = obj.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    p, g = num("prompt_per_second"), num("predicted_per_second")
+    if p is None and g is None:
+        return None
+    return {"prompt_tok_s": p, "eval_tok_s": g, "prompt_n": count("prompt_n"), "eval_n": count("predicted_n"),
+            "source": "server-json"}
+
+
+def _count(phase_group: str):
+    def build(m: re.Match) -> dict | None:
+        n = to_int(m.group("n"))
+        if n is None:
+            return None
+        key = m.group(phase_group)
+        return {"phase": "prompt" if key.startswith("prompt") else "eval", "tokens": n}
+    return build
+
+
 TIMINGS = Format(
     name="timings",
     description="timing lines: llama_print_timings, llama_perf_context_print, common_perf_print, llama-server slots and "
                 "JSON timings, ollama --verbose, mlx_lm, new llama-cli, whisper_print_timings",
-    literals=("per second", "per_second", "print_timing", "rate:", "-per-sec", "_tps", "t/s ]"),
+    literals=("per second", "per_second", "print_timing", "rate:", "-per-sec", "_tps", "t/s ]", "eval count:",
+              '"prompt_n"', '"predicted_n"', "prompt_tokens="),
     patterns=(
+        # One-line server JSON: both rates with their counts (before the single-key pattern below).
+        Pattern("timing.pair", rx(r'"timings"\s*:\s*\{(?P<body>[^{}]*)\}'), _server_timings),
         Pattern(
             "timing",
             rx(
@@ -66,6 +104,15 @@ TIMINGS = Format(
                        {"phase": "prompt" if m.group("key").startswith("prompt") else "eval",
                         "tok_s": to_float(m.group("tps")), "source": "server-json"}),
         ),
+        # Token counts printed on their own line before the rate (ollama --verbose, multi-line server JSON).
+        Pattern("timing.count", rx(r"^(?P<phase>prompt eval|eval) count:\s+(?P<n>\d+) token"), _count("phase")),
+        Pattern("timing.count", rx(r'"(?P<key>prompt_n|predicted_n)"\s*:\s*(?P<n>\d+)\s*,?\s*$'), _count("key")),
+        # mlx_lm.benchmark: the counts of the trials and averages that follow.
+        Pattern("timing.setup", rx(r"Timing with prompt_tokens=(?P<p>\d+), generation_tokens=(?P<g>\d+)"),
+                lambda m: {"prompt_n": int(m.group("p")), "eval_n": int(m.group("g"))}),
+        Pattern("timing.trial",
+                rx(rf"^Trial (?P<trial>\d+):\s+prompt_tps\s*[=:]\s*(?P<p>{_NUM}),?\s+generation_tps\s*[=:]\s*(?P<g>{_NUM})"),
+                lambda m: {"trial": int(m.group("trial")), **(_pair("p", "g", "mlx_lm")(m) or {})}),
         Pattern("timing", rx(rf"^(?P<phase>prompt eval|eval) rate:\s+(?P<tps>{_NUM}) tokens/s"),
                 lambda m: {"phase": _phase(m.group("phase")), "tok_s": to_float(m.group("tps")), "source": "ollama"}),
         Pattern("timing", rx(rf"^(?P<phase>Prompt|Generation): (?P<n>\d+) tokens, (?P<tps>{_NUM}) tokens-per-sec"),
@@ -89,8 +136,21 @@ TIMINGS = Format(
         Sample("       eval time =     572.42 ms /    50 tokens (   11.45 ms per token,    87.35 tokens per second)", "timing",
                {"phase": "eval", "tok_s": 87.35, "source": "server-slot"}),
         Sample("slot print_timing: id  0 | task 0 | ", "server.slot", {"slot": "0", "task": "0"}),
-        Sample('"timings":{"prompt_n":12,"prompt_ms":46.19,"prompt_per_token_ms":3.85,"prompt_per_second":259.79}', "timing",
-               {"phase": "prompt", "tok_s": 259.79, "source": "server-json"}),
+        Sample('"timings":{"prompt_n":12,"prompt_ms":46.19,"prompt_per_token_ms":3.85,"prompt_per_second":259.79}',
+               "timing.pair", {"prompt_tok_s": 259.79, "prompt_n": 12, "source": "server-json"}),
+        Sample('{"content":"...","timings":{"prompt_n":14,"prompt_per_second":443.64,"predicted_n":12,'
+               '"predicted_per_second":86.19}}', "timing.pair",
+               {"prompt_tok_s": 443.64, "eval_tok_s": 86.19, "prompt_n": 14, "eval_n": 12}),
+        Sample('    "prompt_per_second": 443.64166429001494,', "timing",
+               {"phase": "prompt", "tok_s": 443.64166429001494, "source": "server-json"}),
+        Sample('    "predicted_n": 12,', "timing.count", {"phase": "eval", "tokens": 12}),
+        Sample("prompt eval count:    15 token(s)", "timing.count", {"phase": "prompt", "tokens": 15}),
+        Sample("Timing with prompt_tokens=512, generation_tokens=128, batch_size=1.", "timing.setup",
+               {"prompt_n": 512, "eval_n": 128}),
+        Sample("Trial 1:  prompt_tps=1662.104, generation_tps=172.331, peak_memory=1.942, total_time=1.051", "timing.trial",
+               {"trial": 1, "prompt_tok_s": 1662.104, "eval_tok_s": 172.331}),
+        Sample("Averages: prompt_tps=1656.550, generation_tps=172.090, peak_memory=1.942", "timing.pair",
+               {"prompt_tok_s": 1656.55, "eval_tok_s": 172.09, "source": "mlx_lm"}),
         Sample("eval rate:            8.12 tokens/s", "timing", {"phase": "eval", "tok_s": 8.12, "source": "ollama"}),
         Sample("Generation: 100 tokens, 30.501 tokens-per-sec", "timing", {"phase": "eval", "tok_s": 30.501,
                                                                           "source": "mlx_lm"}),
