@@ -1,0 +1,559 @@
+#!/usr/bin/env python3
+"""capscan ingest benchmark: speed and memory, each beside its peer.
+
+    python3 bench/run.py [--size-mb 512] [--rows 1000000] [--keep] [--out DIR]
+
+Generates, deterministically (seeded), into ``bench/out/`` (gitignored):
+
+(a) ``noise.log``: at least ``--size-mb`` MiB of a noise-heavy llama.cpp /
+    llama-server / ollama log (model-loader dumps, ``print_info``,
+    ``load_tensors``, ``llama_context``, server slot lines, HTTP request lines,
+    ollama slog lines, generated answer text) with about one relevant line in
+    300 (Metal device blocks, timing lines, llama-bench markdown tables, shim
+    banners, ``system_info``...);
+(b) ``bench.jsonl``: ``--rows`` llama-bench JSONL rows (the current layout,
+    about 1.2 KB a row).
+
+Then measures, in the same run and on the same warm page cache:
+
+- ``cat FILE > /dev/null``: plain read throughput, for context;
+- ``LC_ALL=C grep -F -c -e LIT ...`` with exactly ``analyzer.parsers.LITERALS``:
+  the practical ceiling of a literal prefilter;
+- ``python -m analyzer --db TMP ingest FILE`` (the real CLI, in a subprocess)
+  under ``/usr/bin/time -v`` (Debian package ``time``): wall time and peak
+  RSS; without it, ``resource.getrusage(RUSAGE_CHILDREN)``.
+
+Targets (issue "Streaming"): (a) capscan >= 1/2 of grep's MB/s; (b) >= 100,000
+rows/s; peak RSS < 150 MB for both. The table goes to stdout, the figures to
+``bench/out/results.json``. Exit status 0 when every target passes, 1 otherwise.
+This is a script, not a test: the figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from analyzer.parsers import LITERALS  # noqa: E402
+
+MB = 1 << 20
+TARGET_GREP_RATIO = 0.5
+TARGET_ROWS_S = 100_000
+TARGET_RSS_MB = 150.0
+RELEVANT_EVERY = 300  # about one relevant line in this many
+
+
+# --------------------------------------------------------------------------
+# (a) the noise-heavy log
+# --------------------------------------------------------------------------
+
+WORDS = ("the model layer token cache memory would could which their about there these other into more time "
+         "when make like than first been after also where most only over such through some because between "
+         "answer question result example function value should return list string number matrix vector "
+         "gradient attention weights context prompt sequence batch compute kernel buffer thread device apple "
+         "virtual machine guest host metal vulkan shader pipeline quantized inference latency request server "
+         "python swift rust code variable loop array index error warning check test build system file path "
+         "however therefore consider instance approach method simple complex large small fast slow better").split()
+
+GGUF_KV = [
+    ("general.architecture", "str", "llama"), ("general.type", "str", "model"),
+    ("general.finetune", "str", "Instruct"), ("general.basename", "str", "Meta-Llama-3.1"),
+    ("general.size_label", "str", "8B"), ("general.license", "str", "llama3.1"),
+    ("general.tags", "arr[str,6]", '["facebook", "meta", "pytorch", "llama", "llama-3", "text-generation"]'),
+    ("general.languages", "arr[str,8]", '["en", "de", "fr", "it", "pt", "hi", "es", "th"]'),
+    ("llama.block_count", "u32", "32"), ("llama.context_length", "u32", "131072"),
+    ("llama.embedding_length", "u32", "4096"), ("llama.feed_forward_length", "u32", "14336"),
+    ("llama.attention.head_count", "u32", "32"), ("llama.attention.head_count_kv", "u32", "8"),
+    ("llama.rope.freq_base", "f32", "500000.000000"), ("llama.attention.layer_norm_rms_epsilon", "f32", "0.000010"),
+    ("llama.attention.key_length", "u32", "128"), ("llama.attention.value_length", "u32", "128"),
+    ("general.file_type", "u32", "15"), ("llama.vocab_size", "u32", "128256"),
+    ("llama.rope.dimension_count", "u32", "128"), ("tokenizer.ggml.model", "str", "gpt2"),
+    ("tokenizer.ggml.pre", "str", "llama-bpe"),
+    ("tokenizer.ggml.tokens", "arr[str,128256]", '["!", "\\"", "#", "$", "%", "&", "\'", "(", ")", "*", "+", ",", ...'),
+    ("tokenizer.ggml.token_type", "arr[i32,128256]", "[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, ..."),
+    ("tokenizer.ggml.merges", "arr[str,280147]", '["\u0120 \u0120", "\u0120 \u0120\u0120\u0120", "\u0120\u0120 \u0120\u0120", ...'),
+    ("tokenizer.ggml.bos_token_id", "u32", "128000"), ("tokenizer.ggml.eos_token_id", "u32", "128009"),
+    ("tokenizer.chat_template", "str", "{{- bos_token }}\\n{%- if custom_tools is defined %}\\n    {%- set tools_in_user..."),
+    ("general.quantization_version", "u32", "2"),
+]
+
+PRINT_INFO = [
+    "file format = GGUF V3 (latest)", "file type   = Q4_K - Medium", "file size   = 4.58 GiB (4.89 BPW)",
+    "arch             = llama", "vocab_only       = 0", "n_ctx_train      = 131072", "n_embd           = 4096",
+    "n_layer          = 32", "n_head           = 32", "n_head_kv        = 8", "n_rot            = 128",
+    "n_swa            = 0", "n_embd_head_k    = 128", "n_embd_head_v    = 128", "n_gqa            = 4",
+    "n_embd_k_gqa     = 1024", "n_embd_v_gqa     = 1024", "f_norm_eps       = 0.0e+00", "f_norm_rms_eps   = 1.0e-05",
+    "f_clamp_kqv      = 0.0e+00", "f_max_alibi_bias = 0.0e+00", "f_logit_scale    = 0.0e+00", "n_ff             = 14336",
+    "n_expert         = 0", "n_expert_used    = 0", "causal attn      = 1", "pooling type     = 0", "rope type        = 0",
+    "rope scaling     = linear", "freq_base_train  = 500000.0", "freq_scale_train = 1", "n_ctx_orig_yarn  = 131072",
+    "rope_finetuned   = unknown", "model type       = 8B", "model params     = 8.03 B",
+    "vocab type       = BPE", "n_vocab          = 128256", "n_merges         = 280147",
+    "BOS token        = 128000 '<|begin_of_text|>'", "EOS token        = 128009 '<|eot_id|>'",
+    "EOT token        = 128009 '<|eot_id|>'", "LF token         = 198 '\u010a'", "max token length = 256",
+]
+
+LLAMA_CONTEXT = [
+    "llama_context: constructing llama_context", "llama_context: n_seq_max     = 1", "llama_context: n_ctx         = 4096",
+    "llama_context: n_ctx_per_seq = 4096", "llama_context: n_batch       = 2048", "llama_context: n_ubatch      = 512",
+    "llama_context: causal_attn   = 1", "llama_context: flash_attn    = auto", "llama_context: freq_base     = 500000.0",
+    "llama_context: freq_scale    = 1",
+    "llama_context: n_ctx_per_seq (4096) < n_ctx_train (131072) -- the full capacity of the model will not be utilized",
+    "llama_context:        CPU  output buffer size =     0.49 MiB",
+    "llama_kv_cache_unified:      Metal KV buffer size =   512.00 MiB",
+    "llama_kv_cache_unified: size =  512.00 MiB (  4096 cells,  32 layers,  1 seqs), K (f16):  256.00 MiB, V (f16):  256.00 MiB",
+    "llama_context:      Metal compute buffer size =   296.00 MiB",
+    "llama_context:        CPU compute buffer size =    16.01 MiB", "llama_context: graph nodes  = 1030",
+    "llama_context: graph splits = 2",
+]
+
+LOAD_TENSORS = [
+    "load_tensors: loading model tensors, this can take a while... (mmap = true)",
+    "load_tensors: offloading 32 repeating layers to GPU", "load_tensors: offloading output layer to GPU",
+    "load_tensors: Metal_Mapped model buffer size =  4403.50 MiB",
+    "load_tensors:   CPU_Mapped model buffer size =   281.81 MiB",
+]
+
+
+def _ts(rng: random.Random) -> str:
+    return (f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:"
+            f"{rng.randint(0, 59):02d}.{rng.randint(0, 999):03d}+01:00")
+
+
+def _sentence(rng: random.Random, lo: int = 6, hi: int = 30) -> str:
+    words = rng.choices(WORDS, k=rng.randint(lo, hi))
+    s = " ".join(words)
+    return s[0].upper() + s[1:] + rng.choice((".", ".", ".", ",", ":", "?"))
+
+
+def _noise_block(rng: random.Random) -> list[str]:
+    """One coherent stretch of irrelevant lines."""
+    kind = rng.random()
+    out: list[str] = []
+    if kind < 0.05:  # a model load, minus its relevant lines
+        out.append(f"build: {rng.randint(3000, 7000)} ({rng.getrandbits(28):07x}) with Apple clang version 17.0.0 "
+                   "(clang-1700.0.13.3) for arm64-apple-darwin24.5.0")
+        out.append("main: llama backend init")
+        out.append("main: load the model and apply lora adapter, if any")
+        out.append(f"llama_model_loader: loaded meta data with {len(GGUF_KV)} key-value pairs and 291 tensors from "
+                   f"/Users/admin/models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf (version GGUF V3 (latest))")
+        out.append("llama_model_loader: Dumping metadata keys/values. Note: KV overrides do not apply in this output.")
+        for i, (k, t, v) in enumerate(GGUF_KV):
+            out.append(f"llama_model_loader: - kv {i:3d}: {k:>42s} {t:<16s} = {v}")
+        out += ["llama_model_loader: - type  f32:   65 tensors", "llama_model_loader: - type q4_K:  193 tensors",
+                "llama_model_loader: - type q6_K:   33 tensors"]
+        out += [f"print_info: {p}" for p in PRINT_INFO]
+        out += ["load: special tokens cache size = 256", "load: token to piece cache size = 0.7999 MB"]
+        out += LOAD_TENSORS
+        out += LLAMA_CONTEXT
+        out.append("common_init_from_params: setting dry_penalty_last_n to ctx_size = 4096")
+        out.append("common_init_from_params: warming up the model with an empty run - please wait ... "
+                   "(--no-warmup to disable)")
+    elif kind < 0.35:  # a llama-server request with its answer streamed in debug mode
+        task = rng.randint(0, 99999)
+        n = rng.randint(20, 400)
+        out.append("srv  params_from_: Chat format: Content-only")
+        out.append(f"slot launch_slot_: id  0 | task {task} | processing task")
+        out.append(f"slot update_slots: id  0 | task {task} | new prompt, n_ctx_slot = 4096, n_keep = 0, "
+                   f"n_prompt_tokens = {n}")
+        out.append(f"slot update_slots: id  0 | task {task} | kv cache rm [0, end)")
+        out.append(f"slot update_slots: id  0 | task {task} | prompt processing progress, n_past = {n}, "
+                   f"n_tokens = {n}, progress = 1.000000")
+        for _ in range(rng.randint(10, 60)):
+            out.append(_sentence(rng, 4, 40))
+        out.append(f"slot      release: id  0 | task {task} | stop processing: n_past = {n + 200}, truncated = 0")
+        out.append(f"      total time =    {rng.uniform(100, 9000):8.2f} ms /   {n + 200} tokens")
+        out.append("srv  update_slots: all slots are idle")
+        out.append(f"srv  log_server_r: request: POST /v1/chat/completions 127.0.0.1 200")
+    elif kind < 0.7:  # ollama
+        for _ in range(rng.randint(3, 25)):
+            r = rng.random()
+            if r < 0.3:
+                out.append(f"[GIN] 2025/{rng.randint(1, 12):02d}/{rng.randint(1, 28):02d} - {rng.randint(0, 23):02d}:"
+                           f"{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d} | 200 | {rng.uniform(0.01, 30):13.9f}s |"
+                           f"       127.0.0.1 | POST     \"/api/{rng.choice(('chat', 'generate', 'embed'))}\"")
+            elif r < 0.5:
+                out.append(f"time={_ts(rng)} level=DEBUG source=sched.go:{rng.randint(300, 900)} "
+                           f"msg=\"context for request finished\"")
+            elif r < 0.65:
+                out.append(f"time={_ts(rng)} level=DEBUG source=sched.go:{rng.randint(300, 900)} msg=\"runner with "
+                           f"non-zero duration has gone idle, adding timer\" modelPath=/Users/admin/.ollama/models/"
+                           f"blobs/sha256-{rng.getrandbits(128):032x} duration=5m0s")
+            elif r < 0.8:
+                out.append(f"time={_ts(rng)} level=DEBUG source=server.go:{rng.randint(600, 1200)} "
+                           f"msg=\"completion request\" images=0 prompt={rng.randint(10, 9000)} format=\"\"")
+            elif r < 0.9:
+                out.append(f"time={_ts(rng)} level=INFO source=server.go:619 msg=\"llama runner started in "
+                           f"{rng.uniform(1, 9):.2f} seconds\"")
+            else:
+                out.append(f"time={_ts(rng)} level=INFO source=routes.go:1238 msg=\"Listening on 127.0.0.1:11434 "
+                           f"(version 0.{rng.randint(1, 12)}.{rng.randint(0, 9)})\"")
+    elif kind < 0.85:  # HTTP access log of a reverse proxy in front of the server
+        for _ in range(rng.randint(5, 40)):
+            out.append(f"127.0.0.1 - - [{rng.randint(1, 28):02d}/Mar/2025:{rng.randint(0, 23):02d}:"
+                       f"{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d} +0100] \"POST /v1/chat/completions HTTP/1.1\" "
+                       f"200 {rng.randint(200, 90000)} \"-\" \"python-requests/2.32.3\"")
+    else:  # plain generated text (a pasted transcript)
+        for _ in range(rng.randint(5, 80)):
+            out.append(_sentence(rng, 3, 45))
+    return out
+
+
+def _relevant_block(rng: random.Random) -> list[str]:
+    """One coherent stretch of lines the prefilter must let through."""
+    kind = rng.random()
+    if kind < 0.2:  # M4-era Metal block
+        return ["ggml_metal_library_init: using embedded metal library",
+                f"ggml_metal_library_init: loaded in {rng.uniform(0.005, 9):.3f} sec",
+                "ggml_metal_device_init: GPU name:   MTL0 (Apple M2 Max)",
+                "ggml_metal_device_init: GPU family: MTLGPUFamilyApple8  (1008)",
+                "ggml_metal_device_init: GPU family: MTLGPUFamilyCommon3 (3003)",
+                "ggml_metal_device_init: GPU family: MTLGPUFamilyMetal3  (5001)",
+                "ggml_metal_device_init: simdgroup reduction   = true",
+                "ggml_metal_device_init: simdgroup matrix mul. = true",
+                "ggml_metal_device_init: has unified memory    = true",
+                "ggml_metal_device_init: has bfloat            = true",
+                "ggml_metal_device_init: has tensor            = false",
+                "ggml_metal_device_init: use residency sets    = true",
+                "ggml_metal_device_init: recommendedMaxWorkingSetSize  = 22906.50 MB"]
+    if kind < 0.3:  # legacy Metal block
+        return ["ggml_metal_init: allocating", "ggml_metal_init: found device: Apple M1 Pro",
+                "ggml_metal_init: picking default device: Apple M1 Pro",
+                "ggml_metal_init: using embedded metal library",
+                "ggml_metal_init: GPU name:   Apple M1 Pro", "ggml_metal_init: GPU family: MTLGPUFamilyApple7  (1007)",
+                "ggml_metal_init: GPU family: MTLGPUFamilyCommon3 (3003)",
+                "ggml_metal_init: simdgroup reduction support   = true",
+                "ggml_metal_init: simdgroup matrix mul. support = true",
+                "ggml_metal_init: hasUnifiedMemory              = true",
+                "ggml_metal_init: recommendedMaxWorkingSetSize  = 11453.25 MB"]
+    if kind < 0.6:  # server timings
+        p, g = rng.randint(10, 2000), rng.randint(10, 800)
+        pm, gm = rng.uniform(50, 3000), rng.uniform(300, 30000)
+        return [f"slot print_timing: id  0 | task {rng.randint(0, 99999)} | ",
+                f"prompt eval time = {pm:10.2f} ms / {p:5d} tokens ({pm / p:8.2f} ms per token, "
+                f"{p * 1000 / pm:8.2f} tokens per second)",
+                f"       eval time = {gm:10.2f} ms / {g:5d} tokens ({gm / g:8.2f} ms per token, "
+                f"{g * 1000 / gm:8.2f} tokens per second)"]
+    if kind < 0.7:  # llama-cli perf
+        p, g = rng.randint(10, 2000), rng.randint(10, 800)
+        pm, gm = rng.uniform(50, 3000), rng.uniform(300, 30000)
+        return [f"llama_perf_context_print: prompt eval time = {pm:10.2f} ms / {p:5d} tokens ({pm / p:8.2f} ms per "
+                f"token, {p * 1000 / pm:8.2f} tokens per second)",
+                f"llama_perf_context_print:        eval time = {gm:10.2f} ms / {g:5d} runs   ({gm / g:8.2f} ms per "
+                f"token, {g * 1000 / gm:8.2f} tokens per second)"]
+    if kind < 0.8:  # llama-bench markdown table
+        rows = ["| model                          |       size |     params | backend    | threads |          test |"
+                "                  t/s |",
+                "| ------------------------------ | ---------: | ---------: | ---------- | ------: | ------------: |"
+                " -------------------: |"]
+        for test in ("pp512", "tg128"):
+            rows.append(f"| llama 8B Q4_K - Medium         |   4.58 GiB |     8.03 B | Metal,BLAS |       8 | {test:>13s} |"
+                        f" {rng.uniform(10, 900):12.2f} \u00b1 {rng.uniform(0, 3):.2f} |")
+        return rows
+    if kind < 0.85:  # process start-up lines
+        return [f"main: built with Apple clang version 17.0.0 (clang-1700.0.13.3) for arm64-apple-darwin24.5.0",
+                "load_backend: loaded Metal backend from /opt/homebrew/lib/libggml-metal.so",
+                "system_info: n_threads = 8 (n_threads_batch = 8) / 12 | Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | "
+                "ARM_FMA = 1 | FP16_VA = 1 | DOTPROD = 1 | LLAMAFILE = 1 | ACCELERATE = 1 | REPACK = 1 |"]
+    if kind < 0.9:  # model loading lines
+        return ["llama_model_load_from_file_impl: using device MTL0 (Apple M2 Max) (unknown id) - 21845 MiB free",
+                "llama_model_loader: - kv   2:                               general.name str              = "
+                "Meta Llama 3.1 8B Instruct",
+                "load_tensors: offloaded 33/33 layers to GPU"]
+    if kind < 0.95:  # shim banner
+        return [f"[LumeMetalCapabilities] Enabled for llama-server (appleFamilyMax=1009 maxThreadgroupMemory=65536)"]
+    return [f"time={_ts(rng)} level=INFO source=types.go:130 msg=\"inference compute\" id=0 library=metal variant=\"\" "
+            "compute=\"\" driver=0.0 name=\"\" total=\"21.3 GiB\" available=\"21.3 GiB\""]
+
+
+def generate_noise_log(path: Path, size_mb: int, seed: int = 20260810) -> dict:
+    rng = random.Random(seed)
+    lit_re = re.compile("|".join(re.escape(lit) for lit in LITERALS))
+    # A pool of noise lines, cleaned of any literal so that the relevant
+    # share is exactly what is inserted below.
+    pool: list[str] = []
+    while len(pool) < 200_000:
+        pool += [line for line in _noise_block(rng) if not lit_re.search(line)]
+    relevant_pool = [_relevant_block(rng) for _ in range(2000)]
+    hits_in = [sum(1 for line in block if lit_re.search(line)) for block in relevant_pool]
+    target = size_mb * MB
+    written = lines = relevant = 0
+    npool = len(pool)
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        buf: list[str] = []
+        while written < target:
+            pick = rng.randrange(len(relevant_pool))
+            block = relevant_pool[pick]
+            # noise between relevant blocks: a few contiguous stretches of the pool
+            gap = int(rng.expovariate(1.0 / (RELEVANT_EVERY * len(block)))) + 1
+            while gap > 0:
+                start = rng.randrange(npool)
+                take = min(gap, rng.randint(20, 400), npool - start)
+                buf += pool[start:start + take]
+                gap -= take
+            buf += block
+            relevant += hits_in[pick]
+            if len(buf) > 50_000:
+                text = "\n".join(buf) + "\n"
+                fh.write(text)
+                written += len(text.encode())
+                lines += len(buf)
+                buf = []
+        if buf:
+            text = "\n".join(buf) + "\n"
+            fh.write(text)
+            written += len(text.encode())
+            lines += len(buf)
+    return {"lines": lines, "relevant_lines": relevant, "bytes": path.stat().st_size}
+
+
+# --------------------------------------------------------------------------
+# (b) the dense llama-bench JSONL file
+# --------------------------------------------------------------------------
+
+_JSONL = ('{{"build_commit": "{commit}", "build_number": {build}, "cpu_info": "Accelerate, Apple M1 Ultra (Virtual)", '
+          '"gpu_info": "{gpu}", "backends": "MTL,BLAS", "model_filename": "/Users/admin/models/{model_file}", '
+          '"model_type": "{model}", "model_size": 7365964800, "model_n_params": 11766034432, "n_batch": 2048, '
+          '"n_ubatch": 512, "n_threads": 8, "cpu_mask": "0x0", "cpu_strict": false, "poll": 50, "type_k": "f16", '
+          '"type_v": "f16", "n_gpu_layers": -1, "n_cpu_moe": 0, "split_mode": "layer", "main_gpu": 0, '
+          '"no_kv_offload": false, "flash_attn": -1, "devices": "auto", "tensor_split": "0.00", '
+          '"tensor_buft_overrides": "none", "load_mode": "mmap", "embeddings": false, "no_op_offload": 0, '
+          '"no_host": false, "fit_target": 1024, "fit_min_ctx": 4096, "n_prompt": {n_prompt}, "n_gen": {n_gen}, '
+          '"n_depth": {n_depth}, "test_time": "2026-08-{day:02d}T{hh:02d}:{mm:02d}:{ss:02d}Z", "avg_ns": {avg_ns}, '
+          '"stddev_ns": {stddev_ns}, "avg_ts": {avg_ts:.6f}, "stddev_ts": {stddev_ts:.6f}, '
+          '"samples_ns": [ {samples_ns} ],"samples_ts": [ {samples_ts} ]}}')
+
+_BENCH_SETUPS = [
+    ("ee3d1b54c", 10167, "Apple Paravirtual device", "gemma-4-12b-it-qat-q4_0.gguf", "gemma4 12B Q4_0"),
+    ("ee3d1b54c", 10167, "Apple M1 Ultra", "gemma-4-12b-it-qat-q4_0.gguf", "gemma4 12B Q4_0"),
+    ("a1b2c3d4e", 10201, "Apple Paravirtual device", "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "llama 8B Q4_K - Medium"),
+]
+_TESTS = [(512, 0, 0), (0, 128, 0), (512, 0, 4096), (0, 128, 4096), (2048, 0, 0)]
+
+
+def generate_jsonl(path: Path, rows: int, seed: int = 20260811, group: int = 10_000) -> dict:
+    """``rows`` llama-bench rows; one llama-bench invocation (same build and
+    device) every ``group`` rows, as when many sweeps are appended to one file."""
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        buf: list[str] = []
+        for i in range(rows):
+            commit, build, gpu, model_file, model = _BENCH_SETUPS[(i // group) % len(_BENCH_SETUPS)]
+            n_prompt, n_gen, n_depth = _TESTS[i % len(_TESTS)]
+            tokens = n_prompt or n_gen
+            avg_ts = rng.uniform(8, 900)
+            avg_ns = int(tokens / avg_ts * 1e9)
+            samples = [avg_ns + rng.randint(-avg_ns // 200, avg_ns // 200) for _ in range(5)]
+            buf.append(_JSONL.format(
+                commit=commit, build=build, gpu=gpu, model_file=model_file, model=model, n_prompt=n_prompt,
+                n_gen=n_gen, n_depth=n_depth, day=1 + (i // 86400) % 28, hh=(i // 3600) % 24, mm=(i // 60) % 60,
+                ss=i % 60, avg_ns=avg_ns, stddev_ns=avg_ns // 300, avg_ts=avg_ts, stddev_ts=avg_ts / 300,
+                samples_ns=", ".join(map(str, samples)),
+                samples_ts=", ".join(f"{tokens / s * 1e9:.4f}" for s in samples)))
+            if len(buf) >= 20_000:
+                fh.write("\n".join(buf) + "\n")
+                buf = []
+        if buf:
+            fh.write("\n".join(buf) + "\n")
+    return {"lines": rows, "relevant_lines": rows, "bytes": path.stat().st_size}
+
+
+# --------------------------------------------------------------------------
+# measurements
+# --------------------------------------------------------------------------
+
+def _time_shell(cmd: list[str], env: dict | None = None, repeat: int = 2) -> tuple[float, str]:
+    """Best wall time of ``repeat`` runs; stdout of the last."""
+    best, out = float("inf"), ""
+    for _ in range(repeat):
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False)
+        best = min(best, time.perf_counter() - t)
+        if proc.returncode not in (0, 1):  # grep -c exits 1 on no match
+            raise SystemExit(f"{cmd[0]} failed: {proc.stderr.decode(errors='replace')}")
+        out = proc.stdout.decode()
+    return best, out
+
+
+def measure_cat(path: Path) -> float:
+    secs, _ = _time_shell(["sh", "-c", 'cat "$1" > /dev/null', "cat", str(path)])
+    return secs
+
+
+def measure_grep(path: Path) -> tuple[float, int]:
+    cmd = ["grep", "-F", "-c"]
+    for lit in LITERALS:
+        cmd += ["-e", lit]
+    cmd.append(str(path))
+    env = dict(os.environ, LC_ALL="C")
+    secs, out = _time_shell(cmd, env=env)
+    return secs, int(out.strip() or 0)
+
+
+_TIME_V = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None  # Debian package "time"
+
+
+def _parse_time_v(text: str) -> dict:
+    out: dict = {}
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+    if m:
+        out["rss_kb"] = int(m.group(1))
+    m = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", text)
+    if m:
+        out["elapsed"] = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+    for key, label in (("user", "User time (seconds)"), ("sys", "System time (seconds)")):
+        m = re.search(re.escape(label) + r": ([\d.]+)", text)
+        if m:
+            out[key] = float(m.group(1))
+    return out
+
+
+def measure_capscan(path: Path, workdir: Path) -> dict:
+    db = workdir / f"bench-{path.stem}.db"
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "analyzer", "--db", str(db), "--json", "ingest", str(path)]
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("CAPSCAN_DB", None)
+    if _TIME_V:
+        cmd = [_TIME_V, "-v"] + cmd
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO, check=False)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"capscan ingest failed (rc={proc.returncode}):\n{proc.stderr.decode(errors='replace')[-3000:]}")
+    result: dict = {"seconds": wall}
+    if _TIME_V:
+        tv = _parse_time_v(proc.stderr.decode(errors="replace"))
+        result["rss_mb"] = tv.get("rss_kb", 0) / 1024
+        result["user_s"], result["sys_s"] = tv.get("user"), tv.get("sys")
+        result["rss_source"] = "/usr/bin/time -v"
+    else:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        # ru_maxrss of children is the largest child so far, in KiB on Linux
+        result["rss_mb"] = after / 1024
+        result["rss_source"] = "getrusage(RUSAGE_CHILDREN)" + (" (lower bound: an earlier child was larger)"
+                                                               if after == before and before else "")
+    report = json.loads(proc.stdout.decode() or "[]")
+    if report:
+        result.update(lines=report[0].get("lines"), recognised_lines=report[0].get("recognised_lines"),
+                      runs=len(report[0].get("run_ids") or []))
+    with sqlite3.connect(db) as conn:
+        result["throughput_rows"] = conn.execute("SELECT count(*) FROM throughput").fetchone()[0]
+        result["evidence_rows"] = conn.execute("SELECT count(*) FROM evidence").fetchone()[0]
+    return result
+
+
+# --------------------------------------------------------------------------
+
+def _fmt_row(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=int, default=512, help="size of the noise log in MiB (default 512)")
+    ap.add_argument("--rows", type=int, default=1_000_000, help="llama-bench JSONL rows (default 1,000,000)")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="work directory (default bench/out)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated files and databases")
+    args = ap.parse_args(argv)
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="capscan-bench-", dir=out))
+    files = [("a", "noise.log", lambda p: generate_noise_log(p, args.size_mb)),
+             ("b", "bench.jsonl", lambda p: generate_jsonl(p, args.rows))]
+    if not _TIME_V:
+        print("note: /usr/bin/time not found (Debian package 'time'); peak RSS from getrusage(RUSAGE_CHILDREN)",
+              file=sys.stderr)
+    results: dict = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
+                                 "cpus": os.cpu_count(), "grep": subprocess.run(["grep", "--version"],
+                                 capture_output=True, text=True).stdout.splitlines()[0]},
+                     "literals": list(LITERALS), "targets": {"grep_ratio": TARGET_GREP_RATIO,
+                     "rows_per_s": TARGET_ROWS_S, "rss_mb": TARGET_RSS_MB}, "files": {}}
+    try:
+        for label, name, gen in files:
+            path = work / name
+            t = time.perf_counter()
+            print(f"generating ({label}) {name} ...", file=sys.stderr, flush=True)
+            info = gen(path)
+            info["generate_s"] = round(time.perf_counter() - t, 2)
+            size_mb = info["bytes"] / MB
+            print(f"  {size_mb:.0f} MiB, {info['lines']:,} lines in {info['generate_s']} s; measuring ...",
+                  file=sys.stderr, flush=True)
+            cat_s = measure_cat(path)  # also warms the page cache for the others
+            cat_s = min(cat_s, measure_cat(path))
+            grep_s, grep_count = measure_grep(path)
+            cap = measure_capscan(path, work)
+            entry = {
+                "file": name, **info, "mb": round(size_mb, 1),
+                "cat": {"seconds": round(cat_s, 3), "mb_s": round(size_mb / cat_s, 1)},
+                "grep": {"seconds": round(grep_s, 3), "mb_s": round(size_mb / grep_s, 1), "count": grep_count},
+                "capscan": {**{k: (round(v, 3) if isinstance(v, float) else v) for k, v in cap.items()},
+                            "mb_s": round(size_mb / cap["seconds"], 1)},
+            }
+            entry["ratio"] = round(entry["capscan"]["mb_s"] / entry["grep"]["mb_s"], 3)
+            entry["rows_per_s"] = round(cap["throughput_rows"] / cap["seconds"]) if label == "b" else None
+            checks = {"rss": cap["rss_mb"] < TARGET_RSS_MB}
+            if label == "a":
+                checks["grep_ratio"] = entry["ratio"] >= TARGET_GREP_RATIO
+            else:
+                checks["rows_per_s"] = entry["rows_per_s"] >= TARGET_ROWS_S
+                checks["all_rows"] = cap["throughput_rows"] == args.rows
+            entry["pass"] = checks
+            results["files"][label] = entry
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            results["workdir"] = str(work)
+
+    headers = ["file", "size MB", "cat MB/s", "grep -F -c s", "grep MB/s", "capscan s", "capscan MB/s",
+               "ratio", "peak RSS MB", "rows/s", "targets"]
+    table = [headers]
+    for label, e in results["files"].items():
+        c = e["capscan"]
+        verdicts = []
+        if label == "a":
+            verdicts.append(f"ratio>={TARGET_GREP_RATIO}:{'PASS' if e['pass']['grep_ratio'] else 'FAIL'}")
+        else:
+            verdicts.append(f"rows/s>={TARGET_ROWS_S:,}:{'PASS' if e['pass']['rows_per_s'] else 'FAIL'}")
+        verdicts.append(f"RSS<{TARGET_RSS_MB:.0f}MB:{'PASS' if e['pass']['rss'] else 'FAIL'}")
+        table.append([f"({label}) {e['file']}", f"{e['mb']:.0f}", f"{e['cat']['mb_s']:.0f}",
+                      f"{e['grep']['seconds']:.2f}", f"{e['grep']['mb_s']:.0f}", f"{c['seconds']:.2f}",
+                      f"{c['mb_s']:.0f}", f"{e['ratio']:.2f}", f"{c['rss_mb']:.1f}",
+                      f"{e['rows_per_s']:,}" if e["rows_per_s"] is not None else "-", " ".join(verdicts)])
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
+    print(_fmt_row(headers, widths))
+    for row in table[1:]:
+        print(_fmt_row(row, widths))
+    for label, e in results["files"].items():
+        c = e["capscan"]
+        print(f"({label}) lines {e['lines']:,}; grep matched {e['grep']['count']:,} lines "
+              f"(1 in {e['lines'] / max(e['grep']['count'], 1):.0f}); capscan: {c.get('recognised_lines')} recognised, "
+              f"{c.get('runs')} runs, {c['throughput_rows']:,} throughput rows; user {c.get('user_s')} s, "
+              f"sys {c.get('sys_s')} s; RSS via {c['rss_source']}")
+    ok = all(all(e["pass"].values()) for e in results["files"].values())
+    results["all_pass"] = ok
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"results: {out / 'results.json'}; {'all targets PASS' if ok else 'some targets FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
