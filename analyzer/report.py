@@ -26,8 +26,10 @@ VERDICT_STYLE = {
 
 
 def console(file: TextIO) -> Console:
-    return Console(file=file, no_color=bool(os.environ.get("NO_COLOR")) or None, highlight=False,
-                   soft_wrap=True, width=max(100, Console(file=file).width) if file.isatty() else 120)
+    """Styles only on a terminal; NO_COLOR (any value) turns every escape code off."""
+    plain = bool(os.environ.get("NO_COLOR"))
+    return Console(file=file, color_system=None if plain else "auto", highlight=False, soft_wrap=True,
+                   width=max(100, Console(file=file).width) if file.isatty() else 120)
 
 
 def fmt_tps(value: float | None) -> str:

@@ -356,8 +356,6 @@ def _healthy(v: RunView) -> Finding | None:
     if f.cuda_devices or (f.vulkan_devices and "software" not in v.vendors):
         return finding(f"The GPU ({v.device_names[0]}) is used; no capability clamp applies to this backend.",
                        v.lines("cuda.device", "vulkan.device", limit=1))
-    if not v.gates_on_family and v.throughput:
-        return finding("MLX ran on the GPU; nothing capscan can improve.", v.lines("timing", limit=1))
     return None
 
 

@@ -63,7 +63,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "host_family": view.host_family,
         "capabilities": view.caps.model_dump(),
         "capabilities_inferred": sorted(view.inferred),
-        "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None),
+        "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None, findings),
         "findings": findings,
         "next_steps": next_steps(view, verdict, fixable, why_fixable),
         "rules_version": RULES_VERSION,
@@ -84,8 +84,15 @@ def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | Non
     return "high"
 
 
-def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisive: dict | None) -> str:
+_EXPLAINS_UNKNOWN = ("mlx-unaffected", "near-bare-metal", "venus-guest")
+
+
+def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisive: dict | None,
+             view_findings: list[dict]) -> str:
     """One sentence of why: the decisive finding, else the verdict's meaning."""
+    if decisive is None and verdict == "unknown":
+        # nothing decides, but an informative reading may still explain the run
+        decisive = next((f for f in view_findings if f["rule"] in _EXPLAINS_UNKNOWN), None)
     text = decisive["message"] if decisive else SUMMARY[verdict]
     if verdict == "capability-downgrade":
         text += f" Fixable, because {why}." if fixable else f" Not marked fixable: {why}."

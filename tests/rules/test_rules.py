@@ -1,0 +1,194 @@
+"""Each rule against its own fixtures: real logs of several eras, wrapped and
+prefixed, ingested into a real SQLite file and diagnosed through the real
+pipeline (ingest -> store -> rules)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analyzer.diagnose import diagnose_runs
+from analyzer.ingest import ingest
+from analyzer.reader import open_input
+from analyzer.rules.catalog import RULES
+from analyzer.store import open_db
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def diagnosed(tmp_path: Path, *files: str):
+    """Ingest the files in order into one database; return the runs of the last file."""
+    db = open_db(tmp_path / "rules.db")
+    result = None
+    for name in files:
+        source = open_input(str(FIX / name))
+        try:
+            result = ingest(db, source, force=True)
+        finally:
+            source.close()
+    # earlier files are baselines; diagnose everything so peers are known
+    all_ids = [r[0] for r in db.conn.execute("SELECT id FROM runs ORDER BY id")]
+    diagnose_runs(db, all_ids, refresh_peers=True)
+    return diagnose_runs(db, result.run_ids, refresh_peers=True)
+
+
+def fired(run) -> set[str]:
+    return {f["rule"] for f in run.diagnosis["findings"]}
+
+
+# rule id -> [(files (baselines first), verdict, fixable)]; the rule must fire on every run of the last file.
+CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
+    "environment": [
+        (("metal/m4-2026-08-guest-stock.log",), "capability-downgrade", True),
+        (("metal/m4-2026-08-host-m1-ultra.log",), "healthy", False),
+    ],
+    "capabilities-inferred": [
+        (("metal/m1-2023-11-mib.log",), "healthy", False),
+        (("bench/host-m1-ultra.json",), "healthy", False),
+    ],
+    "amd-intel-gpu": [
+        (("metal/m2-2024-10-amd-egpu-intel-mac.log",), "hardware-limit", False),
+        (("metal/m3-2025-03-intel-iris.log",), "hardware-limit", False),
+        (("probe/system-profiler-intel-amd.txt",), "hardware-limit", False),
+    ],
+    "old-apple-gpu": [
+        (("rules/old-apple-a12z-dtk.log",), "hardware-limit", False),
+    ],
+    "intel-host-vm": [
+        (("rules/intel-host-vm-paravirtual.log",), "hardware-limit", False),
+        (("rules/intel-host-vm-bench.jsonl",), "hardware-limit", False),
+    ],
+    "no-metal-device": [
+        (("metal/no-metal-rosetta-x86.log",), "no-gpu-offload", False),
+        (("backends/cuda-failed-init-vm.log",), "no-gpu-offload", False),
+        (("backends/vulkan-llvmpipe-cpu-warning.log",), "no-gpu-offload", False),
+    ],
+    "zero-layers-offloaded": [
+        (("backends/cpu-only-system-info-2024-10.log",), "no-gpu-offload", False),
+        (("bench/anka-m3pro-guest-cpu.json",), "no-gpu-offload", False),
+        (("timings/ollama-server-cpu.log",), "no-gpu-offload", False),
+    ],
+    "cpu-only-build": [
+        (("rules/cpu-only-build-2025.log",), "no-gpu-offload", False),
+    ],
+    "paravirtual-family-clamp": [
+        (("metal/m4-2026-08-guest-stock.log",), "capability-downgrade", True),
+        (("metal/m2-2024-07-gh-runner-paravirtual.log",), "capability-downgrade", True),
+        (("metal/m3-2025-06-paravirtual-apple5.log",), "capability-downgrade", True),
+        (("wrapped/journald.log",), "capability-downgrade", True),
+        (("wrapped/jsonl-callback.log",), "capability-downgrade", True),
+        (("metal/m4-2026-05-timestamped.log", "wrapped/nslog.log"), "capability-downgrade", True),
+        (("probe/capscan-probe-guest.txt",), "capability-downgrade", True),
+        (("probe/lume-probe-stock.txt",), "capability-downgrade", False),
+        (("metal/whisper-family-fallback.log",), "capability-downgrade", True),
+    ],
+    "downgrade-symptoms": [
+        (("metal/m2-2024-05-instructlab-unsupported-op.log",), "capability-downgrade", False),
+        (("metal/symptoms-only-skipping.log",), "capability-downgrade", False),
+        (("rules/whisper-fallback-only.log",), "capability-downgrade", False),
+    ],
+    "metal-slower-than-cpu": [
+        (("bench/anka-m3pro-guest-cpu.json", "bench/anka-m3pro-stock.json"), "capability-downgrade", True),
+    ],
+    "gap-to-bare-metal": [
+        (("bench/host-m1-ultra.json", "bench/guest-stock.json"), "capability-downgrade", True),
+        (("bench/gemma-12b-host.jsonl", "bench/gemma-12b-stock.jsonl"), "capability-downgrade", True),
+    ],
+    "near-bare-metal": [
+        (("bench/host-m1-ultra.json", "bench/guest-shim.json"), "unknown", False),
+    ],
+    "already-remedied": [
+        (("metal/m4-2026-08-guest-lume-shim.log",), "healthy", False),
+        (("shims/capscan-interposer.log",), "healthy", False),
+        (("shims/tart-banner.log",), "healthy", False),
+        (("shims/anka-banner.log",), "healthy", False),
+    ],
+    "capability-overclaim": [
+        (("shims/lume-broad-overclaim.log",), "healthy", False),
+        (("shims/lume-shim-apple9-on-m1.log",), "healthy", False),
+    ],
+    "mlx-unaffected": [
+        (("timings/mlx-lm-generate.log",), "unknown", False),
+        (("timings/mlx-lm-benchmark.log",), "unknown", False),
+    ],
+    "venus-guest": [
+        (("backends/vulkan-2025-07-venus-guest.log",), "healthy", False),
+        (("backends/vulkan-2024-02-found.log",), "healthy", False),
+    ],
+    "virtualization-overhead": [
+        (("metal/m4-2026-08-host-m1-ultra.log", "metal/m4-2026-08-guest-lume-shim.log"),
+         "virtualization-overhead", False),
+        (("bench/host-m1-ultra.json", "shims/lume-shim-apple9-on-m1.log"), "virtualization-overhead", False),
+    ],
+    "full-capabilities": [
+        (("metal/m2-2024-03-m2max.log",), "healthy", False),
+        (("metal/m4-2026-09-m5-max.log",), "healthy", False),
+        (("backends/cuda-2026-03-vram.log",), "healthy", False),
+        (("backends/rocm-2025-01-wave.log",), "healthy", False),
+    ],
+}
+
+PARAMS = [(rule, files, verdict, fixable) for rule, cases in CASES.items() for files, verdict, fixable in cases]
+
+
+@pytest.mark.parametrize("rule,files,verdict,fixable", PARAMS,
+                         ids=[f"{r}:{'+'.join(Path(f).stem for f in fs)}" for r, fs, _, _ in PARAMS])
+def test_rule_on_its_fixtures(tmp_path, rule, files, verdict, fixable):
+    runs = diagnosed(tmp_path, *files)
+    assert runs, "no run recognised"
+    for run in runs:
+        assert rule in fired(run), (rule, run.diagnosis["findings"])
+        if verdict is not None:
+            assert run.diagnosis["verdict"] == verdict, run.diagnosis["summary"]
+        assert run.diagnosis["fixable"] is fixable
+        for f in run.diagnosis["findings"]:
+            assert f["message"]
+            for ev in f["evidence"]:
+                assert isinstance(ev["line"], int) and ev["text"]
+
+
+def test_every_rule_has_fixtures():
+    assert {r.id for r in RULES} <= set(CASES), {r.id for r in RULES} - set(CASES)
+
+
+def test_hardware_limit_says_not_to_force(tmp_path):
+    run = diagnosed(tmp_path, "metal/m2-2024-10-amd-egpu-intel-mac.log")[0]
+    text = run.diagnosis["summary"] + " ".join(run.diagnosis["next_steps"])
+    assert "Do not force capabilities" in text or "do not force capabilities" in text
+    assert not any("remedy run" in s for s in run.diagnosis["next_steps"])
+
+
+def test_fixable_downgrade_names_the_remedy_with_the_host_family(tmp_path):
+    run = diagnosed(tmp_path, "bench/host-m1-ultra.json", "bench/guest-stock.json")[0]
+    assert run.diagnosis["host_chip"] == "Apple M1 Ultra"
+    assert run.diagnosis["host_family"] == 1007
+    assert any("capscan remedy run --family 1007" in s for s in run.diagnosis["next_steps"])
+
+
+def test_evidence_lines_point_at_the_input(tmp_path):
+    run = diagnosed(tmp_path, "metal/m4-2026-08-guest-stock.log")[0]
+    lines = (FIX / "metal/m4-2026-08-guest-stock.log").read_text().splitlines()
+    decisive = run.diagnosis["findings"][0]
+    assert decisive["rule"] == "paravirtual-family-clamp"
+    for ev in decisive["evidence"]:
+        assert lines[ev["line"] - 1].strip() == ev["text"].strip()
+
+
+def test_inferred_capabilities_follow_llama_cpp_logic(tmp_path):
+    run = diagnosed(tmp_path, "metal/m1-2023-11-mib.log")[0]  # Apple7, no flag lines in that era
+    caps = run.diagnosis["capabilities"]
+    assert caps["simdgroup_reduction"] is True and caps["simdgroup_mm"] is True
+    assert "simdgroup_mm" in run.diagnosis["capabilities_inferred"]
+    assert run.facts.capabilities.simdgroup_mm is None  # stored facts stay as printed
+
+
+def test_a_later_host_log_becomes_the_baseline_of_an_earlier_guest(tmp_path):
+    db = open_db(tmp_path / "late.db")
+    for name in ("bench/guest-shim.json", "bench/host-m1-ultra.json"):
+        src = open_input(str(FIX / name))
+        diagnose_runs(db, ingest(db, src).run_ids, refresh_peers=True)
+        src.close()
+    guest = db.conn.execute("SELECT report FROM diagnoses d JOIN runs r ON r.id = d.run_id "
+                            "JOIN sources s ON s.id = r.source_id WHERE s.path LIKE '%guest-shim.json'").fetchone()
+    assert '"near-bare-metal"' in guest[0]
