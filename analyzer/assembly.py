@@ -408,6 +408,13 @@ class Assembler:
         run.facts.build_commit = run.facts.build_commit or ev.data.get("commit")
         run.touch(ev)
 
+    def _on_build_footer(self, ev: Event) -> None:
+        run = self.run
+        if not run.content:
+            return  # nothing before it in this input: a footer alone is not a run
+        run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
+        run.touch(ev)
+
     def _on_system_info(self, ev: Event) -> None:
         run = self.run
         if run.saw_system_info:

@@ -74,10 +74,12 @@ def _kv_line(m: re.Match) -> dict | None:
 SYSTEM = Format(
     name="system",
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
-    literals=("main: build = ", "system_info", "load_backend", "Available devices", "built with", "general.name", "using device",
+    literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name", "using device",
               "layers to GPU"),
     patterns=(
         Pattern("process.start", rx(r"^main: build = (?P<number>\d+) \((?P<commit>[0-9a-f]+)\)\s*$")),
+        # llama-bench's last line (md and sql output): closes the run it ends.
+        Pattern("build.footer", rx(r"^build: (?P<commit>[0-9a-f]{7,40}) \((?P<number>\d+)\)\s*$")),
         Pattern("system_info", rx(r"system_info: n_threads = (?P<n>\d+)(?: \(n_threads_batch = \d+\))? / \d+ \|(?P<rest>.*)$"),
                 _system_info),
         Pattern("backend.loaded", rx(r"load_backend: loaded (?P<name>\S+) backend from (?P<path>\S.*?)\s*$")),
@@ -92,6 +94,7 @@ SYSTEM = Format(
     ),
     samples=(
         Sample("main: build = 1015 (226255b)", "process.start", {"number": "1015", "commit": "226255b"}),
+        Sample("build: ee3d1b54c (10167)", "build.footer", {"commit": "ee3d1b54c", "number": "10167"}),
         Sample("system_info: n_threads = 24 (n_threads_batch = 24) / 32 | Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | "
                "ARM_FMA = 1 | ACCELERATE = 1 | REPACK = 1 |", "system_info", {"n_threads": 24, "backends": ["Metal", "CPU"]}),
         Sample("system_info: n_threads = 4 (n_threads_batch = 4) / 4 | AVX = 1 | AVX2 = 1 | NEON = 0 | BLAS = 1 | ",
