@@ -1,0 +1,133 @@
+"""`capscan tui`: the Textual app over the database.
+
+Screens: runs (the list, filters, marks), run detail, compare, help. All
+database work happens in thread workers (`analyzer.tui.queries` opens a short
+connection per query); a poll every ``poll_interval`` seconds notices commits
+by other capscan processes and refreshes the list.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+from analyzer.tui.messages import DatabaseChanged
+from analyzer.tui.model import TimeFormat, utc_minutes
+from analyzer.tui.queries import Store
+
+MAX_MARKS = 3
+
+
+class CapscanApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "capscan"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help", key_display="?"),
+    ]
+
+    def __init__(self, db_path: str | Path, run_id: int | None = None, *, poll_interval: float | None = 1.5,
+                 time_format: TimeFormat | None = None):
+        super().__init__()
+        self.started = time.perf_counter()
+        self.db_path = Path(db_path)
+        self.store = Store(self.db_path)
+        self.start_run = run_id
+        self.poll_interval = poll_interval
+        self.time_format: TimeFormat = time_format or utc_minutes
+        self.marked: list[int] = []
+        self.first_rows_s: float | None = None  # time from construction to the first rows shown
+        self._token: tuple[int, int, int] | None = None
+        self._polling = False
+        self.sub_title = self.db_path.name
+
+    def on_mount(self) -> None:
+        from analyzer.tui.screens.detail import DetailScreen
+        from analyzer.tui.screens.runs import RunsScreen
+
+        self.runs_screen = RunsScreen()
+        self.push_screen(self.runs_screen)
+        if self.start_run is not None:
+            self.push_screen(DetailScreen(self.start_run))
+        if self.poll_interval:
+            self.set_interval(self.poll_interval, self.poll_now)
+
+    def on_unmount(self) -> None:
+        self.store.close()
+
+    # -- live refresh ----------------------------------------------------------------
+
+    def poll_now(self) -> None:
+        if not self._polling:
+            self._polling = True
+            self._poll()
+
+    @work(thread=True, group="poll", exit_on_error=False)
+    def _poll(self) -> None:
+        try:
+            token = self.store.change_token()
+        except Exception:  # a locked or vanished database: try again next tick
+            token = None
+        finally:
+            self._polling = False
+        if token is None:
+            return
+        previous, self._token = self._token, token
+        if previous is not None and token != previous:
+            self.post_message(DatabaseChanged(new_runs=max(0, token[1] - previous[1])))
+
+    def on_database_changed(self, message: DatabaseChanged) -> None:
+        self.runs_screen.database_changed(message.new_runs)
+
+    # -- marks ---------------------------------------------------------------------------
+
+    def toggle_mark(self, run_id: int) -> None:
+        if run_id in self.marked:
+            self.marked.remove(run_id)
+        else:
+            self.marked.append(run_id)
+            if len(self.marked) > MAX_MARKS:
+                dropped = self.marked.pop(0)
+                self.notify(f"at most {MAX_MARKS} marks: unmarked run {dropped}", timeout=3)
+        self.runs_screen.marks_changed()
+
+    def clear_marks(self) -> None:
+        self.marked.clear()
+        self.runs_screen.marks_changed()
+
+    # -- actions -------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        from analyzer.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_compare(self) -> None:
+        from analyzer.tui.screens.compare import CompareScreen
+
+        if len(self.marked) < 2:
+            self.notify("Mark two runs with space (guest and host), or three of one model "
+                        "(stock guest, remedied guest, host) for the gap decomposition.", timeout=4)
+            return
+        self.push_screen(CompareScreen(list(self.marked)))
+
+    def open_run(self, run_id: int) -> None:
+        from analyzer.tui.screens.detail import DetailScreen
+
+        self.push_screen(DetailScreen(run_id))
+
+
+def run_app(db_path: Path, run_id: int | None = None) -> None:
+    """Start the browser; refuse with one line when there is no terminal."""
+    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        print("capscan: the TUI needs a terminal (stdin and stdout); use `capscan runs` or `capscan show` in pipes",
+              file=sys.stderr)
+        raise SystemExit(2)
+    CapscanApp(db_path, run_id=run_id).run()

@@ -1,0 +1,161 @@
+"""What the screens show, computed without textual: time and number formats,
+the capability matrix, throughput bars."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from analyzer.rules import chips
+from analyzer.store.queries import StoredRun
+
+from analyzer.report import VERDICT_STYLE, fmt_tps  # noqa: F401  (re-exported for the screens)
+
+TimeFormat = Callable[[str], str]
+
+
+def utc_minutes(created_at: str | None) -> str:
+    """'2026-11-29T15:46:13+00:00' -> '2026-11-29 15:46' (as stored, UTC), like `capscan runs`."""
+    return (created_at or "")[:16].replace("T", " ")
+
+
+def relative_to(now: dt.datetime) -> TimeFormat:
+    """A formatter relative to a fixed clock: '5 min ago', '3 h ago', else the date."""
+    def fmt(created_at: str) -> str:
+        try:
+            t = dt.datetime.fromisoformat(created_at)
+        except (TypeError, ValueError):
+            return utc_minutes(created_at)
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=dt.timezone.utc)
+        secs = (now - t).total_seconds()
+        if 0 <= secs < 60:
+            return "just now"
+        if 0 <= secs < 3600:
+            return f"{int(secs // 60)} min ago"
+        if 0 <= secs < 86400:
+            return f"{int(secs // 3600)} h ago"
+        return utc_minutes(created_at)
+    return fmt
+
+
+def short(text: str | None, n: int, *, keep_end: bool = False) -> str:
+    if not text:
+        return "-"
+    if len(text) <= n:
+        return text
+    return "…" + text[-(n - 1):] if keep_end else text[: n - 1] + "…"
+
+
+def source_name(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1] or path
+
+
+def yes_no(value: bool | None) -> str:
+    return "?" if value is None else ("yes" if value else "no")
+
+
+# -- capability matrix ---------------------------------------------------------------
+
+CAP_ROWS = (
+    ("simdgroup_reduction", "simdgroup reduction", "Apple7 or Metal3"),
+    ("simdgroup_mm", "simdgroup matrix mul", "Apple7"),
+    ("bfloat", "bfloat", "Apple6 or Metal3"),
+    ("tensor", "tensor API", "Apple10 (M5)"),
+)
+
+
+def family_allows(apple: int | None, metal: int | None, cap: str) -> bool | None:
+    """What llama.cpp's Metal backend enables for a device answering these
+    families (ggml-metal-device.m's supportsFamily gates)."""
+    if apple is None and metal is None:
+        return None
+    a, m = apple or 0, metal or 0
+    if cap == "simdgroup_reduction":
+        return a >= 1007 or m >= chips.METAL3
+    if cap == "simdgroup_mm":
+        return a >= 1007
+    if cap == "bfloat":
+        return a >= 1006 or m >= chips.METAL3
+    if cap == "tensor":
+        return a >= 1010
+    return None
+
+
+@dataclass
+class HostInfo:
+    chip: str | None
+    family: int | None
+    basis: str  # where we know it from, in words
+
+
+def host_info(run: StoredRun, baseline: StoredRun | None) -> HostInfo:
+    diag = run.diagnosis or {}
+    chip = diag.get("host_chip")
+    fam = diag.get("host_family") or chips.chip_family(chip)
+    if fam:
+        where = "this run" if diag.get("environment") == "bare-metal" else "named in the guest's log"
+        return HostInfo(chip, fam, where)
+    if baseline is not None:
+        bdiag = baseline.diagnosis or {}
+        bchip = bdiag.get("host_chip") or baseline.facts.device.name
+        bfam = bdiag.get("host_family") or chips.chip_family(bchip) or baseline.facts.device.apple_family
+        if bfam:
+            return HostInfo(bchip, bfam, f"bare-metal run {baseline.id} of the same model")
+    return HostInfo(None, None, diag.get("fixable_reason") or "the log does not name the host chip")
+
+
+def capability_matrix(run: StoredRun, host: HostInfo) -> list[dict[str, Any]]:
+    """Rows of: capability, what the device reported, what the host chip
+    supports, what the runtime turned on; with a status per row."""
+    f = run.facts
+    diag = run.diagnosis or {}
+    apple = f.device.apple_family
+    metal = max((c for c in f.device.families if 5001 <= c <= 5999), default=None)
+    runtime = diag.get("capabilities") or f.capabilities.model_dump()
+    inferred = set(diag.get("capabilities_inferred") or [])
+    reported_fam = ", ".join(chips.family_name(c) for c in ([apple] if apple else []) + ([metal] if metal else []))
+    shim = f"shim {f.shim.name}" + (f" (max {chips.family_name(f.shim.apple_family_max)})"
+                                    if f.shim.apple_family_max else "") if f.shim else "no shim"
+    rows = [{
+        "capability": "GPU family",
+        "device": reported_fam or "not printed",
+        "host": (chips.family_name(host.family) + (f" ({host.chip})" if host.chip else "")) if host.family else "?",
+        "runtime": shim,
+        "status": "clamped" if apple and host.family and apple < host.family else "",
+    }]
+    for key, label, needs in CAP_ROWS:
+        dev = family_allows(apple, metal, key)
+        hst = family_allows(host.family, None, key) if host.family else None
+        on = runtime.get(key)
+        status = ""
+        if hst and on is False:
+            status = "downgraded"
+        elif hst is False and on is False:
+            status = "not on this chip"
+        elif on:
+            status = "on"
+        rows.append({
+            "capability": label,
+            "needs": needs,
+            "device": yes_no(dev),
+            "host": yes_no(hst),
+            "runtime": ("on" if on else "off" if on is False else "?") + (" (inferred)" if key in inferred else ""),
+            "status": status,
+        })
+    return rows
+
+
+# -- throughput ----------------------------------------------------------------------
+
+def bar(value: float | None, scale: float, width: int = 24) -> str:
+    """A horizontal bar with eighth-block resolution."""
+    if value is None or scale <= 0 or math.isinf(value) or value != value:
+        return ""
+    frac = max(0.0, min(1.0, value / scale))
+    eighths = round(frac * width * 8)
+    full, part = divmod(eighths, 8)
+    return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
+

@@ -1,0 +1,260 @@
+"""One run: verdict and why, the capability matrix, findings with their
+evidence lines, throughput against the host, and the remedy plan."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static
+
+from analyzer.store.queries import StoredRun, load_run
+from analyzer.tui import queries
+from analyzer.tui.messages import PlanLoaded, RunLoaded
+from analyzer.tui.model import (VERDICT_STYLE, bar, capability_matrix, fmt_tps, host_info, source_name)
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
+STATUS_STYLE = {"downgraded": "bold red", "clamped": "bold red", "not on this chip": "magenta", "on": "green"}
+MAX_EVIDENCE = 12
+
+
+class DetailScreen(Screen):
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "back"),
+        Binding("space", "mark", "mark"),
+        Binding("c", "app.compare", "compare"),
+        Binding("y", "copy_plan", "copy commands"),
+        Binding("n", "neighbour(True)", "next run", show=False),
+        Binding("p", "neighbour(False)", "previous run", show=False),
+    ]
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.run: StoredRun | None = None
+        self.baseline: StoredRun | None = None
+        self.plan: dict[str, Any] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll(id="detail"):
+            yield Static(f"loading run {self.run_id}…", id="head")
+            yield Static(id="verdict")
+            yield Static(id="caps", classes="section")
+            yield Static(id="findings", classes="section")
+            yield Static(id="throughput", classes="section")
+            yield Static("remedy plan: loading…", id="remedy", classes="section")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#detail").focus()
+        self._load()
+
+    # -- workers ------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
+    def _load(self) -> None:
+        with self.app.store.database() as db:
+            run = load_run(db, self.run_id)
+            baseline = None
+            if run is not None:
+                bid = queries.baseline_for(db.conn, run.id, run.facts.model, run.diagnosis)
+                baseline = load_run(db, bid) if bid is not None else None
+        self.post_message(RunLoaded(run, baseline))
+        if run is not None:
+            self._load_plan()
+
+    @work(thread=True, exclusive=True, group="plan", exit_on_error=False)
+    def _load_plan(self) -> None:
+        try:
+            from analyzer.remedy.plan import build_plan
+        except ImportError:
+            self.post_message(PlanLoaded(None, "the remedy planner (analyzer.remedy.plan) is not in this build"))
+            return
+        try:
+            with self.app.store.database() as db:
+                plan = build_plan(db, self.run_id)
+        except Exception as exc:  # the plan is advice: show why it is missing, keep the screen
+            self.post_message(PlanLoaded(None, f"no plan: {exc}"))
+            return
+        self.post_message(PlanLoaded(plan, None))
+
+    # -- rendering ----------------------------------------------------------------------
+
+    def on_run_loaded(self, message: RunLoaded) -> None:
+        self.run, self.baseline = message.run, message.baseline
+        if self.run is None:
+            self.query_one("#head", Static).update(Text(f"run {self.run_id} is not in this database", style="bold red"))
+            self.query_one("#remedy", Static).update("")
+            return
+        run = self.run
+        self.sub_title = f"run {run.id}"
+        self.query_one("#head", Static).update(self._head(run))
+        self.query_one("#verdict", Static).update(self._verdict(run))
+        self.query_one("#caps", Static).update(self._caps(run))
+        self.query_one("#findings", Static).update(self._findings(run))
+        self.query_one("#throughput", Static).update(self._throughput(run))
+
+    def on_plan_loaded(self, message: PlanLoaded) -> None:
+        self.plan = message.plan
+        self.query_one("#remedy", Static).update(self._remedy(message.plan, message.error))
+
+    def _head(self, run: StoredRun) -> Text:
+        f = run.facts
+        t = Text()
+        t.append(f"run {run.id}", style="bold")
+        t.append(f"  {source_name(run.source)}:{f.first_line}-{f.last_line}", style="cyan")
+        t.append("  " + " / ".join(x for x in (f.program, f.backend) if x) if (f.program or f.backend) else "")
+        t.append(f"\n{f.device.name or 'no device named'}")
+        if f.model:
+            t.append(f"  ·  {f.model}")
+        t.append(f"  ·  ingested {self.app.time_format(run.created_at)}", style="dim")
+        return t
+
+    def _verdict(self, run: StoredRun) -> Text:
+        diag = run.diagnosis or {}
+        verdict = diag.get("verdict", "not diagnosed")
+        t = Text()
+        t.append(f" {verdict.upper()} ", style=VERDICT_STYLE.get(verdict, "") + " reverse")
+        notes = [diag.get("environment") and (diag["environment"] + (f" on {diag['host_chip']}"
+                                                                      if diag.get("host_chip") else "")),
+                 "fixable" if diag.get("fixable") else None,
+                 f"{diag['confidence']} confidence" if diag.get("confidence") else None]
+        notes = [n for n in notes if n]
+        if notes:
+            t.append("  " + " · ".join(notes))
+        t.append("\n" + (diag.get("summary") or "This run has not been diagnosed yet (`capscan show "
+                                                  f"{run.id}` diagnoses it)."))
+        return t
+
+    def _caps(self, run: StoredRun) -> Group:
+        host = host_info(run, self.baseline)
+        table = Table(box=None, header_style="bold", pad_edge=False, expand=False)
+        for col in ("capability", "device reported", "host chip supports", "runtime turned on", ""):
+            table.add_column(col, no_wrap=True)
+        for row in capability_matrix(run, host):
+            status = row["status"]
+            table.add_row(row["capability"], row["device"], row["host"], row["runtime"],
+                          Text(status, style=STATUS_STYLE.get(status, "")))
+        title = Text("Capabilities", style="bold underline")
+        where = Text(f"host: {host.chip or 'unknown'} ({host.basis})", style="dim")
+        return Group(title, where, table)
+
+    def _findings(self, run: StoredRun) -> Group:
+        diag = run.diagnosis or {}
+        title = Text("Findings", style="bold underline")
+        findings = diag.get("findings") or []
+        if not findings:
+            return Group(title, Text("none", style="dim"))
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(ratio=1)
+        for fnd in findings:
+            body = Text()
+            body.append(fnd["rule"], style="bold")
+            body.append(f"  {fnd['message']}")
+            grid.add_row(Text(fnd["severity"], style=SEVERITY_STYLE.get(fnd["severity"], "")), body)
+            ev = fnd.get("evidence") or []
+            for e in ev[:MAX_EVIDENCE]:
+                line = Text(f"{e['line']:>6} │ ", style="cyan")
+                line.append(e["text"][:200])
+                grid.add_row("", line)
+            if len(ev) > MAX_EVIDENCE:
+                grid.add_row("", Text(f"… {len(ev) - MAX_EVIDENCE} more lines (capscan show {run.id})", style="dim"))
+        return Group(title, grid)
+
+    def _throughput(self, run: StoredRun) -> Group:
+        from analyzer.compare import best_by_test
+
+        title = Text("Throughput", style="bold underline")
+        if not run.throughput:
+            return Group(title, Text("no throughput lines in this log", style="dim"))
+        host = best_by_test(self.baseline) if self.baseline else {}
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for col, just in (("test", "left"), ("tok/s", "right"), ("±", "right"), ("n", "right"), ("line", "right"),
+                          ("", "left"), ("of host", "right")):
+            table.add_column(col, justify=just, no_wrap=True)
+        style = VERDICT_STYLE.get((run.diagnosis or {}).get("verdict", ""), "").replace("bold ", "") or "white"
+        for t in run.throughput:
+            h = host.get(t["test"])
+            scale = max(v for v in (t["tok_s"], h) if v is not None and v == v and v != float("inf")) \
+                if t["tok_s"] not in (None, float("inf")) else 0
+            table.add_row(t["test"], fmt_tps(t["tok_s"]), fmt_tps(t["stddev"]) if t["stddev"] is not None else "",
+                          str(t["n"]), str(t["line"] or ""), Text(bar(t["tok_s"], scale), style=style),
+                          f"{t['tok_s'] / h:.1%}" if h and t["tok_s"] else "")
+            if h:
+                table.add_row(Text(f"  host run {self.baseline.id}", style="dim"), Text(fmt_tps(h), style="dim"),
+                              "", "", "", Text(bar(h, scale), style="green"), "")
+        note = Text(f"bars: this run against bare-metal run {self.baseline.id} of the same model"
+                    if self.baseline else "no bare-metal run of this model stored: ingest the host's log to see "
+                                          "how far this run is from it", style="dim")
+        return Group(title, table, note)
+
+    def _remedy(self, plan: dict[str, Any] | None, error: str | None) -> Group:
+        title = Text("Remedy plan", style="bold underline")
+        if plan is None:
+            steps = (self.run.diagnosis or {}).get("next_steps", []) if self.run else []
+            parts: list = [title, Text(error or "no plan", style="dim")]
+            if steps:
+                parts.append(Text("next steps from the diagnosis:"))
+                parts.extend(Text("  " + s) for s in steps)
+            return Group(*parts)
+        if not plan.get("actionable"):
+            return Group(title, Text("nothing to run: " + (plan.get("refusal") or "this run needs no remedy"),
+                                     style="yellow"))
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column(ratio=1)
+        for i, step in enumerate(plan.get("steps") or [], 1):
+            grid.add_row(Text(f"{i}.", style="bold"), Text(step.get("title", ""), style="bold"))
+            grid.add_row("", Text("$ " + _shell(step), style="green"))
+            if step.get("check"):
+                grid.add_row("", Text(step["check"], style="dim"))
+        parts: list = [title, grid]
+        for note in plan.get("notes") or []:
+            parts.append(Text("note: " + note, style="dim"))
+        parts.append(Text("y copies the commands (OSC 52; in macOS Terminal select them with the mouse instead)",
+                          style="dim"))
+        return Group(*parts)
+
+    # -- actions ------------------------------------------------------------------------
+
+    def action_mark(self) -> None:
+        self.app.toggle_mark(self.run_id)
+        self.notify(f"run {self.run_id} " + ("marked" if self.run_id in self.app.marked else "unmarked"), timeout=2)
+
+    def action_copy_plan(self) -> None:
+        steps = (self.plan or {}).get("steps") or []
+        if not (self.plan or {}).get("actionable") or not steps:
+            self.notify("no commands to copy for this run", timeout=3)
+            return
+        self.app.copy_to_clipboard("\n".join(_shell(s) for s in steps) + "\n")
+        self.notify(f"copied {len(steps)} command(s)", timeout=3)
+
+    def action_neighbour(self, older: bool) -> None:
+        self._neighbour(older)
+
+    @work(thread=True, exclusive=True, group="neighbour", exit_on_error=False)
+    def _neighbour(self, older: bool) -> None:
+        flt = self.app.runs_screen.flt
+        with self.app.store.read() as conn:
+            rid = queries.neighbour(conn, self.run_id, flt, older)
+        if rid is not None:
+            self.app.call_from_thread(self._switch, rid)
+
+    def _switch(self, run_id: int) -> None:
+        self.app.switch_screen(DetailScreen(run_id))
+
+
+def _shell(step: dict[str, Any]) -> str:
+    if step.get("shell"):
+        return str(step["shell"])
+    return shlex.join(str(a) for a in step.get("argv") or [])

@@ -1,0 +1,305 @@
+"""The runs list: newest first, coloured by verdict, filtered live, paged
+from SQLite 200 rows at a time, refreshed when other processes add runs."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Select, Static
+from textual.worker import get_current_worker
+
+from analyzer.tui import queries
+from analyzer.tui.messages import CountLoaded, FacetsLoaded, RunsLoaded
+from analyzer.tui.model import VERDICT_STYLE, fmt_tps, short, source_name
+from analyzer.tui.queries import NOT_DIAGNOSED, PAGE_SIZE, Facets, RunFilter, RunRow
+from analyzer.verdicts import VERDICTS
+
+COLUMNS = (("mark", " ", 1), ("id", "id", None), ("when", "when", None), ("source", "source", None),
+           ("program", "program", None), ("device", "device", None), ("env", "env", None), ("verdict", "verdict", None),
+           ("pp", "best pp", None), ("tg", "best tg", None))
+MAX_RELOAD_ROWS = 1000  # a live refresh keeps up to this many rows already paged in
+
+
+def interruptible(conn: sqlite3.Connection) -> None:
+    """Abort the running query as soon as its worker is cancelled (a newer
+    filter replaced it), instead of finishing a scan nobody will see."""
+    worker = get_current_worker()
+    conn.set_progress_handler(lambda: 1 if worker.is_cancelled else 0, 20_000)
+
+
+class RunsScreen(Screen):
+    BINDINGS = [
+        Binding("enter", "open", "open", show=True),
+        Binding("space", "mark", "mark"),
+        Binding("c", "app.compare", "compare"),
+        Binding("slash", "focus_filter", "filter", key_display="/"),
+        Binding("escape", "clear", "clear filter"),
+        Binding("u", "unmark", "unmark all", show=False),
+        Binding("r", "reload", "reload", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flt = RunFilter()
+        self.generation = 0
+        self.rows: dict[int, RunRow] = {}
+        self.oldest: int | None = None
+        self.more = False
+        self.loading_more = False
+        self.total = 0
+        self.matching: int | None = None
+        self.last_query_s: float | None = None
+        self.new_since_open = 0
+        self.facets = Facets()
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="filters"):
+            yield Input(placeholder="/ filter: device, source, program, model, verdict, id", id="text")
+            yield Select([(v, v) for v in VERDICTS], prompt="any verdict", id="verdict")
+            yield Select([], prompt="any device", id="device")
+            yield Select([], prompt="any environment", id="environment")
+        table: DataTable = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+        for key, label, width in COLUMNS:
+            table.add_column(label, key=key, width=width)
+        yield table
+        yield Static(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#runs", DataTable).focus()
+        self.load()
+        self.load_facets()
+
+    # -- loading ------------------------------------------------------------------------
+
+    def load(self, *, keep: bool = False) -> None:
+        """(Re)load the first page for the current filter. ``keep`` reloads as
+        many rows as are paged in now (up to MAX_RELOAD_ROWS), for live refresh."""
+        self.generation += 1
+        limit = min(max(PAGE_SIZE, len(self.rows)), MAX_RELOAD_ROWS) if keep else PAGE_SIZE
+        self._load(self.flt, self.generation, None, limit, False)
+
+    @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
+    def _load(self, flt: RunFilter, generation: int, before: int | None, limit: int, append: bool) -> None:
+        t0 = time.perf_counter()
+        try:
+            with self.app.store.read() as conn:
+                interruptible(conn)
+                rows = queries.page(conn, flt, before=before, limit=limit)
+        except sqlite3.OperationalError:
+            if get_current_worker().is_cancelled:
+                return
+            raise
+        if not get_current_worker().is_cancelled:
+            self.post_message(RunsLoaded(generation, flt, rows, append, limit, time.perf_counter() - t0))
+
+    @work(thread=True, exclusive=True, group="count", exit_on_error=False)
+    def _count(self, flt: RunFilter, generation: int) -> None:
+        try:
+            with self.app.store.read() as conn:
+                interruptible(conn)
+                n = queries.count(conn, flt)
+        except sqlite3.OperationalError:
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(CountLoaded(generation, n))
+
+    @work(thread=True, exclusive=True, group="facets", exit_on_error=False)
+    def load_facets(self) -> None:
+        with self.app.store.read() as conn:
+            self.post_message(FacetsLoaded(queries.facets(conn)))
+
+    def on_runs_loaded(self, message: RunsLoaded) -> None:
+        if message.generation != self.generation:
+            return  # a newer filter is on its way
+        self.loading_more = False
+        self.last_query_s = message.elapsed_s
+        table = self.query_one("#runs", DataTable)
+        if not message.append:
+            current = self._cursor_run(table)
+            table.clear()
+            self.rows = {}
+        for row in message.rows:
+            if row.id in self.rows:
+                continue
+            self.rows[row.id] = row
+            table.add_row(*self._cells(row), key=str(row.id))
+        self.oldest = message.rows[-1].id if message.rows else self.oldest
+        self.more = len(message.rows) == message.limit
+        if not message.append:
+            if current is not None and current in self.rows:
+                table.move_cursor(row=table.get_row_index(str(current)), animate=False)
+            self.matching = None
+            self._count(message.flt, message.generation)
+        if self.app.first_rows_s is None and message.rows:
+            self.app.first_rows_s = time.perf_counter() - self.app.started
+        self.update_status()
+
+    def on_count_loaded(self, message: CountLoaded) -> None:
+        if message.generation == self.generation:
+            self.matching = message.matching
+            if not self.flt.active:
+                self.total = message.matching
+            self.update_status()
+
+    def on_facets_loaded(self, message: FacetsLoaded) -> None:
+        f = self.facets = message.facets
+        self.total = f.total
+        verdicts = [(f"{v} ({f.verdicts.get(v, 0):,})", v) for v in VERDICTS]
+        if f.total > sum(f.verdicts.values()):
+            verdicts.append((f"not diagnosed ({f.total - sum(f.verdicts.values()):,})", NOT_DIAGNOSED))
+        self._set_options("#verdict", verdicts)
+        self._set_options("#device", [(f"{short(d, 30)} ({n:,})" if d != NOT_DIAGNOSED else f"not named ({n:,})", d)
+                                      for d, n in f.devices])
+        self._set_options("#environment", [(f"{e if e != NOT_DIAGNOSED else 'not known'} ({n:,})", e)
+                                           for e, n in f.environments])
+        self.update_status()
+
+    def _set_options(self, selector: str, options: list[tuple[str, str]]) -> None:
+        select = self.query_one(selector, Select)
+        value = select.value
+        with select.prevent(Select.Changed):
+            select.set_options(options)
+            if value != Select.NULL and any(v == value for _, v in options):
+                select.value = value
+
+    def database_changed(self, new_runs: int) -> None:
+        self.new_since_open += new_runs
+        self.load(keep=True)
+        self.load_facets()
+
+    # -- rendering ----------------------------------------------------------------------
+
+    def _cells(self, row: RunRow) -> list:
+        verdict = row.verdict or "-"
+        style = VERDICT_STYLE.get(verdict, "")
+        mark = self._mark_text(row.id)
+        return [
+            mark,
+            Text(str(row.id), style=style.replace("bold ", ""), justify="right"),
+            self.app.time_format(row.created_at),
+            short(source_name(row.source), 22, keep_end=True),
+            short(row.program, 12),
+            short(row.device, 24),
+            row.environment or "-",
+            Text(verdict, style=style),
+            Text(fmt_tps(row.best_pp), justify="right"),
+            Text(fmt_tps(row.best_tg), justify="right"),
+        ]
+
+    def _mark_text(self, run_id: int) -> Text:
+        if run_id in self.app.marked:
+            return Text(str(self.app.marked.index(run_id) + 1), style="bold reverse yellow")
+        return Text("")
+
+    def marks_changed(self) -> None:
+        table = self.query_one("#runs", DataTable)
+        for rid in self.rows:
+            table.update_cell(str(rid), "mark", self._mark_text(rid))
+        self.update_status()
+
+    def update_status(self) -> None:
+        parts = []
+        shown = len(self.rows)
+        if self.matching is not None:
+            parts.append(f"{self.matching:,} of {self.total:,} runs" if self.flt.active else f"{self.total:,} runs")
+        else:
+            parts.append(f"{self.total:,} runs" if not self.flt.active else "counting…")
+        if shown:
+            parts.append(f"showing {shown:,}" + ("+" if self.more else ""))
+        elif self.total:
+            parts.append("nothing matches the filter")
+        else:
+            parts.append("no runs yet: pipe a log in (llama-bench … 2>&1 | capscan)")
+        if self.app.marked:
+            parts.append("marked " + ", ".join(f"#{r}" for r in self.app.marked)
+                         + ("  (c compares)" if len(self.app.marked) >= 2 else ""))
+        if self.new_since_open:
+            parts.append(f"{self.new_since_open} new since opened")
+        self.query_one("#status", Static).update("  ·  ".join(parts))
+
+    # -- events -------------------------------------------------------------------------
+
+    @on(Input.Changed, "#text")
+    def _text_changed(self, event: Input.Changed) -> None:
+        self._set_filter(text=event.value)
+
+    @on(Input.Submitted, "#text")
+    def _text_submitted(self) -> None:
+        self.query_one("#runs", DataTable).focus()
+
+    @on(Select.Changed)
+    def _select_changed(self, event: Select.Changed) -> None:
+        value = None if event.value == Select.NULL else str(event.value)
+        self._set_filter(**{event.select.id: value})
+
+    def _set_filter(self, **changes) -> None:
+        new = RunFilter(**{**self.flt.__dict__, **changes})
+        if new != self.flt:
+            self.flt = new
+            self.load()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.app.open_run(int(event.row_key.value))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        table = event.data_table
+        if self.more and not self.loading_more and event.cursor_row >= table.row_count - 20:
+            self.loading_more = True
+            self._load(self.flt, self.generation, self.oldest, PAGE_SIZE, True)
+
+    def _cursor_run(self, table: DataTable) -> int | None:
+        if not table.row_count:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        except Exception:
+            return None
+        return int(key.value) if key and key.value else None
+
+    # -- actions ------------------------------------------------------------------------
+
+    def action_open(self) -> None:
+        rid = self._cursor_run(self.query_one("#runs", DataTable))
+        if rid is not None:
+            self.app.open_run(rid)
+
+    def action_mark(self) -> None:
+        rid = self._cursor_run(self.query_one("#runs", DataTable))
+        if rid is not None:
+            self.app.toggle_mark(rid)
+
+    def action_unmark(self) -> None:
+        self.app.clear_marks()
+
+    def action_focus_filter(self) -> None:
+        self.query_one("#text", Input).focus()
+
+    def action_reload(self) -> None:
+        self.load(keep=True)
+        self.load_facets()
+
+    def action_clear(self) -> None:
+        text = self.query_one("#text", Input)
+        if self.focused is text and not text.value:
+            self.query_one("#runs", DataTable).focus()
+            return
+        if not self.flt.active:
+            self.query_one("#runs", DataTable).focus()
+            return
+        text.value = ""
+        for sid in ("#verdict", "#device", "#environment"):
+            select = self.query_one(sid, Select)
+            with select.prevent(Select.Changed):
+                select.clear()
+        self.flt = RunFilter()
+        self.load()
+        self.query_one("#runs", DataTable).focus()
