@@ -505,3 +505,9 @@ def tui(opts: Options, run_id: int | None) -> None:
     from analyzer.tui.app import run_app  # textual is imported only here
 
     run_app(resolve_db_path(opts.db), run_id=run_id)
+
+
+from analyzer.remedy.commands import probe as _probe, remedy as _remedy  # noqa: E402
+
+cli.add_command(_remedy)
+cli.add_command(_probe)

@@ -81,3 +81,29 @@ def m002_diagnoses(db: Database) -> None:
         CREATE INDEX IF NOT EXISTS diagnoses_verdict ON diagnoses(verdict);
         """
     )
+
+
+@MIGRATIONS()
+def m003_remedy(db: Database) -> None:
+    """What `capscan remedy` did (and how to put it back), and which runs it produced."""
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS remedy_actions (
+            id INTEGER PRIMARY KEY,
+            at TEXT NOT NULL,
+            action TEXT NOT NULL,
+            args TEXT NOT NULL,
+            result TEXT NOT NULL,
+            undo TEXT,
+            undone_at TEXT
+        );
+        CREATE TABLE IF NOT EXISTS run_links (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            stock_run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            relation TEXT NOT NULL,
+            action_id INTEGER REFERENCES remedy_actions(id) ON DELETE SET NULL,
+            PRIMARY KEY (run_id, stock_run_id)
+        );
+        CREATE INDEX IF NOT EXISTS run_links_stock ON run_links(stock_run_id);
+        """
+    )

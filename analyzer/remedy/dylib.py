@@ -1,0 +1,197 @@
+"""Find, build on demand and verify capscan's interposer library.
+
+Checks (each a Check): the file exists (built with make when missing), is owned
+by the user or root, is not group- or world-writable, and its sha256 equals the
+one recorded at build (``SHA256SUMS`` next to it, written by the Makefile; for a
+build that writes none, capscan's own record from the first time it saw the
+file). The macOS slice is picked from the target's architectures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlite_utils import Database
+
+import analyzer
+from analyzer.remedy import records
+from analyzer.remedy.check import Check, failed, passed, warned
+from analyzer.remedy.platform import Injection
+from analyzer.remedy.runner import Runner
+
+LINUX_NAME = "libcapscan_interposer.so"
+MAC_NAME = "libcapscan_interposer.{kind}.dylib"
+RECORD_ACTION = "dylib-checksum"
+
+
+def native_dir() -> Path:
+    return Path(analyzer.__file__).resolve().parent.parent / "native" / "interposer"
+
+
+def build_dir(inj: Injection) -> Path:
+    return native_dir() / "build" / inj.build_dir
+
+
+@dataclass
+class Choice:
+    path: Path
+    kind: str           # linux | arm64 | arm64e | x86_64 | universal
+    covers: list[str]   # architectures it serves
+
+
+def needed_slices(exe_archs: list[str] | None) -> list[str]:
+    """The slices of the target that can run on Apple silicon (all of them must be covered)."""
+    if not exe_archs:
+        return ["arm64"]
+    apple = [a for a in exe_archs if a in ("arm64", "arm64e")]
+    return apple or [a for a in exe_archs if a == "x86_64"] or list(exe_archs)
+
+
+def candidates(inj: Injection, exe_archs: list[str] | None, directory: Path | None = None) -> list[Choice]:
+    d = directory or build_dir(inj)
+    if inj.system != "darwin":
+        return [Choice(d / LINUX_NAME, "linux", [])]
+    need = needed_slices(exe_archs)
+    out = []
+    if len(need) == 1:
+        out.append(Choice(d / MAC_NAME.format(kind=need[0]), need[0], need))
+    out.append(Choice(d / MAC_NAME.format(kind="universal"), "universal", need))
+    return out
+
+
+def lipo_archs(runner: Runner, path: Path | str) -> list[str] | None:
+    result = runner.run(["lipo", "-archs", str(path)])
+    if not result.ok:
+        return None
+    return result.stdout.split()
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def build(runner: Runner, inj: Injection) -> Check:
+    argv = ["make", "--no-print-directory", "-C", str(native_dir()), inj.make_target]
+    if not (native_dir() / "Makefile").is_file():
+        return failed("dylib build", f"the interposer is not built and its sources are not here ({native_dir()})",
+                      "install capscan from a checkout of its repository (pip install -e .), which includes "
+                      "native/interposer/", command=argv)
+    result = runner.run(argv, timeout=600)
+    if not result.ok:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        what = ("Xcode or the Command Line Tools (xcode-select --install)" if inj.system == "darwin"
+                else "gcc, gobjc and make (apt-get install -y --no-install-recommends gcc gobjc make)")
+        return failed("dylib build", f"building the interposer failed ({tail[0]})", f"install {what} and retry",
+                      command=argv)
+    return passed("dylib build", "built on demand from native/interposer/", command=argv)
+
+
+def file_checks(path: Path) -> list[Check]:
+    """Ownership and permissions of the library and the real file behind it."""
+    real = path.resolve()
+    st = real.stat()
+    out = []
+    if not stat.S_ISREG(st.st_mode):
+        return [failed("dylib file", f"{real} is not a regular file", "rebuild it: make -C native/interposer")]
+    if st.st_uid not in (os.getuid(), 0):
+        out.append(failed("dylib owner", f"{real} is owned by uid {st.st_uid}, neither you nor root, so someone else "
+                          "could have replaced the code capscan would inject",
+                          f"rebuild it yourself (make -C {native_dir()}) or chown it"))
+    else:
+        out.append(passed("dylib owner", f"owned by {'root' if st.st_uid == 0 else 'you'}"))
+    if st.st_mode & 0o022:
+        out.append(failed("dylib permissions", f"{real} is {'group' if st.st_mode & 0o020 else 'world'}-writable "
+                          f"(mode {stat.S_IMODE(st.st_mode):o}), so others could change what gets injected",
+                          f"chmod go-w {real} and rebuild it"))
+    else:
+        out.append(passed("dylib permissions", f"mode {stat.S_IMODE(st.st_mode):o}, writable only by its owner"))
+    return out
+
+
+def recorded_sha(db: Database | None, path: Path) -> tuple[str | None, str]:
+    sums = path.parent / "SHA256SUMS"
+    if sums.is_file():
+        for line in sums.read_text(errors="replace").splitlines():
+            parts = line.strip().split(None, 1)
+            if len(parts) == 2 and parts[1].lstrip("*") == path.name:
+                return parts[0].lower(), str(sums)
+        return None, str(sums)
+    if db is not None:
+        for a in reversed(records.actions(db, RECORD_ACTION)):
+            if a["args"].get("path") == str(path.resolve()):
+                return a["args"].get("sha256"), "capscan's record"
+    return None, ""
+
+
+def checksum_check(db: Database | None, path: Path, *, may_record: bool) -> Check:
+    actual = sha256_of(path)
+    want, where = recorded_sha(db, path)
+    if want is None and where.endswith("SHA256SUMS"):
+        return failed("dylib checksum", f"{path.name} is not listed in {where}, so it was not recorded at build",
+                      f"rebuild: make -C {native_dir()} " + ("macos-native" if path.suffix == ".dylib" else "linux"))
+    if want is None:
+        if db is not None and may_record:
+            records.record(db, RECORD_ACTION, {"path": str(path.resolve()), "sha256": actual}, "recorded", None)
+            return warned("dylib checksum", f"no checksum was recorded at build; recorded sha256 {actual[:16]}… now, "
+                          "and later runs are checked against it",
+                          f"if you did not build {path} yourself, rebuild it: make -C {native_dir()}")
+        return warned("dylib checksum", "no checksum recorded at build yet (recorded on the first `remedy run`)")
+    if want != actual:
+        return failed("dylib checksum", f"sha256 of {path.name} is {actual[:16]}…, but {where} recorded "
+                      f"{want[:16]}…: the file changed after it was built",
+                      f"rebuild it (make -C {native_dir()}) and check who else can write there", data={"sha256": actual})
+    return passed("dylib checksum", f"sha256 {actual[:16]}… matches {where}", data={"sha256": actual})
+
+
+@dataclass
+class DylibResult:
+    checks: list[Check]
+    choice: Choice | None
+    sha256: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.choice is not None and not any(c.failed for c in self.checks)
+
+
+def prepare(runner: Runner, inj: Injection, db: Database | None, *, exe_archs: list[str] | None = None,
+            explicit: Path | None = None, build_missing: bool = True, may_record: bool = True) -> DylibResult:
+    checks: list[Check] = []
+    if explicit is not None:
+        options = [Choice(explicit, "given", needed_slices(exe_archs))]
+    else:
+        options = candidates(inj, exe_archs)
+    choice = next((c for c in options if c.path.exists()), None)
+    if choice is None and explicit is None and build_missing:
+        checks.append(build(runner, inj))
+        choice = next((c for c in options if c.path.exists()), None)
+    if choice is None:
+        names = ", ".join(str(c.path) for c in options)
+        need = options[0].covers if options else []
+        instead = (f"build the native arm64e slice on a Mac: make -C {native_dir()} macos-native"
+                   if "arm64e" in need else f"build it: make -C {native_dir()} {inj.make_target}")
+        checks.append(failed("dylib", f"no interposer library found ({names})", instead))
+        return DylibResult(checks, None, None)
+    if inj.system == "darwin" and choice.covers:
+        have = lipo_archs(runner, choice.path)
+        missing = [a for a in choice.covers if have is not None and a not in have]
+        if have is None:
+            checks.append(warned("dylib architectures", f"could not read the architectures of {choice.path.name}"))
+        elif missing:
+            checks.append(failed("dylib architectures", f"{choice.path.name} has {' '.join(have)} but the program "
+                                 f"needs {' '.join(missing)}; dyld would kill it (incompatible architecture)",
+                                 f"build the native slices on a Mac: make -C {native_dir()} macos-native"))
+        else:
+            checks.append(passed("dylib architectures", f"{choice.path.name} covers {' '.join(choice.covers)}"))
+    checks.extend(file_checks(choice.path))
+    cs = checksum_check(db, choice.path, may_record=may_record)
+    checks.append(cs)
+    return DylibResult(checks, choice, cs.data.get("sha256") or (sha256_of(choice.path) if not cs.failed else None))

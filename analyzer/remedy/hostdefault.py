@@ -1,0 +1,101 @@
+"""The host-side default `com.apple.gpusw.ParavirtualizedGraphics
+ForceUnrestrictedDeviceFeatureLevel`: read it, set it (remembering what it
+replaced), put it back. Read by ParavirtualizedGraphics on the host when a VM
+starts, for VMs launched by this user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlite_utils import Database
+
+from analyzer.remedy import records
+from analyzer.remedy.runner import Runner
+
+DOMAIN = "com.apple.gpusw.ParavirtualizedGraphics"
+KEY = "ForceUnrestrictedDeviceFeatureLevel"
+READ = ["defaults", "read", DOMAIN, KEY]
+WRITE_TRUE = ["defaults", "write", DOMAIN, KEY, "-bool", "true"]
+DELETE = ["defaults", "delete", DOMAIN, KEY]
+ACTION = "host-default"
+
+RESTART = ("VMs must be stopped and started again to see it (a guest reboot is not enough): "
+           "`lume stop VM && lume run VM`, stop and re-run `tart run VM`, or `anka stop VM && anka start VM`.")
+SUFFICIENT = ("Published tests (kronk, M4 Max host) found the interposer alone sufficient: the default by itself "
+              "left the guest at Apple5, and the shim gave identical results with or without it.")
+
+
+@dataclass
+class Value:
+    state: str          # "set" | "missing" | "error"
+    value: str | None   # "1", "0", ... as `defaults read` prints it
+    detail: str
+
+    @property
+    def enabled(self) -> bool:
+        return self.state == "set" and (self.value or "").strip().lower() in ("1", "true", "yes")
+
+    def describe(self) -> str:
+        if self.state == "missing":
+            return "not set (the default does not exist)"
+        if self.state == "error":
+            return f"unknown ({self.detail})"
+        return f"{self.value} ({'enabled' if self.enabled else 'disabled'})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "value": self.value, "enabled": self.enabled}
+
+
+def read(runner: Runner) -> Value:
+    result = runner.run(READ)
+    if result.ok:
+        return Value("set", result.stdout.strip(), "")
+    if "does not exist" in result.output:
+        return Value("missing", None, result.output.strip())
+    return Value("error", None, result.output.strip() or f"exit status {result.returncode}")
+
+
+def undo_argv(previous: Value) -> list[str]:
+    if previous.state == "missing":
+        return DELETE
+    v = (previous.value or "").strip().lower()
+    return ["defaults", "write", DOMAIN, KEY, "-bool", "true" if v in ("1", "true", "yes") else "false"]
+
+
+def plan_apply(current: Value) -> list[list[str]]:
+    return [] if current.enabled else [WRITE_TRUE, READ]
+
+
+def apply(runner: Runner, db: Database) -> tuple[bool, str, int | None]:
+    """(ok, message, action id). Records the value it replaced."""
+    before = read(runner)
+    if before.state == "error":
+        return False, f"cannot read the default: {before.detail}", None
+    if before.enabled:
+        return True, f"{DOMAIN} {KEY} is already {before.value}; nothing changed.", None
+    result = runner.run(WRITE_TRUE)
+    after = read(runner)
+    ok = result.ok and after.enabled
+    outcome = "applied" if ok else f"failed: {(result.output or after.detail).strip()[:200]}"
+    aid = records.record(db, ACTION, {"argv": WRITE_TRUE, "previous": before.to_json(), "domain": DOMAIN,
+                                      "key": KEY}, outcome, {"argv": undo_argv(before), "expect": "1"})
+    if not ok:
+        return False, f"`{' '.join(WRITE_TRUE)}` did not take: {outcome}", aid
+    return True, f"set {DOMAIN} {KEY} = 1 (was {before.describe()}).", aid
+
+
+def undo_action(runner: Runner, db: Database, action: dict[str, Any]) -> tuple[bool, str]:
+    """Put back the value an earlier apply replaced, unless someone changed it since."""
+    now_ = read(runner)
+    expect = (action["undo"] or {}).get("expect")
+    if expect is not None and not (now_.state == "set" and now_.value == expect):
+        return False, (f"the default is now {now_.describe()}, not the {expect} capscan set, so someone changed it "
+                       "since; capscan leaves it alone")
+    argv = action["undo"]["argv"]
+    result = runner.run(argv)
+    if not result.ok:
+        return False, f"`{' '.join(argv)}` failed: {result.output.strip()[:200]}"
+    records.mark_undone(db, action["id"])
+    return True, f"ran `{' '.join(argv)}`; the default is now {read(runner).describe()}."

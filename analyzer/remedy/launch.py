@@ -1,0 +1,280 @@
+"""Run a command with the interposer injected, pass its output through to the
+terminal while the same lines stream into capscan's parsers, store the new
+run(s) linked to the stock run, and verify the fix from the new log.
+
+Only the child's environment changes: the injection variable
+(DYLD_INSERT_LIBRARIES or LD_PRELOAD) and CAPSCAN_METAL_APPLE_FAMILY_MAX.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import shlex
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from sqlite_utils import Database
+
+from analyzer.remedy import platform as plat
+from analyzer.remedy import records
+from analyzer.remedy.check import Check, failed, passed
+
+RELATION = "remedy-run"
+GOOD_VERDICTS = ("healthy", "virtualization-overhead")
+LOADER_ERRORS = re.compile(
+    r"could not load inserted library|terminating because inserted dylib|incompatible architecture|"
+    r"from LD_PRELOAD cannot be preloaded|into hardened process", re.IGNORECASE)
+SHIM_TROUBLE = re.compile(r"\[capscan-interposer\] (disabled|inactive) ")
+
+
+class _LineStream:
+    """What ingest reads: the child's stderr live, line by line, then its stdout.
+
+    llama.cpp writes its device block to stderr (unbuffered) and results to
+    stdout (block-buffered in a pipe, so it often arrives in one piece at exit).
+    Reading stderr first and stdout after is the order `2>&1` shows in a pipe,
+    and keeps benchmark rows attached to the run whose device printed them.
+    stdout is spooled (memory, then a temporary file) until stderr ends.
+    """
+
+    def __init__(self) -> None:
+        self._q: queue.Queue[bytes | None] = queue.Queue()
+        self._live_open = True
+        self._held = tempfile.SpooledTemporaryFile(max_size=8 << 20)
+        self._held_lock = threading.Lock()
+        self._held_done = threading.Event()
+        self._rewound = False
+
+    def put(self, line: bytes) -> None:
+        self._q.put(line)
+
+    def live_done(self) -> None:
+        self._q.put(None)
+
+    def hold(self, line: bytes) -> None:
+        with self._held_lock:
+            self._held.write(line)
+
+    def held_done(self) -> None:
+        self._held_done.set()
+
+    def read(self, n: int = -1) -> bytes:
+        if self._live_open:
+            parts: list[bytes] = []
+            size = 0
+            while True:
+                if parts and self._q.empty():
+                    break
+                item = self._q.get()
+                if item is None:
+                    self._live_open = False
+                    break
+                parts.append(item)
+                size += len(item)
+                if 0 < n <= size:
+                    break
+            if parts:
+                return b"".join(parts)
+        self._held_done.wait()
+        if not self._rewound:
+            self._held.seek(0)
+            self._rewound = True
+        return self._held.read(n if n and n > 0 else 1 << 20)
+
+    def close(self) -> None:
+        self._held.close()
+
+
+@dataclass
+class Outcome:
+    returncode: int | None = None
+    run_ids: list[int] = field(default_factory=list)
+    loader_errors: list[str] = field(default_factory=list)
+    shim_trouble: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def verified(self) -> bool:
+        return bool(self.checks) and not any(c.failed for c in self.checks)
+
+
+def _pump(pipe: BinaryIO, sink: BinaryIO, stream: _LineStream, outcome: Outcome, lock: threading.Lock,
+          held: bool) -> None:
+    try:
+        for line in iter(pipe.readline, b""):
+            try:
+                sink.write(line)
+                sink.flush()
+            except (OSError, ValueError):
+                pass
+            text = line.decode("utf-8", "replace").rstrip()
+            if LOADER_ERRORS.search(text):
+                with lock:
+                    outcome.loader_errors.append(text)
+            if SHIM_TROUBLE.search(text):
+                with lock:
+                    outcome.shim_trouble.append(text)
+            (stream.hold if held else stream.put)(line)
+    finally:
+        (stream.held_done if held else stream.live_done)()
+
+
+def child_env(base: dict[str, str], inj: plat.Injection, library: str, family: int) -> dict[str, str]:
+    env = dict(base)
+    env[inj.env_var] = library
+    env[plat.FAMILY_VAR] = str(family)
+    return env
+
+
+def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, err: BinaryIO) -> Outcome:
+    """Run cmd, tee stdout->out and stderr->err, ingest both as one log. Returns the new run ids."""
+    from analyzer.ingest import ingest
+    from analyzer.reader import Input, InputError
+
+    outcome = Outcome()
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, shell=False)
+    except OSError as exc:
+        outcome.error = f"could not start {cmd[0]}: {exc.strerror or exc}"
+        return outcome
+    stream = _LineStream()
+    lock = threading.Lock()
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, out, stream, outcome, lock, True), daemon=True),
+               threading.Thread(target=_pump, args=(proc.stderr, err, stream, outcome, lock, False), daemon=True)]
+    for t in threads:
+        t.start()
+    name = f"capscan remedy run: {shlex.join(cmd)}"[:300]
+    try:
+        result = ingest(db, Input(name, stream), force=True)  # type: ignore[arg-type]
+        outcome.run_ids = list(result.run_ids)
+    except InputError as exc:
+        outcome.error = str(exc)
+    finally:
+        if proc.poll() is None:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+        for t in threads:
+            t.join(timeout=5)
+        outcome.returncode = proc.wait()
+        stream.close()
+    return outcome
+
+
+# --------------------------------------------------------------------------- verification
+
+
+def _main_run(runs: list) -> Any | None:
+    """The new run that carries the device (the one to verify)."""
+    with_device = [r for r in runs if r.facts.device.name or r.facts.capabilities.simdgroup_reduction is not None]
+    return (with_device or runs or [None])[-1]
+
+
+def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> list[Check]:
+    checks: list[Check] = []
+    rc = outcome.returncode
+    if outcome.error:
+        checks.append(failed("launch", outcome.error, "check the command runs on its own first"))
+        return checks
+    if rc != 0:
+        why = f"the command exited with status {rc}"
+        if outcome.loader_errors:
+            why += f" and {inj.loader} said: {outcome.loader_errors[0]}"
+        checks.append(failed("exit status", why, "look at its output above; run it once without capscan to see "
+                             "whether it fails on its own"))
+    else:
+        checks.append(passed("exit status", "the command exited with status 0"))
+    run = _main_run(runs)
+    if run is None:
+        checks.append(failed("new run", "nothing capscan recognises was printed, so there is no run to verify",
+                             "make sure the command prints llama.cpp's Metal init lines (they go to stderr; "
+                             "do not redirect them away)"))
+        return checks
+    f = run.facts
+    diag = run.diagnosis or {}
+    shim = f.shim
+    if shim is not None and shim.name == plat.BANNER_NAME:
+        checks.append(passed("banner", f"[{plat.BANNER_NAME}] enabled for {shim.process} "
+                             f"(apple_family_max={shim.apple_family_max})"))
+    elif shim is not None:
+        checks.append(failed("banner", f"another shim answered ({shim.name}), not capscan's",
+                             "start from an environment without other shims (Tart: TART_METAL_APPLE_FAMILY_MAX=0)"))
+    else:
+        if outcome.shim_trouble:
+            why = (f"the interposer loaded but did not apply: {outcome.shim_trouble[0]} -- so the device kept its "
+                   "stock answers")
+            instead = "report the device class it names; this device needs a hook capscan does not have yet"
+        elif outcome.loader_errors:
+            why = f"{inj.loader} refused the library: {outcome.loader_errors[0]}"
+            instead = "run `capscan remedy plan` and fix the failing check (architecture, hardened runtime, SIP)"
+        else:
+            why = (f"no [{plat.BANNER_NAME}] banner: {inj.loader} never loaded the interposer ({inj.env_var} was "
+                   "dropped by SIP, a hardened runtime, or a launcher that resets the environment), or the program "
+                   "never asked Metal for a device")
+            instead = ("run the real binary directly (not a wrapper script), and check `csrutil status` and "
+                       "`codesign -dv --verbose=4` on it")
+        checks.append(failed("banner", why, instead))
+    fam = f.device.apple_family
+    if fam is not None and fam >= min(family, 1007):
+        checks.append(passed("family", f"the device now reports Apple{fam - 1000} ({fam})"))
+    else:
+        checks.append(failed("family", f"the device still reports {('Apple' + str(fam - 1000)) if fam else 'no Apple family'}"
+                             f" ({fam}), not {family}", "see the banner check: the hook did not take"))
+    caps = diag.get("capabilities") or f.capabilities.model_dump()
+    flags = {k: caps.get(k) for k in ("simdgroup_reduction", "simdgroup_mm", "bfloat")}
+    false_ = [k for k, v in flags.items() if v is not True]
+    if not false_:
+        checks.append(passed("capability flags", "simdgroup reduction, simdgroup matrix mul. and bfloat are now true"))
+    else:
+        meaning = ("the family cap is below Apple7, which llama.cpp needs" if family < 1007 else
+                   "the banner is there but llama.cpp still turned them off: it gates on something the interposer "
+                   "does not answer" if shim else "the device kept its stock answers")
+        checks.append(failed("capability flags", f"still not true: {', '.join(false_)} ({meaning})",
+                             "compare the Metal init lines above with the stock run (capscan show)"))
+    verdict = diag.get("verdict", "unknown")
+    if verdict in GOOD_VERDICTS:
+        checks.append(passed("verdict", f"the new run is {verdict}"))
+    else:
+        checks.append(failed("verdict", f"the new run is still {verdict}",
+                             "read its findings: capscan show " + str(run.id)))
+    return checks
+
+
+# --------------------------------------------------------------------------- before / after
+
+
+def _best(throughput: list[dict[str, Any]]) -> dict[str, float]:
+    best: dict[str, float] = {}
+    for t in throughput:
+        v = t.get("tok_s")
+        if v is not None and v == v and v != float("inf"):
+            best[t["test"]] = max(best.get(t["test"], 0.0), float(v))
+    return best
+
+
+def compare(stock: Any, new: Any) -> dict[str, Any]:
+    def caps(run: Any) -> dict[str, Any]:
+        c = (run.diagnosis or {}).get("capabilities") or run.facts.capabilities.model_dump()
+        return {"apple_family": run.facts.device.apple_family, **{k: c.get(k) for k in
+                ("simdgroup_reduction", "simdgroup_mm", "bfloat")},
+                "verdict": (run.diagnosis or {}).get("verdict")}
+
+    before, after = _best(stock.throughput), _best(new.throughput) if new else {}
+    speedup = {t: {"before": before[t], "after": after[t], "ratio": round(after[t] / before[t], 2)}
+               for t in before if t in after and before[t] > 0}
+    return {"stock_run_id": stock.id, "new_run_id": new.id if new else None, "before": caps(stock),
+            "after": caps(new) if new else None, "throughput": speedup}
+
+
+def record_run(db: Database, *, cmd: list[str], family: int, library: str, sha256: str | None,
+               inj: plat.Injection, stock_run_id: int) -> int:
+    return records.record(db, "remedy-run", {
+        "argv": cmd, "family": family, "library": library, "sha256": sha256, "env_var": inj.env_var,
+        "stock_run_id": stock_run_id, "run_ids": []}, "running",
+        {"why": "nothing to undo: only the child's environment was changed"})

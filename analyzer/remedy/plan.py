@@ -1,0 +1,164 @@
+"""What `capscan remedy` would do for a stored run, on this machine, without
+doing it: the steps (each with its command and the check behind it), or why
+nothing should be done. Read-only: it never writes to the database (the TUI
+calls build_plan from a worker thread).
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from analyzer.remedy import dylib as dylibmod
+from analyzer.remedy import platform as plat
+from analyzer.remedy.runner import Runner
+from analyzer.rules import chips
+
+REFUSALS = {
+    "hardware-limit": "This GPU really lacks the features llama.cpp's fast Metal kernels need, so this is a hardware "
+                      "limit: do not force capabilities, because claiming families the GPU does not have makes "
+                      "llama.cpp run kernels it cannot execute correctly.",
+    "no-gpu-offload": "The GPU is not used at all, so there is no capability to restore: make the GPU visible first "
+                      "(an arm64 Metal build, -ngl 99), then diagnose again.",
+    "virtualization-overhead": "Capabilities are already complete; the remaining gap to bare metal is the virtual "
+                               "GPU's own per-dispatch cost, which no capability change removes.",
+    "healthy": "Full capabilities already: nothing to fix.",
+    "unknown": "There is not enough evidence in this run to act on, and capscan never injects on a guess: pipe the "
+               "full stderr (2>&1) or run `capscan probe`, then plan again.",
+}
+
+
+def load_diagnosis(db: Database, run_id: int) -> tuple[Any, dict[str, Any] | None]:
+    """The run and its diagnosis: the stored one, else computed in memory (nothing written)."""
+    from analyzer.diagnose import _peers, view_of  # read-only helpers of the diagnosis layer
+    from analyzer.rules.engine import RULES_VERSION, diagnose
+    from analyzer.store.queries import load_run
+
+    run = load_run(db, run_id)
+    if run is None:
+        return None, None
+    diag = run.diagnosis
+    if diag is None or diag.get("rules_version") != RULES_VERSION:
+        diag = diagnose(view_of(run, _peers(db, run, {})))
+        run.diagnosis = diag
+    return run, diag
+
+
+def refusal_for(run: Any, diag: dict[str, Any]) -> str | None:
+    """None when the run is a fixable capability-downgrade; else why nothing should be done."""
+    verdict = diag.get("verdict", "unknown")
+    shim = run.facts.shim if run is not None else None
+    if verdict == "capability-downgrade" and diag.get("fixable"):
+        if shim is not None:
+            return (f"This run already shows the {shim.name} banner, so it is not a stock run; capscan never "
+                    "injects twice.")
+        return None
+    if verdict == "capability-downgrade":
+        why = diag.get("fixable_reason") or "the host is not known to be Apple silicon"
+        if "intel" in why.lower():
+            return (f"Not fixable: {why}, so the GPU family reported is the real one: do not force capabilities "
+                    "on an Intel-hosted VM.")
+        return (f"Not marked fixable: {why}. capscan only injects on positive evidence of an Apple-silicon host, "
+                "because forcing families on other hardware would claim features it lacks.")
+    if verdict == "healthy" and shim is not None:
+        return f"Already remedied ({shim.name}, apple_family_max={shim.apple_family_max}): nothing to fix."
+    return REFUSALS.get(verdict, REFUSALS["unknown"])
+
+
+def _step(title: str, argv: list[str], check: str) -> dict[str, Any]:
+    argv = [str(a) for a in argv]
+    return {"title": title, "argv": argv, "shell": shlex.join(argv), "check": check}
+
+
+def plan_family(diag: dict[str, Any], runner: Runner | None) -> tuple[str, str]:
+    """('1007' or 'auto', where it comes from), without failing."""
+    fam = diag.get("host_family")
+    if fam:
+        return str(fam), f"{chips.family_name(fam)}, the true family of {diag.get('host_chip')}"
+    if runner is not None and plat.system() == "darwin":
+        brand = plat.brand_string(runner)
+        bf = chips.chip_family(brand) if brand else None
+        if bf:
+            return str(bf), f"{chips.family_name(bf)}, from this guest's CPU ({brand})"
+    return "auto", ("the host chip is not in the log: in the guest, auto reads it from "
+                    "`sysctl -n machdep.cpu.brand_string`; elsewhere pass --family N (M1 1007, M2 1008, M3/M4 1009)")
+
+
+def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
+               runner: Runner | None = None) -> dict[str, Any]:
+    run, diag = load_diagnosis(db, run_id)
+    if run is None:
+        return {"run_id": run_id, "verdict": None, "actionable": False, "refusal": f"There is no run {run_id}.",
+                "steps": []}
+    verdict = diag.get("verdict", "unknown")
+    refusal = refusal_for(run, diag)
+    base = {"run_id": run_id, "verdict": verdict, "fixable": bool(diag.get("fixable")),
+            "fixable_reason": diag.get("fixable_reason"), "host_chip": diag.get("host_chip")}
+    if refusal:
+        return {**base, "actionable": False, "refusal": refusal, "steps": []}
+
+    system = plat.system()
+    inj = plat.injection(system)
+    cmd = list(command) if command else [run.facts.program or "llama-bench"]
+    exe = cmd[0]
+    family, family_why = plan_family(diag, runner)
+    steps: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if inj is None:
+        return {**base, "actionable": False, "steps": [],
+                "refusal": f"This machine ({system}) cannot run the interposer: run `capscan remedy plan` inside "
+                           "the macOS guest, or from the host with --via lume|tart|anka|ssh --vm NAME."}
+    lib_dir = dylibmod.build_dir(inj)
+    if system == "darwin":
+        exe_path = (runner.which(exe) if runner else None) or exe
+        steps += [
+            _step("Confirm this is the guest and read the host chip", plat.BRAND_ARGV,
+                  "'(Virtual)' marks a guest; the chip it names sets the family cap, never above the host's true "
+                  f"family ({family_why})."),
+            _step("Check SIP", ["csrutil", "status"],
+                  "Every published shim result had SIP disabled; with SIP enabled, dyld strips DYLD_* variables for "
+                  "protected programs."),
+            _step("Check the program's location and flags", ["ls", "-lO", exe_path],
+                  "Follows symlinks and #! scripts to the binary that really starts; refuses /System, /usr (not "
+                  "/usr/local), /bin, /sbin, the 'restricted' flag and setuid/setgid, where dyld drops the variable."),
+            _step("Check hardened runtime", ["codesign", "-dv", "--verbose=4", exe_path],
+                  "flags=0x10000(runtime) without allow-dyld-environment-variables, or the restrict flag 0x800, "
+                  "makes dyld drop the variable."),
+            _step("Check entitlements", ["codesign", "-d", "--entitlements", "-", exe_path],
+                  "A hardened program needs allow-dyld-environment-variables and disable-library-validation, or "
+                  "library validation refuses the ad-hoc-signed interposer."),
+            _step("Check for a __RESTRICT segment", ["otool", "-l", exe_path],
+                  "A __RESTRICT,__restrict section makes dyld ignore DYLD_* variables."),
+            _step("Pick the library slice", ["lipo", "-archs", exe_path],
+                  "arm64 takes the arm64 (or universal) dylib; arm64e needs the native arm64e build; an arm64 "
+                  "library in an arm64e process kills it."),
+            _step("Verify the interposer", ["shasum", "-a", "256", str(lib_dir / "libcapscan_interposer.universal.dylib")],
+                  "Must be owned by you or root, not group- or world-writable, and match SHA256SUMS recorded at "
+                  "build; built on demand with `make macos-native` when missing."),
+        ]
+    else:
+        steps += [
+            _step("Build the Linux stand-in if missing", ["make", "-C", str(dylibmod.native_dir()), inj.make_target],
+                  "Linux has no Metal: the LD_PRELOAD stand-in hooks the fake Metal device, which proves the "
+                  "injection path and capscan's verification, not a real GPU."),
+            _step("Verify the stand-in", ["sha256sum", str(lib_dir / dylibmod.LINUX_NAME)],
+                  "Must be owned by you or root, not group- or world-writable, and match the checksum recorded "
+                  "when it was first seen."),
+        ]
+        notes.append("On Linux only the fake Metal device can be remedied; run this in the macOS guest for real.")
+    remedy_argv = ["capscan", "remedy", "run", "--run", str(run_id), "--family", family, "--", *cmd]
+    manual = (["/usr/bin/env"] if system == "darwin" else ["env"]) + [
+        f"{inj.env_var}={lib_dir / ('libcapscan_interposer.universal.dylib' if system == 'darwin' else dylibmod.LINUX_NAME)}",
+        f"{plat.FAMILY_VAR}={family if family != 'auto' else 'N'}", *cmd]
+    steps.append(_step("Launch with the interposer, store and verify", remedy_argv,
+                       f"Only the child's environment changes ({inj.env_var} and {plat.FAMILY_VAR}={family}: "
+                       f"{family_why}). Verified from the new log: the [capscan-interposer] banner, the family, and "
+                       "simdgroup reduction / matrix mul. / bfloat now true; before/after and the speedup are "
+                       f"printed. By hand{' (N: the host family)' if family == 'auto' else ''}: {shlex.join(manual)}"))
+    notes.append("The host default ForceUnrestrictedDeviceFeatureLevel is not needed: published tests found the "
+                 "interposer alone sufficient (see `capscan remedy host-default --status` on the host).")
+    return {**base, "actionable": True, "refusal": None, "family": family, "platform": system,
+            "injection": inj.env_var, "steps": steps, "notes": notes}

@@ -1,0 +1,85 @@
+"""What this machine is, and how injection works on it (one place).
+
+- macOS: ``DYLD_INSERT_LIBRARIES`` with native/interposer/build/macos/*.dylib.
+- Linux: ``LD_PRELOAD`` with native/interposer/build/linux/libcapscan_interposer.so,
+  the stand-in that hooks the fake Metal device (for tests; no real GPU).
+
+Test hook: ``CAPSCAN_PLATFORM=darwin|linux`` (and ``CAPSCAN_MACHINE=arm64|x86_64``)
+override detection. They are honoured here and nowhere else, so tests can drive
+the macOS code paths on Linux with stand-in tools on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as _platform
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from analyzer.remedy.runner import Runner
+
+PLATFORM_ENV = "CAPSCAN_PLATFORM"
+MACHINE_ENV = "CAPSCAN_MACHINE"
+FAMILY_VAR = "CAPSCAN_METAL_APPLE_FAMILY_MAX"
+ALIAS_FAMILY_VARS = ("LUME_METAL_APPLE_FAMILY_MAX", "TART_METAL_APPLE_FAMILY_MAX")
+BANNER_NAME = "capscan-interposer"
+TART_DYLIB = Path("/usr/local/lib/TartMetalCapabilities.dylib")
+BRAND_ARGV = ["sysctl", "-n", "machdep.cpu.brand_string"]
+
+
+def system() -> str:
+    forced = os.environ.get(PLATFORM_ENV, "").strip().lower()
+    if forced:
+        return forced
+    return "darwin" if sys.platform == "darwin" else ("linux" if sys.platform.startswith("linux") else sys.platform)
+
+
+def machine() -> str:
+    forced = os.environ.get(MACHINE_ENV, "").strip()
+    if forced:
+        return forced
+    m = _platform.machine().lower()
+    return "arm64" if m in ("arm64", "aarch64") else m
+
+
+@dataclass(frozen=True)
+class Injection:
+    system: str
+    env_var: str        # DYLD_INSERT_LIBRARIES or LD_PRELOAD
+    build_dir: str      # under native/interposer/build
+    make_target: str    # how to build it on demand
+    stand_in: bool      # True on Linux: the fake device only
+
+    @property
+    def loader(self) -> str:
+        return "dyld" if self.system == "darwin" else "ld.so"
+
+
+_INJECTION = {
+    "darwin": Injection("darwin", "DYLD_INSERT_LIBRARIES", "macos", "macos-native", False),
+    "linux": Injection("linux", "LD_PRELOAD", "linux", "linux", True),
+}
+
+
+def injection(sys_name: str | None = None) -> Injection | None:
+    return _INJECTION.get(sys_name or system())
+
+
+def all_injection_vars() -> tuple[str, ...]:
+    return tuple(i.env_var for i in _INJECTION.values())
+
+
+def brand_string(runner: Runner) -> str | None:
+    """`sysctl -n machdep.cpu.brand_string` on macOS ("Apple M1 Ultra (Virtual)" in a guest)."""
+    if system() != "darwin":
+        return None
+    result = runner.run(BRAND_ARGV)
+    text = result.stdout.strip()
+    return text if result.ok and text else None
+
+
+def is_guest_brand(brand: str | None) -> bool | None:
+    if brand is None:
+        return None
+    return "(virtual)" in brand.lower()

@@ -1,0 +1,83 @@
+"""What capscan remedy did: one row per applied action (what, when, result,
+how to undo it), and the links from remedied runs to their stock runs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlite_utils import Database
+
+from analyzer.store.writer import now
+
+
+def record(db: Database, action: str, args: dict[str, Any], result: str, undo: dict[str, Any] | None) -> int:
+    with db.conn:
+        cur = db.conn.execute(
+            "INSERT INTO remedy_actions (at, action, args, result, undo) VALUES (?, ?, ?, ?, ?)",
+            (now(), action, json.dumps(args), result, json.dumps(undo) if undo is not None else None))
+    return int(cur.lastrowid)
+
+
+def set_result(db: Database, action_id: int, result: str, args: dict[str, Any] | None = None) -> None:
+    with db.conn:
+        if args is None:
+            db.conn.execute("UPDATE remedy_actions SET result = ? WHERE id = ?", (result, action_id))
+        else:
+            db.conn.execute("UPDATE remedy_actions SET result = ?, args = ? WHERE id = ?",
+                            (result, json.dumps(args), action_id))
+
+
+def mark_undone(db: Database, action_id: int) -> None:
+    with db.conn:
+        db.conn.execute("UPDATE remedy_actions SET undone_at = ? WHERE id = ?", (now(), action_id))
+
+
+def _row(r: tuple) -> dict[str, Any]:
+    return {"id": r[0], "at": r[1], "action": r[2], "args": json.loads(r[3]), "result": r[4],
+            "undo": json.loads(r[5]) if r[5] else None, "undone_at": r[6]}
+
+
+def actions(db: Database, action: str | None = None) -> list[dict[str, Any]]:
+    sql = "SELECT id, at, action, args, result, undo, undone_at FROM remedy_actions"
+    params: tuple = ()
+    if action:
+        sql += " WHERE action = ?"
+        params = (action,)
+    return [_row(r) for r in db.conn.execute(sql + " ORDER BY id", params)]
+
+
+def get(db: Database, action_id: int) -> dict[str, Any] | None:
+    r = db.conn.execute("SELECT id, at, action, args, result, undo, undone_at FROM remedy_actions WHERE id = ?",
+                        (action_id,)).fetchone()
+    return _row(r) if r else None
+
+
+def undoable(db: Database) -> list[dict[str, Any]]:
+    """Applied actions with something to put back, newest first."""
+    return [a for a in reversed(actions(db)) if a["undo"] and a["undo"].get("argv") and not a["undone_at"]
+            and a["result"] == "applied"]
+
+
+def link_runs(db: Database, run_ids: list[int], stock_run_id: int, relation: str, action_id: int | None) -> None:
+    with db.conn:
+        db.conn.executemany(
+            "INSERT OR REPLACE INTO run_links (run_id, stock_run_id, relation, action_id) VALUES (?, ?, ?, ?)",
+            [(rid, stock_run_id, relation, action_id) for rid in run_ids])
+
+
+def links(db: Database) -> list[dict[str, Any]]:
+    return [{"run_id": r[0], "stock_run_id": r[1], "relation": r[2], "action_id": r[3]}
+            for r in db.conn.execute("SELECT run_id, stock_run_id, relation, action_id FROM run_links ORDER BY run_id")]
+
+
+def stock_of(db: Database, run_id: int) -> int | None:
+    row = db.conn.execute("SELECT stock_run_id FROM run_links WHERE run_id = ?", (run_id,)).fetchone()
+    return row[0] if row else None
+
+
+def latest_stock_run(db: Database) -> int | None:
+    """The newest stored run that capscan remedy did not produce itself."""
+    row = db.conn.execute(
+        "SELECT MAX(id) FROM runs WHERE id NOT IN (SELECT run_id FROM run_links)").fetchone()
+    return row[0] if row else None
