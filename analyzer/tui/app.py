@@ -8,6 +8,7 @@ by other capscan processes and refreshes the list.
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from textual.app import App
 from textual.binding import Binding
 
 from analyzer.tui.messages import DatabaseChanged
-from analyzer.tui.model import TimeFormat, utc_minutes
+from analyzer.tui.model import TimeFormat, compact
 from analyzer.tui.queries import Store
 
 MAX_MARKS = 3
@@ -33,14 +34,16 @@ class CapscanApp(App[None]):
     ]
 
     def __init__(self, db_path: str | Path, run_id: int | None = None, *, poll_interval: float | None = 1.5,
-                 time_format: TimeFormat | None = None):
+                 now: dt.datetime | None = None, time_format: TimeFormat | None = None):
+        """``now`` pins the clock the times are shown against (tests and
+        snapshots); ``time_format`` replaces the formatter altogether."""
         super().__init__()
         self.started = time.perf_counter()
         self.db_path = Path(db_path)
         self.store = Store(self.db_path)
         self.start_run = run_id
         self.poll_interval = poll_interval
-        self.time_format: TimeFormat = time_format or utc_minutes
+        self.time_format: TimeFormat = time_format or compact(now or dt.datetime.now(dt.timezone.utc))
         self.marked: list[int] = []
         self.first_rows_s: float | None = None  # time from construction to the first rows shown
         self._token: tuple[int, int, int] | None = None

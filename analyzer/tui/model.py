@@ -21,6 +21,20 @@ def utc_minutes(created_at: str | None) -> str:
     return (created_at or "")[:16].replace("T", " ")
 
 
+def compact(now: dt.datetime) -> TimeFormat:
+    """'Aug 14 09:05' within the year of ``now`` (the app's clock, pinned in
+    tests), else '2025-08-14'; UTC, as stored."""
+    def fmt(created_at: str) -> str:
+        try:
+            t = dt.datetime.fromisoformat(created_at)
+        except (TypeError, ValueError):
+            return utc_minutes(created_at)
+        if t.tzinfo is not None:
+            t = t.astimezone(dt.timezone.utc)
+        return t.strftime("%b %d %H:%M") if t.year == now.year else t.strftime("%Y-%m-%d")
+    return fmt
+
+
 def relative_to(now: dt.datetime) -> TimeFormat:
     """A formatter relative to a fixed clock: '5 min ago', '3 h ago', else the date."""
     def fmt(created_at: str) -> str:

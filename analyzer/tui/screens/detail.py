@@ -19,7 +19,8 @@ from textual.widgets import Footer, Header, Static
 from analyzer.store.queries import StoredRun, load_run
 from analyzer.tui import queries
 from analyzer.tui.messages import PlanLoaded, RunLoaded
-from analyzer.tui.model import (VERDICT_STYLE, bar, capability_matrix, fmt_tps, host_info, source_name)
+from analyzer.tui.model import (VERDICT_STYLE, bar, capability_matrix, fmt_tps, host_info, source_name,
+                                 utc_minutes)
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 STATUS_STYLE = {"downgraded": "bold red", "clamped": "bold red", "not on this chip": "magenta", "on": "green"}
@@ -116,7 +117,7 @@ class DetailScreen(Screen):
         t.append(f"\n{f.device.name or 'no device named'}")
         if f.model:
             t.append(f"  ·  {f.model}")
-        t.append(f"  ·  ingested {self.app.time_format(run.created_at)}", style="dim")
+        t.append(f"  ·  ingested {utc_minutes(run.created_at)} UTC", style="dim")
         return t
 
     def _verdict(self, run: StoredRun) -> Text:
