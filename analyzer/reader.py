@@ -48,10 +48,14 @@ class _GunzipStream:
         self._tail = b""
         self._done = False
         self.damage: str | None = None
+        self.tee: BinaryIO | None = None  # --tee: the compressed bytes, passed through as read
 
     def read(self, size: int = CHUNK) -> bytes:
         while not self._done:
             comp = self._raw.read(size)
+            if comp and self.tee is not None:
+                self.tee.write(comp)
+                self.tee.flush()
             if not comp:
                 self._done = True
                 if not self._d.eof or self._d.unconsumed_tail:
@@ -113,6 +117,9 @@ class Input:
     def chunks(self, tee: BinaryIO | None = None) -> Iterator[bytes]:
         stream = self._stream
         first = True
+        if isinstance(stream, _GunzipStream):
+            # --tee passes the input through byte for byte: a gzip stays compressed
+            stream.tee, tee = tee, None
         try:
             while True:
                 chunk = stream.read(CHUNK)
