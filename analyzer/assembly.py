@@ -34,6 +34,7 @@ SPILL_AT = 5000
 _EVIDENCE_CAP = {"metal.skip_kernel": 5, "probe.family": 40, "timing": 20, "cuda.device": 16, "vulkan.device": 16,
                  "devices.item": 16}
 _EVIDENCE_TOTAL = 300
+_UNSET = object()
 _APPLE = range(1001, 2000)
 
 
@@ -74,6 +75,7 @@ class RunBuilder:
         self.families: set[int] = set()
         self.content = False
         self.m4_open = False  # an M4 block opened by its tensor-gate line, GPU name pending
+        self.bench_model: str | None = None  # model of the last llama-bench row (with bench_key: the fast path)
         # Token counts printed apart from their rate (ollama 'prompt eval count:', server JSON 'prompt_n'),
         # waiting for the rate line of the same phase; mlx_lm.benchmark's 'Timing with ...' counts.
         self.pending_counts: dict[str, int] = {}
@@ -124,7 +126,7 @@ class RunBuilder:
         if f.program is None:
             f.program = self.explicit_program or (f.shim.process if f.shim and f.shim.process else None) or (
                 f.processes[0] if f.processes else None)
-            if f.program is None and (self.metal_blocks or f.throughput or self.throughput_count):
+            if f.program is None and (self.metal_blocks or self.throughput_count):
                 f.program = "llama.cpp"
         return f
 
@@ -139,6 +141,7 @@ class Assembler:
         self.md_columns: list[str] | None = None
         self.closed = 0
         self.pending_gate: list[Event] = []  # M4 block start awaiting its GPU name line
+        self._handlers: dict[str, Callable[[Event], None] | None] = {}
 
     # -- run lifecycle ------------------------------------------------------
     def new_run(self) -> RunBuilder:
@@ -176,10 +179,13 @@ class Assembler:
 
     # -- events ---------------------------------------------------------------
     def feed(self, events: list[Event]) -> None:
+        handlers = self._handlers
         for ev in events:
             if self.pending_gate and ev.kind not in ("metal.device", "metal.library_loaded", "metal.tensor_gate"):
                 self._flush_gate(self.run)
-            handler = getattr(self, "_on_" + ev.kind.replace(".", "_"), None)
+            handler = handlers.get(ev.kind, _UNSET)
+            if handler is _UNSET:
+                handler = handlers[ev.kind] = getattr(self, "_on_" + ev.kind.replace(".", "_"), None)
             if handler is not None:
                 handler(ev)
 
@@ -486,6 +492,14 @@ class Assembler:
         f = run.facts
         if row["format"] != "md":
             key = (row.get("cpu_info"), row.get("gpu_info"), row.get("backend"), row.get("build_commit"))
+            if key == run.bench_key and run.bench_model == row.get("model"):
+                # Another row of the same benchmark (files hold up to millions): only its numbers are new.
+                run.last_line = ev.line
+                run.add_throughput(Throughput(row["test"], row["tok_s"], row.get("stddev"), row.get("model"), ev.line,
+                                              "bench", row.get("n_prompt"), row.get("n_gen"), row.get("n_depth")))
+                if len(run.pending) >= SPILL_AT:
+                    self._spill()
+                return
             gpu = row.get("gpu_info")
             if run.bench_key is not None and run.bench_key != key:
                 run = self.new_run()
@@ -501,26 +515,33 @@ class Assembler:
                 run.touch(Event("bench.device", ev.line, f"llama-bench {row['format']} row: gpu_info "
                                 f"{row.get('gpu_info')!r}, cpu_info {row.get('cpu_info')!r}, backends "
                                 f"{row.get('backend')!r}, n_gpu_layers {row.get('n_gpu_layers')}"))
-            f.cpu_info = f.cpu_info or row.get("cpu_info")
-            f.gpu_info = f.gpu_info or row.get("gpu_info")
-            f.build_commit = f.build_commit or row.get("build_commit")
+            # (assign only what changes: this runs once per row of files with a million rows)
+            if f.cpu_info is None and row.get("cpu_info"):
+                f.cpu_info = row["cpu_info"]
+            if f.gpu_info is None and row.get("gpu_info"):
+                f.gpu_info = row["gpu_info"]
+            if f.build_commit is None and row.get("build_commit"):
+                f.build_commit = row["build_commit"]
             if run.device_source is None and row.get("gpu_info"):
                 run.device_source = "bench"
                 f.device.name = row["gpu_info"]
         elif run.device_source in ("probe", "sysprof"):
             run = self.new_run()
             f = run.facts
-        f.bench_backends = f.bench_backends or row.get("backend")
+        if f.bench_backends is None and row.get("backend"):
+            f.bench_backends = row["backend"]
         if f.n_gpu_layers is None and row.get("n_gpu_layers") is not None:
             f.n_gpu_layers = row["n_gpu_layers"]
         if f.model is None and row.get("model"):
             f.model = row["model"]
         run.explicit_program = "llama-bench"
-        f.program = "llama-bench"
+        if f.program != "llama-bench":
+            f.program = "llama-bench"
+        run.bench_model = row.get("model")
         run.touch(ev, evidence=False)
-        run.add_throughput(Throughput(test=row["test"], tok_s=row["tok_s"], stddev=row.get("stddev"),
-                                      model=row.get("model"), line=ev.line, kind="bench", n_prompt=row.get("n_prompt"),
-                                      n_gen=row.get("n_gen"), n_depth=row.get("n_depth")))
+        run.add_throughput(Throughput(
+            test=row["test"], tok_s=row["tok_s"], stddev=row.get("stddev"), model=row.get("model"), line=ev.line,
+            kind="bench", n_prompt=row.get("n_prompt"), n_gen=row.get("n_gen"), n_depth=row.get("n_depth")))
         self._spill()
 
     def _timing_run(self) -> RunBuilder:

@@ -3,6 +3,8 @@ never per line)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import BaseModel, Field
 
 
@@ -29,7 +31,10 @@ class Shim(BaseModel):
     line: int | None = None
 
 
-class Throughput(BaseModel):
+class Throughput(NamedTuple):
+    """One measured speed. A plain tuple, not a pydantic model: a bench file can
+    hold a million of these, and they are checked by their parser already."""
+
     test: str
     tok_s: float
     stddev: float | None = None
@@ -88,4 +93,3 @@ class RunFacts(BaseModel):
     sysprof_chipsets: list[str] = Field(default_factory=list)
     sysprof_metal: str | None = None
     processes: list[str] = Field(default_factory=list)
-    throughput: list[Throughput] = Field(default_factory=list)

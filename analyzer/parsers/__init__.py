@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from analyzer.normalize import normalize
 from analyzer.parsers.base import Collector, Event, Format
-from analyzer.parsers.bench import BENCH
+from analyzer.parsers.bench import BENCH, JSONL_PREFIX, jsonl_row
 from analyzer.parsers.gpu_backends import CUDA, VULKAN
 from analyzer.parsers.metal import METAL
 from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
@@ -38,6 +38,11 @@ class Dispatcher:
         return self.collector is not None
 
     def feed(self, line_no: int, raw: bytes) -> list[Event]:
+        if self.collector is None and raw.startswith(JSONL_PREFIX):
+            row = jsonl_row(raw)
+            if row is not None:
+                self.recognised += 1
+                return [Event("bench.row", line_no, "", row)]
         texts, proc = normalize(raw.decode("utf-8", errors="replace"))
         events: list[Event] = []
         if proc and proc != self._last_proc:

@@ -25,18 +25,22 @@ class StoredRun:
     diagnosis: dict[str, Any] | None = None
 
 
-def _aggregate(rows: list[tuple]) -> list[dict[str, Any]]:
-    """One entry per (model, test): the row itself, or the median of several."""
-    groups: dict[tuple, list[tuple]] = {}
-    for test, tok_s, stddev, model, kind, line in rows:
-        groups.setdefault((model, test, kind), []).append((tok_s, stddev, line))
+def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
+    """One entry per (model, test, kind): the row itself, or the median of
+    several. Aggregated in SQL: a llama-bench file can give a run a million rows."""
+    groups = db.conn.execute(
+        "SELECT model, test, kind, COUNT(*), MIN(line), MAX(tok_s), MAX(stddev) FROM throughput WHERE run_id = ? "
+        "GROUP BY model, test, kind ORDER BY MIN(rowid)", (run_id,)).fetchall()
     out = []
-    for (model, test, kind), vals in groups.items():
-        if len(vals) == 1:
-            tok_s, stddev, line = vals[0]
-        else:
-            tok_s, stddev, line = statistics.median(v[0] for v in vals), None, vals[0][2]
-        out.append({"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind, "n": len(vals),
+    for model, test, kind, n, line, top, stddev in groups:
+        tok_s = top
+        if n > 1:
+            middle = db.conn.execute(
+                "SELECT tok_s FROM throughput WHERE run_id = ? AND test = ? AND kind = ? AND model IS ? "
+                "ORDER BY tok_s LIMIT 2 OFFSET ?", (run_id, test, kind, model, (n - 1) // 2)).fetchall()
+            tok_s = middle[0][0] if n % 2 else statistics.fmean(v for (v,) in middle)
+            stddev = None
+        out.append({"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind, "n": n,
                     "line": line})
     return out
 
@@ -48,14 +52,11 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     if row is None:
         return None
     facts = RunFacts.model_validate_json(row[4])
-    tp = db.conn.execute(
-        "SELECT test, tok_s, stddev, model, kind, line FROM throughput WHERE run_id = ? ORDER BY rowid", (run_id,)
-    ).fetchall()
     ev = [Evidence(line=l, kind=k, text=t) for l, k, t in db.conn.execute(
         "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
     diag = db.conn.execute("SELECT report FROM diagnoses WHERE run_id = ?", (run_id,)).fetchone()
     return StoredRun(id=row[0], source_id=row[1], source=row[2], created_at=row[3], facts=facts,
-                     throughput=_aggregate(tp), evidence=ev, diagnosis=json.loads(diag[0]) if diag else None)
+                     throughput=_throughput(db, run_id), evidence=ev, diagnosis=json.loads(diag[0]) if diag else None)
 
 
 def last_run_id(db: Database) -> int | None:

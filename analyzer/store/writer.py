@@ -39,7 +39,7 @@ class SourceWriter:
 
     def _run_row(self, seq: int, facts: RunFacts) -> tuple:
         return (facts.first_line, facts.last_line, facts.program, facts.backend, facts.device.name,
-                facts.device.apple_family, facts.model, facts.model_dump_json(exclude={"throughput"}))
+                facts.device.apple_family, facts.model, facts.model_dump_json())
 
     def _ensure_run(self, seq: int, facts: RunFacts) -> int:
         self._begin()
