@@ -81,7 +81,7 @@ def _refuse(opts, reason: str, *, checks: list[Check] | None = None, extra: dict
         for c in checks or []:
             click.echo(c.line(), err=True)
         click.echo(f"capscan: refusing: {reason}", err=True)
-    raise click.exceptions.Exit(EXIT_REFUSED)
+    sys.exit(EXIT_REFUSED)
 
 
 def _stock_run(db, run_id: int | None, last: bool) -> int:
@@ -110,7 +110,7 @@ def _via(opts, via: str | None, vm: str | None, guest_capscan: str, guest_args: 
     code = Runner().passthrough(wrapped)
     if code == 127:
         raise _error(f"{wrapped[0]} not found on this host (the {via} transport needs it)")
-    raise click.exceptions.Exit(code)
+    sys.exit(code)
 
 
 # --------------------------------------------------------------------------- group
@@ -317,7 +317,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
         else:
             print(f"NOT verified: {failed_checks[0].name} failed: {failed_checks[0].reason}.", file=out)
     if not outcome.verified:
-        raise click.exceptions.Exit(EXIT_UNVERIFIED)
+        sys.exit(EXIT_UNVERIFIED)
 
 
 # --------------------------------------------------------------------------- env
@@ -457,7 +457,7 @@ def host_default_cmd(opts, mode, apply_, undo_) -> None:
         click.echo(hd.SUFFICIENT)
     if (apply_ and not doc.get("apply", {}).get("done", True)) or (
             undo_ and apply_ and pending and not doc["undo"]["done"]):
-        raise click.exceptions.Exit(EXIT_UNVERIFIED)
+        sys.exit(EXIT_UNVERIFIED)
 
 
 # --------------------------------------------------------------------------- undo / status
@@ -506,7 +506,7 @@ def undo_cmd(opts, apply_, action_id) -> None:
         if results and not apply_:
             click.echo("dry run: add --apply to do it.")
     if apply_ and any(not r["done"] for r in results):
-        raise click.exceptions.Exit(EXIT_UNVERIFIED)
+        sys.exit(EXIT_UNVERIFIED)
 
 
 @remedy.command("status")

@@ -1,0 +1,123 @@
+"""Shared helpers for the remedy tests: stand-in tools on PATH, the native
+Linux stand-ins, and the capscan CLI in a subprocess."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(__file__).resolve().parent / "bin"
+FIXTURES = REPO / "tests" / "fixtures"
+NATIVE = REPO / "native" / "interposer"
+LINUX = NATIVE / "build" / "linux"
+MACOS = NATIVE / "build" / "macos"
+SHIM_VARS = ("DYLD_INSERT_LIBRARIES", "LD_PRELOAD", "CAPSCAN_METAL_APPLE_FAMILY_MAX", "LUME_METAL_APPLE_FAMILY_MAX",
+             "TART_METAL_APPLE_FAMILY_MAX", "CAPSCAN_METAL_MAX_THREADGROUP_MEMORY", "CAPSCAN_FAKE_METAL_DEVICE",
+             "CAPSCAN_PLATFORM", "CAPSCAN_MACHINE")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def linux_build() -> Path:
+    """native/interposer/build/linux (make linux), or skip/fail without the toolchain."""
+    need = ["make", "gcc"]
+    missing = [t for t in need if shutil.which(t) is None]
+    if not missing:
+        (NATIVE / "build").mkdir(exist_ok=True)
+        with open(NATIVE / "build" / ".make.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            r = subprocess.run(["make", "--no-print-directory", "-C", str(NATIVE), "linux"], capture_output=True,
+                               text=True, env={k: v for k, v in os.environ.items() if k not in SHIM_VARS})
+        if r.returncode != 0:
+            missing.append("a working gcc + gobjc build (" + (r.stderr.strip().splitlines() or ["?"])[-1] + ")")
+    if missing:
+        msg = "native toolchain missing: " + ", ".join(missing)
+        if _in_ci():
+            pytest.fail(msg + " (CI is set)")
+        pytest.skip(msg)
+    return LINUX
+
+
+@pytest.fixture(scope="session")
+def macos_build() -> Path:
+    if not (MACOS / "libcapscan_interposer.universal.dylib").exists() or not (MACOS / "SHA256SUMS").exists():
+        with open(NATIVE / "build" / ".make.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            r = subprocess.run(["make", "--no-print-directory", "-C", str(NATIVE), "macos"], capture_output=True,
+                               text=True)
+        if r.returncode != 0:
+            if _in_ci():
+                pytest.fail("macOS cross build failed: " + r.stderr[-500:])
+            pytest.skip("macOS cross build unavailable (clang/lld/llvm)")
+    return MACOS
+
+
+class Env:
+    """The environment of one test: a db, stand-ins on PATH, their argv log."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.db = tmp / "capscan.db"
+        self.log = tmp / "standin.log"
+        self.vars = {k: v for k, v in os.environ.items() if k not in SHIM_VARS}
+        self.vars.update({"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "CAPSCAN_DB": str(self.db),
+                          "CAPSCAN_STANDIN_LOG": str(self.log), "CAPSCAN_FAKE_DEFAULTS_FILE": str(tmp / "pvg-default"),
+                          "NO_COLOR": "1"})
+
+    def darwin(self, **kw: str) -> "Env":
+        self.vars.update({"CAPSCAN_PLATFORM": "darwin", "CAPSCAN_MACHINE": "arm64"})
+        self.vars.update(kw)
+        return self
+
+    def capscan(self, *args: str, input: bytes | str | None = None, **extra: str) -> subprocess.CompletedProcess:
+        env = dict(self.vars)
+        env.update(extra)
+        if isinstance(input, str):
+            input = input.encode()
+        return subprocess.run([sys.executable, "-m", "analyzer", *args], input=input or b"", capture_output=True,
+                              env=env, cwd=REPO, timeout=300)
+
+    def ingest(self, path: Path | str) -> int:
+        r = self.capscan("ingest", "--force", str(path))
+        assert r.returncode == 0, r.stderr.decode()
+        return int(r.stdout.split()[-1])
+
+    def ingest_text(self, text: str, name: str = "stock.log") -> int:
+        p = self.tmp / name
+        p.write_text(text)
+        return self.ingest(p)
+
+    def calls(self) -> list[list[str]]:
+        """Every stand-in call, as its argv (name first)."""
+        if not self.log.exists():
+            return []
+        data = self.log.read_bytes().split(b"\0")
+        out, i = [], 0
+        while i < len(data) - 1:
+            n = int(data[i])
+            out.append([x.decode() for x in data[i + 1:i + 2 + n]])
+            i += 2 + n
+        return out
+
+
+@pytest.fixture
+def env(tmp_path) -> Env:
+    return Env(tmp_path)
+
+
+def stock_fake_llama_log(linux: Path) -> str:
+    """A stock fake-llama --bench log, stderr then stdout as `2>&1` in a pipe shows it."""
+    e = {k: v for k, v in os.environ.items() if k not in SHIM_VARS}
+    r = subprocess.run([str(linux / "fake-llama"), "--bench"], capture_output=True, text=True, env=e, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stderr + r.stdout
