@@ -149,7 +149,10 @@ class _JsonObjectCollector:
 
 class _CsvCollector:
     def __init__(self, header: str):
-        self.columns = next(csv.reader([header]))
+        try:
+            self.columns = next(csv.reader([header]))
+        except csv.Error:  # a mangled header (a stray CR mid-line): no row can match it
+            self.columns = header.split(",")
 
     def feed(self, line_no: int, text: str) -> list[Event] | None:
         if not text.startswith('"'):
