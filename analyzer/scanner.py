@@ -104,6 +104,22 @@ def _hit_starts(body: bytes, literals: Iterable[bytes], start: int = 0, end: int
 
 # -- the scanner ------------------------------------------------------------------
 
+def _count_overlong(body: bytes, start: int, end: int) -> int:
+    """Lines longer than MAX_LINE in ``body[start:end]``, found by looking for
+    a newline in each window of MAX_LINE bytes (a few searches per chunk,
+    not one per line)."""
+    n, i = 0, start
+    while end - i > MAX_LINE:
+        k = body.rfind(b"\n", i, i + MAX_LINE + 1)
+        if k == -1:  # no newline within MAX_LINE + 1 bytes: the line at i is overlong
+            n += 1
+            k = body.find(b"\n", i + MAX_LINE, end)
+            if k == -1:
+                break
+        i = k + 1
+    return n
+
+
 class Scanner:
     def __init__(self, dispatcher: Dispatcher, on_events: Callable[[list[Event]], None],
                  literals: tuple[bytes, ...] = LITERAL_BYTES):
@@ -174,6 +190,8 @@ class Scanner:
             self._process_lines(body, start, end)
             return
         base = self.stats.lines  # lines before this body
+        if end - start > MAX_LINE:
+            self.stats.overlong += _count_overlong(body, start, end)
         dispatcher = self.dispatcher
         find, count = body.find, body.count
         pos, line_no = start, base  # line_no = number of the line ending before pos
@@ -221,28 +239,41 @@ class Scanner:
 
     def _process_lines(self, body: bytes, start: int, end: int) -> None:
         """Line by line: a line opening with a dense prefix holds a literal;
-        any other line is checked against every literal."""
+        any other line is checked against every literal. The chunk's events
+        go on together (a dense chunk holds thousands of rows)."""
         prefixes, literals = self.dense_prefixes, self.literals
         dispatcher = self.dispatcher
-        emit = self._emit
+        feed = dispatcher.feed
+        batch: list[Event] = []
+        extend = batch.extend
         line_no = self.stats.lines
+        gated = overlong = 0
         lines = body[start:end - 1].split(b"\n")  # ``end - 1`` is the final newline
         for raw in lines:
             line_no += 1
-            if raw.startswith(prefixes) or dispatcher.collecting:
-                emit(line_no, raw)
+            if not (raw.startswith(prefixes) or dispatcher.collecting):
+                for lit in literals:
+                    if lit in raw:
+                        break
+                else:
+                    continue
+            gated += 1
+            if len(raw) > MAX_LINE:
+                overlong += 1
                 continue
-            for lit in literals:
-                if lit in raw:
-                    emit(line_no, raw)
-                    break
+            events = feed(line_no, raw)
+            if events:
+                extend(events)
         self.stats.lines = line_no
+        self.stats.gated += gated
+        self.stats.overlong += overlong
+        if batch:
+            self.on_events(batch)
 
     def _emit(self, line_no: int, raw: bytes) -> None:
         self.stats.gated += 1
         if len(raw) > MAX_LINE:
-            self.stats.overlong += 1
-            return
+            return  # counted by _count_overlong
         events = self.dispatcher.feed(line_no, raw)
         if events:
             self.on_events(events)
