@@ -107,3 +107,20 @@ def m003_remedy(db: Database) -> None:
         CREATE INDEX IF NOT EXISTS run_links_stock ON run_links(stock_run_id);
         """
     )
+
+
+@MIGRATIONS()
+def m004_tui_indexes(db: Database) -> None:
+    """Indexes for `capscan tui` over 10^5 runs. Runs and diagnoses rows carry
+    large JSON (facts, report), so any scan of those tables reads most of the
+    file: these covering indexes let the list, its filters and its counts read
+    only the small columns (and let diagnose's peer lookup find a model fast)."""
+    db.executescript(
+        """
+        CREATE INDEX IF NOT EXISTS runs_list ON runs(id, source_id, created_at, program, device_name, model);
+        CREATE INDEX IF NOT EXISTS runs_device ON runs(device_name);
+        CREATE INDEX IF NOT EXISTS runs_model ON runs(model);
+        CREATE INDEX IF NOT EXISTS diagnoses_list ON diagnoses(run_id, verdict, environment, fixable);
+        CREATE INDEX IF NOT EXISTS diagnoses_environment ON diagnoses(environment);
+        """
+    )
