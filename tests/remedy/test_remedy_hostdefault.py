@@ -1,0 +1,103 @@
+"""host-default, undo and status against a stand-in `defaults` (recorded
+messages), on a stand-in Apple-silicon host."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+DOMAIN, KEY = "com.apple.gpusw.ParavirtualizedGraphics", "ForceUnrestrictedDeviceFeatureLevel"
+
+
+@pytest.fixture
+def host(env):
+    return env.darwin(CAPSCAN_FAKE_BRAND="Apple M4 Max")
+
+
+def _value(env):
+    f = env.tmp / "pvg-default"
+    return f.read_text().strip() if f.exists() else None
+
+
+def test_status_apply_undo_cycle(host):
+    env = host
+    r = env.capscan("remedy", "host-default", "--status")
+    out = r.stdout.decode()
+    assert r.returncode == 0 and "not set (the default does not exist)" in out
+    assert "stopped and started again" in out and "interposer alone sufficient" in out
+    assert f"`--apply` would run: defaults write {DOMAIN} {KEY} -bool true" in out
+    assert env.calls() == [["sysctl", "-n", "machdep.cpu.brand_string"], ["defaults", "read", DOMAIN, KEY]]
+
+    r = env.capscan("remedy", "host-default", "--apply")
+    assert r.returncode == 0, r.stderr.decode()
+    assert "set com.apple.gpusw.ParavirtualizedGraphics ForceUnrestrictedDeviceFeatureLevel = 1 (was not set" in \
+        r.stdout.decode()
+    assert _value(env) == "1"
+    assert ["defaults", "write", DOMAIN, KEY, "-bool", "true"] in env.calls()
+
+    status = json.loads(env.capscan("remedy", "status", "--json").stdout)
+    (action,) = [a for a in status["actions"] if a["action"] == "host-default"]
+    assert action["result"] == "applied" and action["args"]["previous"]["state"] == "missing"
+    assert action["undo"]["argv"] == ["defaults", "delete", DOMAIN, KEY]
+    assert status["pending_undo"] == [action["id"]]
+
+    before = len(env.calls())
+    r = env.capscan("remedy", "undo")          # dry run
+    assert "would run `defaults delete" in r.stdout.decode() and "dry run" in r.stdout.decode()
+    assert not any(c[:2] == ["defaults", "delete"] for c in env.calls()[before:])
+    assert _value(env) == "1"
+
+    r = env.capscan("remedy", "undo", "--apply")
+    assert r.returncode == 0, r.stdout.decode()
+    assert ["defaults", "delete", DOMAIN, KEY] in env.calls()
+    assert _value(env) is None
+    status = json.loads(env.capscan("remedy", "status", "--json").stdout)
+    assert status["pending_undo"] == [] and status["actions"][0]["undone_at"]
+
+
+def test_previous_value_is_restored(host):
+    env = host
+    (env.tmp / "pvg-default").write_text("0\n")
+    assert env.capscan("remedy", "host-default", "--apply").returncode == 0
+    r = env.capscan("remedy", "host-default", "--undo")
+    assert "would run `defaults write" in r.stdout.decode() and _value(env) == "1"
+    r = env.capscan("remedy", "host-default", "--undo", "--apply")
+    assert r.returncode == 0 and _value(env) == "0"
+    assert ["defaults", "write", DOMAIN, KEY, "-bool", "false"] in env.calls()
+
+
+def test_already_set_changes_nothing(host):
+    env = host
+    (env.tmp / "pvg-default").write_text("1\n")
+    r = env.capscan("remedy", "host-default", "--apply", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["apply"]["done"] and "nothing changed" in doc["apply"]["message"]
+    assert not any(c[:2] == ["defaults", "write"] for c in env.calls())
+    assert doc["records"] == []
+
+
+def test_undo_leaves_a_value_changed_since(host):
+    env = host
+    env.capscan("remedy", "host-default", "--apply")
+    (env.tmp / "pvg-default").write_text("0\n")  # someone else changed it
+    r = env.capscan("remedy", "undo", "--apply")
+    assert r.returncode == 1 and "someone changed it since" in r.stdout.decode()
+    assert _value(env) == "0"
+
+
+def test_refused_in_a_guest_and_on_linux(env):
+    env.darwin()  # brand: Apple M1 Ultra (Virtual)
+    r = env.capscan("remedy", "host-default", "--apply")
+    assert r.returncode == 2 and "this is a guest" in r.stderr.decode()
+    assert not any(c[0] == "defaults" for c in env.calls())
+    env.vars["CAPSCAN_PLATFORM"] = "linux"
+    r = env.capscan("remedy", "host-default", "--apply")
+    assert r.returncode == 2 and "only on the macOS host" in r.stderr.decode()
+    r = env.capscan("remedy", "host-default")
+    assert r.returncode == 0 and "not a macOS host" in r.stdout.decode()
+
+
+def test_status_and_undo_when_nothing_was_done(env):
+    assert "has done nothing yet" in env.capscan("remedy", "status").stdout.decode()
+    assert "nothing to undo" in env.capscan("remedy", "undo", "--apply").stdout.decode()

@@ -1,0 +1,136 @@
+"""remedy plan (and build_plan for the TUI), remedy env, and the small pieces."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sqlite3
+import subprocess
+
+import pytest
+
+from analyzer.remedy import family, preflight, transport
+from analyzer.remedy.commands import env_lines
+from analyzer.remedy.plan import build_plan
+from analyzer.store.db import open_db
+from conftest import FIXTURES, stock_fake_llama_log
+
+
+def _counts(path) -> dict:
+    con = sqlite3.connect(path)
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return {t: con.execute(f"SELECT COUNT(*) FROM [{t}]").fetchone()[0] for t in tables}
+
+
+def test_build_plan_is_read_only_and_complete(env, linux_build):
+    from analyzer.ingest import ingest
+    from analyzer.reader import open_input
+
+    log = env.tmp / "stock.log"
+    log.write_text(stock_fake_llama_log(linux_build))
+    db = open_db(env.db)
+    src = open_input(str(log))
+    rid = ingest(db, src).run_ids[0]
+    src.close()
+    before = _counts(env.db)
+    p = build_plan(db, rid)
+    assert _counts(env.db) == before and before["diagnoses"] == 0   # nothing written, not even the diagnosis
+    assert set(p) >= {"run_id", "verdict", "actionable", "refusal", "steps"}
+    assert p["run_id"] == rid and p["verdict"] == "capability-downgrade" and p["actionable"] and p["refusal"] is None
+    for s in p["steps"]:
+        assert set(s) >= {"title", "argv", "shell", "check"} and s["shell"] == shlex.join(s["argv"])
+    assert p["steps"][-1]["argv"][:4] == ["capscan", "remedy", "run", "--run"]
+    missing = build_plan(db, 999)
+    assert missing["actionable"] is False and "no run 999" in missing["refusal"]
+
+
+def test_plan_on_a_guest_lists_every_check_with_its_command(env, linux_build):
+    env.darwin()
+    rid = env.ingest_text(stock_fake_llama_log(linux_build))
+    doc = json.loads(env.capscan("remedy", "plan", "--json", "--", "llama-bench", "-m", "my model.gguf").stdout)
+    assert doc["run_id"] == rid and doc["family"] == "1007" and doc["injection"] == "DYLD_INSERT_LIBRARIES"
+    firsts = [s["argv"][0] for s in doc["steps"]]
+    assert firsts == ["sysctl", "csrutil", "ls", "codesign", "codesign", "otool", "lipo", "shasum", "capscan"]
+    assert doc["steps"][-1]["argv"][-3:] == ["llama-bench", "-m", "my model.gguf"]
+    assert "'my model.gguf'" in doc["steps"][-1]["shell"]
+    text = env.capscan("remedy", "plan").stdout.decode()
+    assert "capability-downgrade  (fixable)" in text and "$ csrutil status" in text
+    assert "interposer alone sufficient" in text
+
+
+def test_plan_refuses_hardware_limit_plainly(env):
+    rid = env.ingest(FIXTURES / "metal/m2-2024-10-amd-egpu-intel-mac.log")
+    text = env.capscan("remedy", "plan", "--run", str(rid)).stdout.decode()
+    assert "hardware-limit" in text and "nothing to do" in text and "do not force capabilities" in text
+
+
+def test_env_lines_sh_and_fish(env, linux_build):
+    env.ingest_text(stock_fake_llama_log(linux_build))
+    r = env.capscan("remedy", "env", "--family", "1007")
+    assert r.returncode == 0, r.stderr.decode()
+    lines = r.stdout.decode().splitlines()
+    so = str(linux_build / "libcapscan_interposer.so")
+    assert lines == [f"export LD_PRELOAD={so}", "export CAPSCAN_METAL_APPLE_FAMILY_MAX=1007"]
+    fish = env.capscan("remedy", "env", "--family", "1007", "--shell", "fish").stdout.decode().splitlines()
+    assert fish == [f"set -gx LD_PRELOAD '{so}'", "set -gx CAPSCAN_METAL_APPLE_FAMILY_MAX '1007'"]
+    # the lines work: the fake llama started with them is remedied
+    run = subprocess.run(["sh", "-c", r.stdout.decode() + f"\nexec {linux_build / 'fake-llama'}"],
+                         capture_output=True, text=True)
+    assert "simdgroup reduction   = true" in run.stderr
+    refused = env.capscan("remedy", "env", "--family", "1007", LD_PRELOAD=so)
+    assert refused.returncode == 2 and "already injected" in refused.stderr.decode()
+
+
+def test_env_quoting_round_trips_through_sh():
+    value = "/Volumes/My Shared Files/it's $(here)/lib;x\n.dylib"
+    (line,) = env_lines("sh", [("DYLD_INSERT_LIBRARIES", value)])
+    out = subprocess.run(["sh", "-c", line + '\nprintf %s "$DYLD_INSERT_LIBRARIES"'], capture_output=True, text=True)
+    assert out.stdout == value
+    (fish,) = env_lines("fish", [("X", "a'b\\c")])
+    assert fish == "set -gx X 'a\\'b\\\\c'"
+
+
+@pytest.mark.parametrize("spec, host, brand, want, status", [
+    ("auto", 1007, None, 1007, "pass"),
+    ("auto", None, "Apple M3 Max (Virtual)", 1009, "pass"),
+    ("auto", 1009, "Apple M1 (Virtual)", 1007, "pass"),      # never above either
+    ("auto", None, None, None, "fail"),
+    ("1007", 1009, None, 1007, "pass"),
+    ("0x3ef", 1007, None, 1007, "pass"),
+    ("1009", 1007, None, None, "fail"),
+    ("1006", 1007, None, 1006, "warn"),
+    ("1007", None, None, 1007, "warn"),
+    ("01007", None, None, None, "fail"),
+    ("2001", None, None, None, "fail"),
+    ("abc", None, None, None, "fail"),
+])
+def test_family_resolution(spec, host, brand, want, status):
+    got, check = family.resolve(spec, host, brand)
+    assert (got, check.status) == (want, status), check.reason
+
+
+def test_codesign_and_entitlement_parsing():
+    assert preflight.parse_codesign_flags("x: code object is not signed at all") == (0, False)
+    assert preflight.parse_codesign_flags("CodeDirectory v=20500 size=1 flags=0x10000(runtime) hashes=1")[0] == 0x10000
+    xml = ("<plist><dict><key>com.apple.security.cs.allow-dyld-environment-variables</key><true/>"
+           "<key>com.apple.security.cs.disable-library-validation</key><false/></dict></plist>")
+    assert preflight.entitlement(xml, preflight.ALLOW_DYLD) is True
+    assert preflight.entitlement(xml, preflight.DISABLE_LV) is False
+    assert preflight.entitlement("", preflight.ALLOW_DYLD) is False
+
+
+def test_tart_dylib_and_alias_variables(tmp_path):
+    tart = tmp_path / "TartMetalCapabilities.dylib"
+    tart.write_bytes(b"x")
+    checks = preflight.check_already_injected({"TART_METAL_APPLE_FAMILY_MAX": "1009"}, None, tart_dylib=tart)
+    assert [c.status for c in checks] == ["pass", "warn"] and "TART_METAL_APPLE_FAMILY_MAX=0" in checks[1].instead
+    checks = preflight.check_already_injected({}, None, tart_dylib=tart)
+    assert checks[-1].reason.endswith("is installed but not injected here")
+    checks = preflight.check_already_injected({"LUME_METAL_APPLE_FAMILY_MAX": "1009"}, None,
+                                              tart_dylib=tmp_path / "none")
+    assert checks[-1].status == "warn" and "ignored" in checks[-1].reason
+
+
+def test_transport_refuses_unknown_via():
+    with pytest.raises(transport.TransportError):
+        transport.wrap("telnet", "vm", ["true"])
