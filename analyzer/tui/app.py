@@ -51,13 +51,12 @@ class CapscanApp(App[None]):
         self.sub_title = self.db_path.name
 
     def on_mount(self) -> None:
-        from analyzer.tui.screens.detail import DetailScreen
         from analyzer.tui.screens.runs import RunsScreen
 
         self.runs_screen = RunsScreen()
         self.push_screen(self.runs_screen)
         if self.start_run is not None:
-            self.push_screen(DetailScreen(self.start_run))
+            self.open_run(self.start_run)
         if self.poll_interval:
             self.set_interval(self.poll_interval, self.poll_now)
 
@@ -87,6 +86,19 @@ class CapscanApp(App[None]):
 
     def on_database_changed(self, message: DatabaseChanged) -> None:
         self.runs_screen.database_changed(message.new_runs)
+
+    @work(thread=True, group="warm", exit_on_error=False)
+    def warm_up(self) -> None:
+        """After the first screen: import what the detail and compare screens
+        need (pydantic models, sqlite-utils, the rules), so opening a run is quick."""
+        import analyzer.compare  # noqa: F401
+        import analyzer.store.queries  # noqa: F401
+        import analyzer.tui.screens.compare  # noqa: F401
+        import analyzer.tui.screens.detail  # noqa: F401
+        try:
+            import analyzer.remedy.plan  # noqa: F401
+        except ImportError:
+            pass
 
     # -- marks ---------------------------------------------------------------------------
 

@@ -6,12 +6,32 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from analyzer.rules import chips
-from analyzer.store.queries import StoredRun
 
-from analyzer.report import VERDICT_STYLE, fmt_tps  # noqa: F401  (re-exported for the screens)
+if TYPE_CHECKING:
+    from analyzer.store.queries import StoredRun
+
+# The same styles and number format as analyzer.report, kept here because
+# importing analyzer.report (rich tables, pydantic models, sqlite-utils) would
+# cost the first screen ~300 ms; tests/tui/test_queries.py checks they agree.
+VERDICT_STYLE = {
+    "capability-downgrade": "bold red",
+    "hardware-limit": "bold magenta",
+    "no-gpu-offload": "bold yellow",
+    "virtualization-overhead": "bold cyan",
+    "healthy": "bold green",
+    "unknown": "dim",
+}
+
+
+def fmt_tps(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:,.2f}"
 
 TimeFormat = Callable[[str], str]
 

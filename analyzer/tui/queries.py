@@ -14,9 +14,10 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from sqlite_utils import Database
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 PAGE_SIZE = 200
 NOT_DIAGNOSED = "-"  # the filter value (verdict or environment) for "none recorded"
@@ -58,11 +59,15 @@ class Facets:
     environments: list[tuple[str, int]] = field(default_factory=list)
 
 
+# The page is chosen on ids alone (an inner query that the covering indexes of
+# migration m004 answer without touching the wide rows), then only those ids
+# are joined to their columns and best pp/tg.
 _ROW_SQL = (
     "SELECT r.id, r.created_at, s.path, r.program, r.device_name, r.model, d.verdict, d.fixable, d.environment, "
     "(SELECT MAX(t.tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'pp%' OR t.test = 'prompt')), "
     "(SELECT MAX(t.tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'tg%' OR t.test = 'generation')) "
-    "FROM runs r JOIN sources s ON s.id = r.source_id LEFT JOIN diagnoses d ON d.run_id = r.id"
+    "FROM ({ids}) p JOIN runs r ON r.id = p.id JOIN sources s ON s.id = r.source_id "
+    "LEFT JOIN diagnoses d ON d.run_id = r.id ORDER BY r.id DESC"
 )
 
 
@@ -70,57 +75,64 @@ def _like(word: str) -> str:
     return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _where(flt: RunFilter) -> tuple[list[str], list[Any]]:
+def _where(flt: RunFilter) -> tuple[list[str], list[Any], bool]:
+    """Conditions on runs ``r`` (and diagnoses ``d`` when the third value is
+    True). A word of the text matches device, program, model, source path or
+    verdict; the last two through one-off subqueries, not per-row joins."""
     where: list[str] = []
     args: list[Any] = []
+    esc = " ESCAPE '\\'"
     for word in flt.text.split():
         pat = _like(word)
-        cond = ("(r.device_name LIKE ? ESCAPE '\\' OR s.path LIKE ? ESCAPE '\\' OR r.program LIKE ? ESCAPE '\\' "
-                "OR r.model LIKE ? ESCAPE '\\' OR d.verdict LIKE ? ESCAPE '\\'")
+        cond = (f"(r.device_name LIKE ?{esc} OR r.program LIKE ?{esc} OR r.model LIKE ?{esc} "
+                f"OR r.source_id IN (SELECT id FROM sources WHERE path LIKE ?{esc}) "
+                f"OR r.id IN (SELECT run_id FROM diagnoses WHERE verdict LIKE ?{esc})")
         args.extend([pat] * 5)
         if word.lstrip("#").isdigit():
             cond += " OR r.id = ?"
             args.append(int(word.lstrip("#")))
         where.append(cond + ")")
-    if flt.verdict == NOT_DIAGNOSED:
-        where.append("d.verdict IS NULL")
-    elif flt.verdict:
-        where.append("d.verdict = ?")
-        args.append(flt.verdict)
     if flt.device == NOT_DIAGNOSED:
         where.append("r.device_name IS NULL")
     elif flt.device:
         where.append("r.device_name = ?")
         args.append(flt.device)
-    if flt.environment == NOT_DIAGNOSED:
-        where.append("d.environment IS NULL")
-    elif flt.environment:
-        where.append("d.environment = ?")
-        args.append(flt.environment)
-    return where, args
+    joins_d = False
+    for column, value in (("verdict", flt.verdict), ("environment", flt.environment)):
+        if value == NOT_DIAGNOSED:
+            where.append(f"d.{column} IS NULL")
+            joins_d = True
+        elif value:
+            where.append(f"d.{column} = ?")
+            args.append(value)
+            joins_d = True
+    return where, args, joins_d
+
+
+def _from(joins_d: bool) -> str:
+    return "FROM runs r" + (" LEFT JOIN diagnoses d ON d.run_id = r.id" if joins_d else "")
 
 
 def page(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None = None,
          limit: int = PAGE_SIZE) -> list[RunRow]:
     """One page of runs matching ``flt``, newest first, with ids below ``before``."""
-    where, args = _where(flt)
+    where, args, joins_d = _where(flt)
     if before is not None:
         where.append("r.id < ?")
         args.append(before)
-    sql = _ROW_SQL + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.id DESC LIMIT ?"
+    ids = (f"SELECT r.id {_from(joins_d)}" + (" WHERE " + " AND ".join(where) if where else "")
+           + " ORDER BY r.id DESC LIMIT ?")
     args.append(int(limit))
     return [RunRow(id=r[0], created_at=r[1], source=r[2], program=r[3], device=r[4], model=r[5], verdict=r[6],
                    fixable=bool(r[7]), environment=r[8], best_pp=r[9], best_tg=r[10])
-            for r in conn.execute(sql, args)]
+            for r in conn.execute(_ROW_SQL.format(ids=ids), args)]
 
 
 def count(conn: sqlite3.Connection, flt: RunFilter) -> int:
     if not flt.active:
         return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    where, args = _where(flt)
-    sql = ("SELECT COUNT(*) FROM runs r JOIN sources s ON s.id = r.source_id LEFT JOIN diagnoses d "
-           "ON d.run_id = r.id WHERE " + " AND ".join(where))
-    return conn.execute(sql, args).fetchone()[0]
+    where, args, joins_d = _where(flt)
+    return conn.execute(f"SELECT COUNT(*) {_from(joins_d)} WHERE " + " AND ".join(where), args).fetchone()[0]
 
 
 def facets(conn: sqlite3.Connection, max_devices: int = 60) -> Facets:
@@ -151,11 +163,11 @@ def baseline_for(conn: sqlite3.Connection, run_id: int, model: str | None, diagn
 
 def neighbour(conn: sqlite3.Connection, run_id: int, flt: RunFilter, older: bool) -> int | None:
     """The next run in list order (older = further down the list)."""
-    where, args = _where(flt)
+    where, args, joins_d = _where(flt)
     where.append("r.id < ?" if older else "r.id > ?")
     args.append(run_id)
-    sql = ("SELECT r.id FROM runs r JOIN sources s ON s.id = r.source_id LEFT JOIN diagnoses d ON d.run_id = r.id "
-           "WHERE " + " AND ".join(where) + f" ORDER BY r.id {'DESC' if older else 'ASC'} LIMIT 1")
+    sql = (f"SELECT r.id {_from(joins_d)} WHERE " + " AND ".join(where)
+           + f" ORDER BY r.id {'DESC' if older else 'ASC'} LIMIT 1")
     row = conn.execute(sql, args).fetchone()
     return row[0] if row else None
 
@@ -188,6 +200,8 @@ class Store:
     @contextmanager
     def database(self) -> Iterator[Database]:
         """A sqlite-utils Database for the core's readers (load_run, build_plan)."""
+        from sqlite_utils import Database
+
         conn = self._connect()
         try:
             yield Database(conn)

@@ -58,6 +58,8 @@ class RunsScreen(Screen):
         self.last_query_s: float | None = None
         self.new_since_open = 0
         self.facets = Facets()
+        self.shown_flt: RunFilter | None = None  # the filter the table shows, and since when (benchmarks)
+        self.shown_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -139,8 +141,11 @@ class RunsScreen(Screen):
                 table.move_cursor(row=table.get_row_index(str(current)), animate=False)
             self.matching = None
             self._count(message.flt, message.generation)
-        if self.app.first_rows_s is None and message.rows:
+        if not message.append:
+            self.shown_flt, self.shown_at = message.flt, time.perf_counter()
+        if self.app.first_rows_s is None:
             self.app.first_rows_s = time.perf_counter() - self.app.started
+            self.app.warm_up()
         self.update_status()
 
     def on_count_loaded(self, message: CountLoaded) -> None:
