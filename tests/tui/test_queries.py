@@ -80,3 +80,12 @@ def test_core_and_tui_helpers_never_import_textual():
             "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_styles_agree_with_the_report():
+    from analyzer import report
+    from analyzer.tui import model
+
+    assert model.VERDICT_STYLE == report.VERDICT_STYLE
+    for v in (None, 12.634, float("inf"), 4871.99):
+        assert model.fmt_tps(v) == report.fmt_tps(v)
