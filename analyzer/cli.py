@@ -167,6 +167,10 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
         except InputError as exc:
             errors.append(str(exc))
             click.echo(f"capscan: {exc}", err=True)
+            salvaged = getattr(exc, "result", None)  # a truncated gzip: the lines before the damage were stored
+            if salvaged is not None:
+                results.append(salvaged)
+                _notice(salvaged)
             continue
         finally:
             source.close()
@@ -261,10 +265,12 @@ def cli(ctx: click.Context, db, as_json, tee, fail_on, force, keep_raw) -> None:
     opts: Options = ctx.obj
     database = _open_db(opts)
     results, errors = ingest_paths(database, ["-"], force=force, keep_raw=keep_raw, tee=opts.tee)
-    if errors:
+    if errors and not results:
         sys.exit(EXIT_USAGE)  # the one-line reason was printed by ingest_paths
     run_ids = [rid for r in results for rid in r.run_ids]
     emit_report(opts, diagnose_runs(database, run_ids))
+    if errors:
+        sys.exit(EXIT_USAGE)  # what could be read was stored and reported
 
 
 @cli.command()
@@ -468,9 +474,18 @@ def formats(opts: Options) -> None:
         click.echo()
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a reader that went away (`capscan ... | head`)
+
+
 def main() -> None:
     try:
-        cli.main(standalone_mode=False, prog_name="capscan")
+        try:
+            cli.main(standalone_mode=False, prog_name="capscan")
+        except SystemExit as exc:
+            # click turns EPIPE into exit 1, which would read as "a --fail-on verdict was found"
+            if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+                sys.exit(EXIT_BROKEN_PIPE)
+            raise
     except FailOn:
         sys.exit(EXIT_FAIL_ON)
     except click.exceptions.Exit as exc:
@@ -489,7 +504,7 @@ def main() -> None:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         except OSError:
             pass
-        sys.exit(0)
+        sys.exit(EXIT_BROKEN_PIPE)
 
 
 @cli.command()

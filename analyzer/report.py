@@ -25,11 +25,26 @@ VERDICT_STYLE = {
 }
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader went away (`capscan | head`). rich exits 1, which would read as a
+        --fail-on hit; exit as a shell reports SIGPIPE instead."""
+        self.quiet = True
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.file.fileno())
+        except (OSError, ValueError):
+            pass
+        raise SystemExit(EXIT_BROKEN_PIPE)
+
+
 def console(file: TextIO) -> Console:
     """Styles only on a terminal; NO_COLOR (any value) turns every escape code off."""
     plain = bool(os.environ.get("NO_COLOR"))
-    return Console(file=file, color_system=None if plain else "auto", highlight=False, soft_wrap=True,
-                   width=max(100, Console(file=file).width) if file.isatty() else 120)
+    return _Console(file=file, color_system=None if plain else "auto", highlight=False, soft_wrap=True,
+                    width=max(100, Console(file=file).width) if file.isatty() else 120)
 
 
 def fmt_tps(value: float | None) -> str:

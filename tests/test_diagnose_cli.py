@@ -118,3 +118,16 @@ def test_runs_and_show_include_the_verdict(tmp_path):
     assert "hardware-limit" in table and "capability-downgrade" in table
     show = run_capscan("show", str(rows[0]["id"]), db=db, check=True).stdout.decode()
     assert "HARDWARE-LIMIT" in show and "Do not force capabilities" in show
+
+
+def test_a_reader_that_goes_away_is_not_a_fail_on_hit(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(tmp_path / "p.db")],
+                            stdin=STOCK.open("rb"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(10)
+    proc.stdout.close()  # like `capscan | head -c 10`
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141  # 128 + SIGPIPE, never 1 (a --fail-on hit)
+    assert b"Traceback" not in err
