@@ -25,7 +25,8 @@ def view_of(run: StoredRun, peers: list[Peer] | None = None) -> RunView:
     return RunView(id=run.id, facts=run.facts, throughput=run.throughput, evidence=run.evidence, peers=peers or [])
 
 
-def _peers(db: Database, run: StoredRun, cache: dict[int, Peer]) -> list[Peer]:
+def _peers(db: Database, run: StoredRun, cache: dict[int, Peer],
+           loaded: dict[int, StoredRun] | None = None) -> list[Peer]:
     if not run.facts.model:
         return []
     ids = [r[0] for r in db.conn.execute(
@@ -34,12 +35,18 @@ def _peers(db: Database, run: StoredRun, cache: dict[int, Peer]) -> list[Peer]:
     out = []
     for rid in ids:
         if rid not in cache:
-            other = load_run(db, rid)
+            other = (loaded or {}).get(rid) or load_run(db, rid)
             if other is None:
                 continue
             cache[rid] = view_of(other).peer()
         out.append(cache[rid])
     return out
+
+
+def diagnose_stored_run(db: Database, run: StoredRun) -> dict:
+    """Diagnose one loaded run in memory, with its stored peers; writes nothing
+    (for readers such as the remedy plan)."""
+    return diagnose(view_of(run, _peers(db, run, {})))
 
 
 def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool = False) -> list[StoredRun]:
@@ -67,11 +74,13 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
 
 def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer]) -> list[StoredRun]:
     out, rows = [], []
+    # Load each run once: the runs of one input are usually each other's peers.
+    loaded = {rid: run for rid in ids if (run := load_run(db, rid)) is not None}
     for rid in ids:
-        run = load_run(db, rid)
+        run = loaded.get(rid)
         if run is None:
             continue
-        diag = diagnose(view_of(run, _peers(db, run, cache)))
+        diag = diagnose(view_of(run, _peers(db, run, cache, loaded)))
         run.diagnosis = diag
         _attach_prediction(db, run)
         out.append(run)

@@ -33,7 +33,8 @@ class Shim(BaseModel):
 
 class Throughput(NamedTuple):
     """One measured speed. A plain tuple, not a pydantic model: a bench file can
-    hold a million of these, and they are checked by their parser already."""
+    hold a million of these, and they are checked by their parser already.
+    (The store inserts these fields in this order: see store/writer.py.)"""
 
     test: str
     tok_s: float

@@ -33,8 +33,8 @@ REFUSALS = {
 
 def load_diagnosis(db: Database, run_id: int) -> tuple[Any, dict[str, Any] | None]:
     """The run and its diagnosis: the stored one, else computed in memory (nothing written)."""
-    from analyzer.diagnose import _peers, view_of  # read-only helpers of the diagnosis layer
-    from analyzer.rules.engine import RULES_VERSION, diagnose
+    from analyzer.diagnose import diagnose_stored_run
+    from analyzer.rules.engine import RULES_VERSION
     from analyzer.store.queries import load_run
 
     run = load_run(db, run_id)
@@ -42,7 +42,7 @@ def load_diagnosis(db: Database, run_id: int) -> tuple[Any, dict[str, Any] | Non
         return None, None
     diag = run.diagnosis
     if diag is None or diag.get("rules_version") != RULES_VERSION:
-        diag = diagnose(view_of(run, _peers(db, run, {})))
+        diag = diagnose_stored_run(db, run)
         run.diagnosis = diag
     return run, diag
 

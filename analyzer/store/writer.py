@@ -69,10 +69,11 @@ class SourceWriter:
 
     def write_throughput(self, seq: int, facts: RunFacts, rows: list[Throughput]) -> None:
         run_id = self._ensure_run(seq, facts)
+        # Columns in Throughput's field order, so each row is the tuple itself plus the run id.
         self.conn.executemany(
-            "INSERT INTO throughput (run_id, line, test, tok_s, stddev, model, kind, n_prompt, n_gen, n_depth) "
+            "INSERT INTO throughput (test, tok_s, stddev, model, line, kind, n_prompt, n_gen, n_depth, run_id) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(run_id, t.line, t.test, t.tok_s, t.stddev, t.model, t.kind, t.n_prompt, t.n_gen, t.n_depth) for t in rows],
+            [(*t, run_id) for t in rows],
         )
 
     def duplicate_of(self, sha256: str) -> tuple[int, list[int]] | None:
