@@ -66,7 +66,6 @@ class RunBuilder:
         self._ev_counts: Counter[str] = Counter()
         self.pending: list[Throughput] = []  # not yet handed to the store
         self.throughput_count = 0
-        self.best: dict[str, float] = {}
         self.device_source: str | None = None  # metal | vulkan | cuda | bench | probe | sysprof
         self.metal_blocks = 0
         self.saw_system_info = False
@@ -98,8 +97,6 @@ class RunBuilder:
             return  # 'inf tokens per second' (0 ms measured) is not a rate
         self.pending.append(tp)
         self.throughput_count += 1
-        if tp.tok_s > self.best.get(tp.test, float("-inf")):
-            self.best[tp.test] = tp.tok_s
 
     @property
     def has_results(self) -> bool:
@@ -491,12 +488,12 @@ class Assembler:
         run = self.run
         f = run.facts
         if row["format"] != "md":
-            key = (row.get("cpu_info"), row.get("gpu_info"), row.get("backend"), row.get("build_commit"))
-            if key == run.bench_key and run.bench_model == row.get("model"):
+            key = row["key"]
+            if key == run.bench_key and run.bench_model == row["model"]:
                 # Another row of the same benchmark (files hold up to millions): only its numbers are new.
                 run.last_line = ev.line
-                run.add_throughput(Throughput(row["test"], row["tok_s"], row.get("stddev"), row.get("model"), ev.line,
-                                              "bench", row.get("n_prompt"), row.get("n_gen"), row.get("n_depth")))
+                run.add_throughput(Throughput(row["test"], row["tok_s"], row["stddev"], row["model"], ev.line,
+                                              "bench", row["n_prompt"], row["n_gen"], row["n_depth"]))
                 if len(run.pending) >= SPILL_AT:
                     self._spill()
                 return

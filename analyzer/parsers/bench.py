@@ -58,36 +58,54 @@ def _float(value: Any) -> float | None:
 
 
 def row_from_fields(fields: dict[str, Any], fmt: str) -> dict | None:
-    """Map one llama-bench record (any era, any serialisation) to a bench row."""
+    """Map one llama-bench record (any era, any serialisation) to a bench row.
+
+    Runs once per row of files that hold a million: JSON values arrive typed,
+    so the type checks come first and conversion only for CSV/SQL strings."""
     get = fields.get
-    tok_s = _float(get("avg_ts"))
-    n_prompt = _int(get("n_prompt"))
-    n_gen = _int(get("n_gen"))
-    n_depth = _int(get("n_depth"))
+    tok_s = get("avg_ts")
+    if type(tok_s) is not float:
+        tok_s = _float(tok_s)
+    n_prompt = get("n_prompt")
+    if type(n_prompt) is not int:
+        n_prompt = _int(n_prompt)
+    n_gen = get("n_gen")
+    if type(n_gen) is not int:
+        n_gen = _int(n_gen)
+    n_depth = get("n_depth")
+    if type(n_depth) is not int:
+        n_depth = _int(n_depth)
     test = test_name(n_prompt, n_gen, n_depth)
     if tok_s is None or test is None:
         return None
-    backend = fields.get("backends")
+    backend = get("backends")
     if not backend:
-        backend = next((label for key, label in _OLD_BACKEND_COLUMNS if _truthy(fields.get(key, False))), "CPU")
-    row = {
+        backend = next((label for key, label in _OLD_BACKEND_COLUMNS if _truthy(get(key, False))), "CPU")
+    stddev = get("stddev_ts")
+    if type(stddev) is not float:
+        stddev = _float(stddev)
+    ngl = get("n_gpu_layers")
+    if type(ngl) is not int:
+        ngl = _int(ngl)
+    cpu_info, gpu_info, commit = get("cpu_info") or None, get("gpu_info") or None, get("build_commit") or None
+    backend = str(backend)
+    return {
         "format": fmt,
         "test": test,
         "n_prompt": n_prompt,
         "n_gen": n_gen,
         "n_depth": n_depth,
         "tok_s": tok_s,
-        "stddev": _float(get("stddev_ts")),
+        "stddev": stddev,
         "model": get("model_type") or None,
-        "model_filename": get("model_filename") or None,
-        "backend": str(backend),
-        "cpu_info": get("cpu_info") or None,
-        "gpu_info": get("gpu_info") or None,
-        "n_gpu_layers": _int(get("n_gpu_layers")),
-        "build_commit": get("build_commit") or None,
-        "build_number": _int(get("build_number")),
+        "backend": backend,
+        "cpu_info": cpu_info,
+        "gpu_info": gpu_info,
+        "n_gpu_layers": ngl,
+        "build_commit": commit,
+        # what makes two rows the same benchmark (see assembly: rows with another key start a run)
+        "key": (cpu_info, gpu_info, backend, commit),
     }
-    return row
 
 
 JSONL_PREFIX = b'{"build_commit"'
