@@ -9,6 +9,8 @@ computed over the (decompressed) content while it streams.
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 import io
 import os
 import sys
@@ -93,12 +95,41 @@ class _GunzipStream:
         self._raw.close()
 
 
+class _BackgroundSha256:
+    """sha256 on the second core: hashlib releases the GIL on large buffers, so
+    the content hash (for dedupe) costs the parsing thread nothing."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        self._thread: threading.Thread | None = None
+        self._digest: str | None = None
+
+    def update(self, chunk: bytes) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="capscan-sha256", daemon=True)
+            self._thread.start()
+        self._queue.put(chunk)
+
+    def _run(self) -> None:
+        while (chunk := self._queue.get()) is not None:
+            self._sha.update(chunk)
+
+    def hexdigest(self) -> str:
+        if self._digest is None:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread.join()
+            self._digest = self._sha.hexdigest()
+        return self._digest
+
+
 class Input:
     def __init__(self, path: str, stream: BinaryIO, *, keep_raw: bool = False):
         self.path = path
         self._stream = stream
         self.size = 0
-        self._sha = hashlib.sha256()
+        self._sha = _BackgroundSha256()
         self._raw = zlib.compressobj(6, zlib.DEFLATED, 31) if keep_raw else None
         self._raw_parts: list[bytes] = []
         # Set when the input was damaged part-way (a truncated gzip): the

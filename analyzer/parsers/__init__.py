@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from analyzer.normalize import normalize
 from analyzer.parsers.base import Collector, Event, Format
-from analyzer.parsers.bench import BENCH, JSONL_PREFIX, jsonl_row
+from analyzer.parsers.bench import BENCH, JSONL_PREFIX, JsonlRows
 from analyzer.parsers.gpu_backends import CUDA, VULKAN
 from analyzer.parsers.metal import METAL
 from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
@@ -32,6 +32,7 @@ class Dispatcher:
         self.recognised = 0
         self.unrecognised = 0
         self._last_proc: str | None = None
+        self._jsonl = JsonlRows()
 
     @property
     def collecting(self) -> bool:
@@ -39,7 +40,7 @@ class Dispatcher:
 
     def feed(self, line_no: int, raw: bytes) -> list[Event]:
         if self.collector is None and raw.startswith(JSONL_PREFIX):
-            row = jsonl_row(raw)
+            row = self._jsonl.row(raw)
             if row is not None:
                 self.recognised += 1
                 return [Event("bench.row", line_no, "", row)]

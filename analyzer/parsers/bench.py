@@ -111,16 +111,69 @@ def row_from_fields(fields: dict[str, Any], fmt: str) -> dict | None:
 JSONL_PREFIX = b'{"build_commit"'
 
 
-def jsonl_row(raw: bytes) -> dict | None:
-    """A llama-bench JSONL line as it arrives (bytes): the dense path, which
-    files of a million rows take (no decode, no normalisation, no regex)."""
-    try:
-        obj = _loads(raw)
-    except ValueError:
+class JsonlRows:
+    """llama-bench JSONL rows of one source (the dense path, for files of a
+    million rows: no decode, no normalisation, no regex).
+
+    In every era llama-bench prints the configuration before ``n_prompt`` and
+    the measurements after it, and the rows of one benchmark share every byte
+    of the configuration. That part is parsed once; each row parses only its
+    measured tail. A row whose configuration differs is parsed whole."""
+
+    _CUT = b'"n_prompt":'
+
+    def __init__(self) -> None:
+        self._prefix: bytes | None = None
+        self._config: dict[str, Any] | None = None  # the row fields that come from the configuration
+
+    def row(self, raw: bytes) -> dict | None:
+        cut = raw.find(self._CUT)
+        if cut > 0 and self._config is not None and raw.startswith(self._prefix):  # type: ignore[arg-type]
+            if cut == len(self._prefix):  # type: ignore[arg-type]
+                try:
+                    tail = _loads(b"{" + raw[cut:])
+                except ValueError:
+                    tail = None
+                if isinstance(tail, dict):
+                    return _measured(tail, self._config)
+        try:
+            obj = _loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(obj, dict):
+            return None
+        row = row_from_fields(obj, "jsonl")
+        if row is not None and cut > 0:
+            self._prefix = raw[:cut]
+            self._config = {k: row[k] for k in _CONFIG_KEYS}
+        return row
+
+
+_CONFIG_KEYS = ("format", "model", "backend", "cpu_info", "gpu_info", "n_gpu_layers", "build_commit", "key")
+
+
+def _measured(tail: dict[str, Any], config: dict[str, Any]) -> dict | None:
+    """A row from its measured fields plus the configuration of the row before."""
+    get = tail.get
+    tok_s = get("avg_ts")
+    if type(tok_s) is not float:
+        tok_s = _float(tok_s)
+    n_prompt, n_gen, n_depth = get("n_prompt"), get("n_gen"), get("n_depth")
+    if type(n_prompt) is not int:
+        n_prompt = _int(n_prompt)
+    if type(n_gen) is not int:
+        n_gen = _int(n_gen)
+    if type(n_depth) is not int:
+        n_depth = _int(n_depth)
+    test = test_name(n_prompt, n_gen, n_depth)
+    if tok_s is None or test is None:
         return None
-    if not isinstance(obj, dict):
-        return None
-    return row_from_fields(obj, "jsonl")
+    stddev = get("stddev_ts")
+    if type(stddev) is not float:
+        stddev = _float(stddev)
+    row = dict(config)
+    row.update(test=test, n_prompt=n_prompt, n_gen=n_gen, n_depth=n_depth, tok_s=tok_s, stddev=stddev)
+    return row
 
 
 def _json_row(m: re.Match) -> dict | None:
