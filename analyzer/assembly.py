@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
+from array import array
 from collections import Counter
 from typing import Callable
 
@@ -79,6 +81,7 @@ class RunBuilder:
         # waiting for the rate line of the same phase; mlx_lm.benchmark's 'Timing with ...' counts.
         self.pending_counts: dict[str, int] = {}
         self.setup_counts: dict[str, int] = {}
+        self._series: dict[tuple, tuple[array, int | None, float | None]] = {}  # (model, test, kind) -> speeds
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
 
     # -- bookkeeping --------------------------------------------------------
@@ -97,6 +100,23 @@ class RunBuilder:
             return  # 'inf tokens per second' (0 ms measured) is not a rate
         self.pending.append(tp)
         self.throughput_count += 1
+        group = (tp.model, tp.test, tp.kind)
+        series = self._series.get(group)
+        if series is None:
+            self._series[group] = (array("d", (tp.tok_s,)), tp.line, tp.stddev)
+        else:
+            series[0].append(tp.tok_s)
+
+    def throughput_summary(self) -> list[dict]:
+        """One entry per (model, test, kind), in order of appearance: the row itself,
+        or the median of several (a bench file may give a run a million rows; the
+        store keeps every row, readers take this summary)."""
+        out = []
+        for (model, test, kind), (values, line, stddev) in self._series.items():
+            n = len(values)
+            out.append({"test": test, "tok_s": values[0] if n == 1 else statistics.median(values),
+                        "stddev": stddev if n == 1 else None, "model": model, "kind": kind, "n": n, "line": line})
+        return out
 
     @property
     def has_results(self) -> bool:
@@ -104,6 +124,7 @@ class RunBuilder:
 
     def finalize(self) -> RunFacts:
         f = self.facts
+        f.throughput_summary = self.throughput_summary()
         f.first_line = self.first_line or 0
         f.last_line = self.last_line or f.first_line
         f.device.families = sorted(self.families)

@@ -94,3 +94,6 @@ class RunFacts(BaseModel):
     sysprof_chipsets: list[str] = Field(default_factory=list)
     sysprof_metal: str | None = None
     processes: list[str] = Field(default_factory=list)
+    # Per (model, test, kind): the speed (median of several rows), n, first line. None in
+    # runs stored before it existed: readers then aggregate the throughput table.
+    throughput_summary: list[dict] | None = None

@@ -51,3 +51,31 @@ def test_fixture_rows_equal_full_parse():
     rows = JsonlRows()
     for raw in LINES + LINES:
         assert rows.row(raw) == full(raw)
+
+
+def test_a_run_keeps_a_summary_equal_to_aggregating_its_rows(tmp_path):
+    """Runs carry their per-test summary (median of many rows), computed while
+    ingesting; it must equal what aggregating the stored rows gives."""
+    import statistics
+
+    from analyzer.ingest import ingest
+    from analyzer.reader import open_input
+    from analyzer.store import open_db
+    from analyzer.store.queries import _throughput, load_run
+
+    rng = random.Random(7)
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(b"\n".join(variant(LINES[i % len(LINES)], rng) for i in range(3001)) + b"\n")
+    db = open_db(tmp_path / "s.db")
+    src = open_input(str(path))
+    ids = ingest(db, src).run_ids
+    src.close()
+    for rid in ids:
+        run = load_run(db, rid)
+        assert run.facts.throughput_summary is not None
+        key = lambda t: (t["model"] or "", t["test"], t["kind"])  # noqa: E731
+        assert sorted(run.throughput, key=key) == sorted(_throughput(db, rid), key=key)
+        for t in run.throughput:
+            rows = [r[0] for r in db.conn.execute(
+                "SELECT tok_s FROM throughput WHERE run_id = ? AND test = ? AND model IS ?", (rid, t["test"], t["model"]))]
+            assert t["n"] == len(rows) and t["tok_s"] == statistics.median(rows)

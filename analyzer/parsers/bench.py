@@ -5,6 +5,7 @@ and ``llama_bench``). See shared/reference/log-formats.md section 6."""
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import re
 from typing import Any
@@ -25,6 +26,7 @@ def _truthy(value: Any) -> bool:
     return value is True or (isinstance(value, (int, float)) and value != 0) or str(value).strip().lower() in ("1", "true", "yes")
 
 
+@functools.lru_cache(maxsize=1024)
 def test_name(n_prompt: int | None, n_gen: int | None, n_depth: int | None = None) -> str | None:
     p, g = n_prompt or 0, n_gen or 0
     if p and g:
@@ -127,15 +129,15 @@ class JsonlRows:
         self._config: dict[str, Any] | None = None  # the row fields that come from the configuration
 
     def row(self, raw: bytes) -> dict | None:
+        prefix = self._prefix
+        if prefix is not None and raw.startswith(prefix) and raw.startswith(self._CUT, len(prefix)):
+            try:
+                tail = _loads(b"{" + raw[len(prefix):])
+            except ValueError:
+                tail = None
+            if isinstance(tail, dict):
+                return _measured(tail, self._config)  # type: ignore[arg-type]
         cut = raw.find(self._CUT)
-        if cut > 0 and self._config is not None and raw.startswith(self._prefix):  # type: ignore[arg-type]
-            if cut == len(self._prefix):  # type: ignore[arg-type]
-                try:
-                    tail = _loads(b"{" + raw[cut:])
-                except ValueError:
-                    tail = None
-                if isinstance(tail, dict):
-                    return _measured(tail, self._config)
         try:
             obj = _loads(raw)
         except ValueError:
@@ -171,9 +173,10 @@ def _measured(tail: dict[str, Any], config: dict[str, Any]) -> dict | None:
     stddev = get("stddev_ts")
     if type(stddev) is not float:
         stddev = _float(stddev)
-    row = dict(config)
-    row.update(test=test, n_prompt=n_prompt, n_gen=n_gen, n_depth=n_depth, tok_s=tok_s, stddev=stddev)
-    return row
+    return {"format": "jsonl", "test": test, "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth, "tok_s": tok_s,
+            "stddev": stddev, "model": config["model"], "backend": config["backend"], "cpu_info": config["cpu_info"],
+            "gpu_info": config["gpu_info"], "n_gpu_layers": config["n_gpu_layers"],
+            "build_commit": config["build_commit"], "key": config["key"]}
 
 
 def _json_row(m: re.Match) -> dict | None:

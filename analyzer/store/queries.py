@@ -52,11 +52,12 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     if row is None:
         return None
     facts = RunFacts.model_validate_json(row[4])
+    summary = facts.throughput_summary
     ev = [Evidence(line=l, kind=k, text=t) for l, k, t in db.conn.execute(
         "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
     diag = db.conn.execute("SELECT report FROM diagnoses WHERE run_id = ?", (run_id,)).fetchone()
     return StoredRun(id=row[0], source_id=row[1], source=row[2], created_at=row[3], facts=facts,
-                     throughput=_throughput(db, run_id), evidence=ev, diagnosis=json.loads(diag[0]) if diag else None)
+                     throughput=summary if summary is not None else _throughput(db, run_id), evidence=ev, diagnosis=json.loads(diag[0]) if diag else None)
 
 
 def last_run_id(db: Database) -> int | None:
