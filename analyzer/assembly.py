@@ -30,7 +30,7 @@ from typing import Callable
 
 from analyzer.models import Capabilities, Evidence, RunFacts, Shim, Throughput
 from analyzer.parsers.base import Event
-from analyzer.parsers.bench import md_row_to_bench
+from analyzer.parsers.bench import bench_row_from, md_row_to_bench
 
 SPILL_AT = 5000
 _EVIDENCE_CAP = {"metal.skip_kernel": 5, "probe.family": 40, "timing": 20, "cuda.device": 16, "vulkan.device": 16,
@@ -106,6 +106,23 @@ class RunBuilder:
             self._series[group] = (array("d", (tp.tok_s,)), tp.line, tp.stddev)
         else:
             series[0].append(tp.tok_s)
+
+    def add_many(self, tps: list[Throughput]) -> None:
+        """add_throughput for rows of one (model, kind): the same, with fewer lookups."""
+        series = self._series
+        pending = self.pending
+        isfinite = math.isfinite
+        for tp in tps:
+            if not isfinite(tp.tok_s):
+                continue
+            pending.append(tp)
+            self.throughput_count += 1
+            group = (tp.model, tp.test, tp.kind)
+            found = series.get(group)
+            if found is None:
+                series[group] = (array("d", (tp.tok_s,)), tp.line, tp.stddev)
+            else:
+                found[0].append(tp.tok_s)
 
     def throughput_summary(self) -> list[dict]:
         """One entry per (model, test, kind), in order of appearance: the row itself,
@@ -504,6 +521,19 @@ class Assembler:
 
     def _on_bench_row(self, ev: Event) -> None:
         self._bench(ev, ev.data)
+
+    def _on_bench_rows(self, ev: Event) -> None:
+        """Consecutive llama-bench rows of one configuration (the dense JSONL path):
+        the first decides the run like any row, the rest only add their numbers."""
+        config, rows = ev.data["config"], ev.data["rows"]
+        first = rows[0]
+        self._bench(Event("bench.row", first[0], "", {}), bench_row_from(config, first[1:]))
+        run = self.run
+        model = config["model"]
+        run.add_many([Throughput(test, tok_s, stddev, model, line, "bench", n_prompt, n_gen, n_depth)
+                      for line, test, tok_s, stddev, n_prompt, n_gen, n_depth in rows[1:]])
+        run.last_line = max(run.last_line or 0, rows[-1][0])
+        self._spill()
 
     def _bench(self, ev: Event, row: dict) -> None:
         run = self.run

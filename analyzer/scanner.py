@@ -243,32 +243,39 @@ class Scanner:
         go on together (a dense chunk holds thousands of rows)."""
         prefixes, literals = self.dense_prefixes, self.literals
         dispatcher = self.dispatcher
-        feed = dispatcher.feed
-        batch: list[Event] = []
-        extend = batch.extend
         line_no = self.stats.lines
         gated = overlong = 0
+        picked: list[tuple[int, bytes]] = []  # dense rows, handed over together (order kept)
         lines = body[start:end - 1].split(b"\n")  # ``end - 1`` is the final newline
         for raw in lines:
             line_no += 1
-            if not (raw.startswith(prefixes) or dispatcher.collecting):
+            if len(raw) > MAX_LINE:
+                overlong += 1
+                continue
+            if raw.startswith(prefixes) and not dispatcher.collecting:
+                gated += 1
+                picked.append((line_no, raw))
+                continue
+            # Any other line: what came before goes first, since it may open a block.
+            if picked:
+                self._deliver(dispatcher.feed_many(picked))
+                picked = []
+            if not dispatcher.collecting:
                 for lit in literals:
                     if lit in raw:
                         break
                 else:
                     continue
-            gated += 1
-            if len(raw) > MAX_LINE:
-                overlong += 1
-                continue
-            events = feed(line_no, raw)
-            if events:
-                extend(events)
+            self._emit(line_no, raw)
+        if picked:
+            self._deliver(dispatcher.feed_many(picked))
         self.stats.lines = line_no
         self.stats.gated += gated
         self.stats.overlong += overlong
-        if batch:
-            self.on_events(batch)
+
+    def _deliver(self, events: list[Event]) -> None:
+        if events:
+            self.on_events(events)
 
     def _emit(self, line_no: int, raw: bytes) -> None:
         self.stats.gated += 1

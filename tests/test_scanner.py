@@ -12,6 +12,7 @@ import pytest
 
 import analyzer.scanner as scanner_mod
 from analyzer.parsers import Dispatcher
+from analyzer.parsers.bench import bench_row_from
 from analyzer.scanner import Scanner
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -34,6 +35,13 @@ class FakeDispatcher:
         elif b"BEGIN" in raw:
             self.collecting = True
         return []
+
+    def feed_many(self, lines: list[tuple[int, bytes]]) -> list:
+        """The dispatcher's batch form: ``feed`` for each line, in order."""
+        out: list = []
+        for line_no, raw in lines:
+            out += self.feed(line_no, raw)
+        return out
 
     def finish(self) -> list:
         self.collecting = False
@@ -204,7 +212,13 @@ def _events(path: Path, chunk: int, dense: bool = True) -> list:
     for i in range(0, len(data), chunk):
         s.feed(data[i:i + chunk])
     s.close()
-    return [(e.kind, e.line, e.text, e.data) for e in events]
+    out = []
+    for e in events:
+        if e.kind == "bench.rows":  # a batch of rows of one configuration: the same rows, one by one
+            out += [("bench.row", r[0], "", bench_row_from(e.data["config"], r[1:])) for r in e.data["rows"]]
+        else:
+            out.append((e.kind, e.line, e.text, e.data))
+    return out
 
 
 FIXTURE_FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".log", ".jsonl", ".json", ".csv",

@@ -69,6 +69,27 @@ class Dispatcher:
                 self.unrecognised += 1
         return events
 
+    def feed_many(self, lines: list[tuple[int, bytes]]) -> list[Event]:
+        """Like ``feed`` for each line, in order; consecutive llama-bench JSONL
+        rows of one configuration become a single ``bench.rows`` event (config +
+        measurements), so files of a million rows cost one event per block."""
+        events: list[Event] = []
+        batch: list[tuple] | None = None
+        jsonl = self._jsonl
+        for line_no, raw in lines:
+            if self.collector is None and raw.startswith(JSONL_PREFIX):
+                m = jsonl.measure(raw)
+                if m is not None:
+                    self.recognised += 1
+                    if batch is None:
+                        batch = []
+                        events.append(Event("bench.rows", line_no, "", {"config": jsonl.config, "rows": batch}))
+                    batch.append((line_no, *m))
+                    continue
+            batch = None
+            events.extend(self.feed(line_no, raw))
+        return events
+
     def _dispatch(self, line_no: int, text: str, events: list[Event]) -> None:
         for fmt in FORMATS:
             if not any(lit in text for lit in fmt.literals):

@@ -128,15 +128,26 @@ class JsonlRows:
         self._prefix: bytes | None = None
         self._config: dict[str, Any] | None = None  # the row fields that come from the configuration
 
-    def row(self, raw: bytes) -> dict | None:
+    @property
+    def config(self) -> dict[str, Any] | None:
+        return self._config
+
+    def measure(self, raw: bytes) -> tuple | None:
+        """(test, tok_s, stddev, n_prompt, n_gen, n_depth) of a row with the same
+        configuration as the last row parsed whole; None otherwise."""
         prefix = self._prefix
-        if prefix is not None and raw.startswith(prefix) and raw.startswith(self._CUT, len(prefix)):
-            try:
-                tail = _loads(b"{" + raw[len(prefix):])
-            except ValueError:
-                tail = None
-            if isinstance(tail, dict):
-                return _measured(tail, self._config)  # type: ignore[arg-type]
+        if prefix is None or not raw.startswith(prefix) or not raw.startswith(self._CUT, len(prefix)):
+            return None
+        try:
+            tail = _loads(b"{" + raw[len(prefix):])
+        except ValueError:
+            return None
+        return _measurement(tail) if isinstance(tail, dict) else None
+
+    def row(self, raw: bytes) -> dict | None:
+        m = self.measure(raw)
+        if m is not None:
+            return _row(self._config, m)  # type: ignore[arg-type]
         cut = raw.find(self._CUT)
         try:
             obj = _loads(raw)
@@ -154,8 +165,8 @@ class JsonlRows:
 _CONFIG_KEYS = ("format", "model", "backend", "cpu_info", "gpu_info", "n_gpu_layers", "build_commit", "key")
 
 
-def _measured(tail: dict[str, Any], config: dict[str, Any]) -> dict | None:
-    """A row from its measured fields plus the configuration of the row before."""
+def _measurement(tail: dict[str, Any]) -> tuple | None:
+    """(test, tok_s, stddev, n_prompt, n_gen, n_depth) from a row's measured fields."""
     get = tail.get
     tok_s = get("avg_ts")
     if type(tok_s) is not float:
@@ -173,10 +184,19 @@ def _measured(tail: dict[str, Any], config: dict[str, Any]) -> dict | None:
     stddev = get("stddev_ts")
     if type(stddev) is not float:
         stddev = _float(stddev)
+    return test, tok_s, stddev, n_prompt, n_gen, n_depth
+
+
+def _row(config: dict[str, Any], m: tuple) -> dict:
+    """A bench row from a configuration and one measurement."""
+    test, tok_s, stddev, n_prompt, n_gen, n_depth = m
     return {"format": "jsonl", "test": test, "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth, "tok_s": tok_s,
             "stddev": stddev, "model": config["model"], "backend": config["backend"], "cpu_info": config["cpu_info"],
             "gpu_info": config["gpu_info"], "n_gpu_layers": config["n_gpu_layers"],
             "build_commit": config["build_commit"], "key": config["key"]}
+
+
+bench_row_from = _row  # for the dispatcher's batches
 
 
 def _json_row(m: re.Match) -> dict | None:
