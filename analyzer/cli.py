@@ -131,11 +131,12 @@ def _progress_for(path: str):
         return None
     if size < (64 << 20):
         return None
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+    # The finished bar stays on screen (size and speed are worth seeing); stdout is untouched.
     progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                        TransferSpeedColumn(), transient=True, console=None)
-    progress.console.file = sys.stderr
+                        TransferSpeedColumn(), console=Console(file=sys.stderr))
     return progress, size
 
 
