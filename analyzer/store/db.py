@@ -37,25 +37,46 @@ def open_db(path: str | Path) -> Database:
     db = Database(conn)
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
+        _retry(lambda: _enable_wal(conn))
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        _migrate(db)
+        _retry(lambda: _migrate(db))
+    except sqlite3.OperationalError as exc:
+        raise StoreError(f"{path}: cannot use the database ({exc})") from None
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not a capscan database or corrupt ({exc})") from None
     return db
 
 
-def _migrate(db: Database) -> None:
-    # Several capscan processes may open a new database at once: the loser
-    # of a race sees "already exists" or a lock, waits, and re-checks.
-    for attempt in range(20):
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+
+
+def _retry(step, attempts: int = 40) -> None:
+    """Several capscan processes may open a new database at once: a step that
+    loses a race (a lock, "already exists", a migration record's UNIQUE
+    constraint) is rolled back, waits, and runs again."""
+    for attempt in range(attempts):
         try:
-            if MIGRATIONS.pending(db):
-                MIGRATIONS.apply(db)
+            step()
             return
-        except sqlite3.OperationalError:
-            if attempt == 19:
+        except (sqlite3.OperationalError, sqlite3.IntegrityError) as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) and not isinstance(exc, sqlite3.IntegrityError) \
+                    and "already exists" not in str(exc):
                 raise
-            time.sleep(0.05 * (attempt + 1))
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.02 * (attempt + 1))
+
+
+def _migrate(db: Database) -> None:
+    """Apply pending migrations. Each migration and its record are one
+    transaction, so a lost race leaves nothing half done."""
+    try:
+        if MIGRATIONS.pending(db):
+            MIGRATIONS.apply(db)
+    except BaseException:
+        if db.conn.in_transaction:
+            db.conn.execute("ROLLBACK")
+        raise
