@@ -145,8 +145,8 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                   "Linux has no Metal: the LD_PRELOAD stand-in hooks the fake Metal device, which proves the "
                   "injection path and capscan's verification, not a real GPU."),
             _step("Verify the stand-in", ["sha256sum", str(lib_dir / dylibmod.LINUX_NAME)],
-                  "Must be owned by you or root, not group- or world-writable, and match the checksum recorded "
-                  "when it was first seen."),
+                  "Must be owned by you or root, not group- or world-writable, and match the SHA256SUMS written "
+                  "beside it at build."),
         ]
         notes.append("On Linux only the fake Metal device can be remedied; run this in the macOS guest for real.")
     remedy_argv = ["capscan", "remedy", "run", "--run", str(run_id), "--family", family, "--", *cmd]

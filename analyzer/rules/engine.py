@@ -102,9 +102,11 @@ def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisi
 def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None) -> list[str]:
     cap = view.host_family or chips.APPLE7
     if verdict == "capability-downgrade" and fixable:
+        why = ("the host's real one" if view.host_family else
+               "the lowest of any Apple-silicon host, and all llama.cpp needs")
         return [f"capscan remedy plan --run {view.id}",
                 f"capscan remedy run --family {cap} -- <your llama.cpp command>   (caps the family at "
-                f"{chips.family_name(cap)}, the host's real one)"]
+                f"{chips.family_name(cap)}, {why})"]
     if verdict == "capability-downgrade":
         return [f"Confirm the host first ({why}): run `capscan probe` in the guest, or `llama-bench -o json` "
                 "(its cpu_info names the host chip), then pipe the result into capscan."]
