@@ -13,7 +13,6 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import click

@@ -5,7 +5,6 @@ when the Console is created with ``force_terminal=None``)."""
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any, Iterable, TextIO
 
@@ -13,16 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from analyzer.display import VERDICT_STYLE, cell, fmt_tps
 from analyzer.store.queries import StoredRun
 
-VERDICT_STYLE = {
-    "capability-downgrade": "bold red",
-    "hardware-limit": "bold magenta",
-    "no-gpu-offload": "bold yellow",
-    "virtualization-overhead": "bold cyan",
-    "healthy": "bold green",
-    "unknown": "dim",
-}
 
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
@@ -45,14 +37,6 @@ def console(file: TextIO) -> Console:
     plain = bool(os.environ.get("NO_COLOR"))
     return _Console(file=file, color_system=None if plain else "auto", highlight=False, soft_wrap=True,
                     width=max(100, Console(file=file).width) if file.isatty() else 120)
-
-
-def fmt_tps(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if math.isinf(value):
-        return "inf"
-    return f"{value:,.2f}"
 
 
 def _flag(value: bool | None) -> str:
@@ -177,7 +161,7 @@ def render_compare(out: Console, doc: dict[str, Any]) -> None:
             caps.add_column(col)
         for row in pair["capabilities"]:
             style = "yellow" if row["differs"] else ""
-            caps.add_row(row["field"], _cell(row["a"]), _cell(row["b"]), style=style)
+            caps.add_row(row["field"], cell(row["a"]), cell(row["b"]), style=style)
         out.print(caps)
         if pair["tests"]:
             tp = Table(box=None, header_style="bold", pad_edge=False)
@@ -203,10 +187,3 @@ def render_compare(out: Console, doc: dict[str, Any]) -> None:
                       f"{row['downgrade_share']:.1%}", f"{row['residual_share']:.1%}")
         out.print(t)
 
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)

@@ -178,7 +178,7 @@ def _noise_block(rng: random.Random) -> list[str]:
         out.append(f"slot      release: id  0 | task {task} | stop processing: n_past = {n + 200}, truncated = 0")
         out.append(f"      total time =    {rng.uniform(100, 9000):8.2f} ms /   {n + 200} tokens")
         out.append("srv  update_slots: all slots are idle")
-        out.append(f"srv  log_server_r: request: POST /v1/chat/completions 127.0.0.1 200")
+        out.append("srv  log_server_r: request: POST /v1/chat/completions 127.0.0.1 200")
     elif kind < 0.7:  # ollama
         for _ in range(rng.randint(3, 25)):
             r = rng.random()
@@ -265,7 +265,7 @@ def _relevant_block(rng: random.Random) -> list[str]:
                         f" {rng.uniform(10, 900):12.2f} \u00b1 {rng.uniform(0, 3):.2f} |")
         return rows
     if kind < 0.85:  # process start-up lines
-        return [f"main: built with Apple clang version 17.0.0 (clang-1700.0.13.3) for arm64-apple-darwin24.5.0",
+        return ["main: built with Apple clang version 17.0.0 (clang-1700.0.13.3) for arm64-apple-darwin24.5.0",
                 "load_backend: loaded Metal backend from /opt/homebrew/lib/libggml-metal.so",
                 "system_info: n_threads = 8 (n_threads_batch = 8) / 12 | Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | "
                 "ARM_FMA = 1 | FP16_VA = 1 | DOTPROD = 1 | LLAMAFILE = 1 | ACCELERATE = 1 | REPACK = 1 |"]
@@ -275,7 +275,7 @@ def _relevant_block(rng: random.Random) -> list[str]:
                 "Meta Llama 3.1 8B Instruct",
                 "load_tensors: offloaded 33/33 layers to GPU"]
     if kind < 0.95:  # shim banner
-        return [f"[LumeMetalCapabilities] Enabled for llama-server (appleFamilyMax=1009 maxThreadgroupMemory=65536)"]
+        return ["[LumeMetalCapabilities] Enabled for llama-server (appleFamilyMax=1009 maxThreadgroupMemory=65536)"]
     return [f"time={_ts(rng)} level=INFO source=types.go:130 msg=\"inference compute\" id=0 library=metal variant=\"\" "
             "compute=\"\" driver=0.0 name=\"\" total=\"21.3 GiB\" available=\"21.3 GiB\""]
 

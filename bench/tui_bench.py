@@ -30,7 +30,6 @@ import json
 import os
 import random
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import os
 import shlex
 import sys
@@ -251,7 +250,6 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
     from analyzer.diagnose import diagnose_runs
     from analyzer.remedy import launch as L
     from analyzer.remedy.plan import refusal_for
-    from analyzer.store.queries import load_run
 
     db = _open(opts)
     stock_id = _stock_run(db, run_id, last)

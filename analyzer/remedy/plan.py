@@ -7,7 +7,6 @@ calls build_plan from a worker thread).
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database

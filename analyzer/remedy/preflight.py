@@ -260,7 +260,7 @@ def check_codesign(system: str, runner: Runner, exe: Path) -> Check:
                       "ad-hoc-signed library (it is not signed with the program's team ID)",
                       "use a build without hardened runtime, or an ad-hoc re-signed copy "
                       "(codesign --force --sign - COPY)", command=ent_argv, data=data)
-    return passed("hardened runtime", f"hardened, but entitled to allow-dyld-environment-variables and "
+    return passed("hardened runtime", "hardened, but entitled to allow-dyld-environment-variables and "
                   "disable-library-validation", command=ent_argv, data=data)
 
 

@@ -13,25 +13,10 @@ from analyzer.rules import chips
 if TYPE_CHECKING:
     from analyzer.store.queries import StoredRun
 
-# The same styles and number format as analyzer.report, kept here because
-# importing analyzer.report (rich tables, pydantic models, sqlite-utils) would
-# cost the first screen ~300 ms; tests/tui/test_queries.py checks they agree.
-VERDICT_STYLE = {
-    "capability-downgrade": "bold red",
-    "hardware-limit": "bold magenta",
-    "no-gpu-offload": "bold yellow",
-    "virtualization-overhead": "bold cyan",
-    "healthy": "bold green",
-    "unknown": "dim",
-}
+# Shared with analyzer.report through analyzer.display, which imports nothing
+# heavy (analyzer.report itself would cost the first screen ~300 ms).
+from analyzer.display import VERDICT_STYLE, fmt_tps  # noqa: E402,F401
 
-
-def fmt_tps(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if math.isinf(value):
-        return "inf"
-    return f"{value:,.2f}"
 
 TimeFormat = Callable[[str], str]
 

@@ -21,13 +21,7 @@ from analyzer.store.queries import StoredRun, load_run
 from analyzer.tui.messages import CompareLoaded
 from analyzer.tui.model import VERDICT_STYLE, bar, fmt_tps, short, source_name
 
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
+from analyzer.display import cell as _cell  # noqa: E402
 
 
 def _env(run: StoredRun) -> str | None:
