@@ -64,16 +64,19 @@ def _inferred_capabilities(v: RunView) -> Finding | None:
 # hardware-limit: never fixable
 # ---------------------------------------------------------------------------
 
+# GPUs of Intel Macs: Metal runs on them, Apple families do not.
+MAC_DISCRETE = frozenset({"amd", "intel", "nvidia"})
+
 _DO_NOT_FORCE = ("Do not force capabilities with a shim here: this GPU really lacks the features, and forcing "
                  "simdgroup kernels would give wrong results or crashes.")
 
 
 def _non_apple_gpu(v: RunView) -> Finding | None:
-    if not v.is_metal or not ({"amd", "intel"} & v.vendors):
+    if not v.is_metal or not (MAC_DISCRETE & v.vendors):
         return None
-    kind = "AMD" if "amd" in v.vendors else "Intel"
-    return finding(f"{kind} GPU on an Intel Mac: it supports Metal3 but not Apple7, so llama.cpp rightly runs without "
-                   f"simdgroup matrix multiply. " + _DO_NOT_FORCE,
+    kind = "AMD" if "amd" in v.vendors else "NVIDIA" if "nvidia" in v.vendors else "Intel"
+    return finding(f"{kind} GPU on an Intel Mac: it is not an Apple GPU and has no Apple7 family, so llama.cpp rightly "
+                   f"runs without simdgroup matrix multiply. " + _DO_NOT_FORCE,
                    v.lines("metal.device", "sysprof.chipset", "bench.device", "metal.flag", "metal.family", limit=4))
 
 
@@ -176,7 +179,7 @@ def _downgrade_symptoms(v: RunView) -> Finding | None:
     f = v.facts
     if v.facts.metal_era is not None and v.caps.simdgroup_reduction is not None:
         return None  # the block is there: _paravirtual_clamp decides
-    if {"amd", "intel"} & v.vendors:
+    if MAC_DISCRETE & v.vendors:
         return None
     if f.unsupported_ops:
         return finding(f"Metal rejected op(s) {', '.join(f.unsupported_ops)} as unsupported: the device reports no "
@@ -350,7 +353,7 @@ def _healthy(v: RunView) -> Finding | None:
     if not v.gpu_offload:
         return None
     f = v.facts
-    if v.is_metal and v.full_caps and not ({"amd", "intel"} & v.vendors):
+    if v.is_metal and v.full_caps and not (MAC_DISCRETE & v.vendors):
         return finding("Full capabilities: simdgroup reduction and matrix multiply are on.",
                        v.lines("metal.flag", contains="simdgroup", limit=2) or v.lines("metal.family", limit=1))
     if f.cuda_devices or (f.vulkan_devices and "software" not in v.vendors):

@@ -135,6 +135,8 @@ class RunView:
         """(True, how we know) only on positive evidence."""
         if self.intel_host:
             return False, "the host is an Intel Mac"
+        if {"amd", "intel", "nvidia"} & self.vendors:
+            return False, "the log names an Intel-Mac GPU (AMD, Intel or NVIDIA)"
         fam = self.host_family
         if fam is not None:
             return True, f"the guest names its host chip, {self.host_chip}"

@@ -1,4 +1,4 @@
-"""Safety property: no input whose GPU is AMD, Intel, or a VM on an Intel host
+"""Safety property: no input whose GPU is AMD, Intel, NVIDIA (Intel Macs), or a VM on an Intel host
 is ever reported fixable, whatever else the log says (downgrade symptoms,
 shim banners, Apple5 families, flags off, llama-bench rows, any era, any
 order, any wrapping)."""
@@ -19,7 +19,8 @@ from analyzer.store import open_db
 import io
 
 AMD_INTEL = ["AMD Radeon Pro 5500M", "AMD Radeon Pro W6800", "AMD Radeon RX 580", "Intel(R) UHD Graphics 630",
-             "Intel(R) Iris(TM) Plus Graphics", "Intel Iris Pro Graphics", "AMD FirePro D700"]
+             "Intel(R) Iris(TM) Plus Graphics", "Intel Iris Pro Graphics", "AMD FirePro D700",
+             "NVIDIA GeForce GT 750M"]
 INTEL_CPUS = ["Intel(R) Core(TM) i9-9980HK CPU @ 2.40GHz", "Intel(R) Xeon(R) W-3245 CPU @ 3.20GHz",
               "Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz"]
 FUNCS = ["ggml_metal_init", "ggml_metal_device_init"]

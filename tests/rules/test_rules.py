@@ -51,6 +51,7 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("metal/m2-2024-10-amd-egpu-intel-mac.log",), "hardware-limit", False),
         (("metal/m3-2025-03-intel-iris.log",), "hardware-limit", False),
         (("probe/system-profiler-intel-amd.txt",), "hardware-limit", False),
+        (("rules/nvidia-kepler-imac.log",), "hardware-limit", False),
     ],
     "old-apple-gpu": [
         (("rules/old-apple-a12z-dtk.log",), "hardware-limit", False),
