@@ -105,6 +105,11 @@ def render_run(out: Console, run: StoredRun, *, max_evidence: int = 10) -> None:
                 out.print(Text(f"  {fnd['severity']}: ", style="yellow") + Text(fnd["message"]))
     for line in facts_lines(run):
         out.print("  " + line, style="dim" if diag else "")
+    paired = diag.get("paired")
+    if paired:
+        parts = [f"{t['test']} {t['ratio']:.1%} ({t['per_token_s'] * 1000:+.2f} ms/token)" for t in paired["tests"][:4]]
+        out.print(f"  vs bare-metal run {paired['run']} of the same model: " + ", ".join(parts),
+                  style="dim" if diag.get("verdict") != "virtualization-overhead" else "")
     evidence = _evidence_for(run, diag)
     if evidence:
         out.print("  evidence:")

@@ -131,3 +131,10 @@ def test_a_reader_that_goes_away_is_not_a_fail_on_hit(tmp_path):
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141  # 128 + SIGPIPE, never 1 (a --fail-on hit)
     assert b"Traceback" not in err
+
+
+def test_report_pairs_a_guest_with_the_bare_metal_run_of_its_model(tmp_path):
+    db = tmp_path / "pair.db"
+    run_capscan("ingest", str(FIX / "metal/m4-2026-08-host-m1-ultra.log"), db=db, check=True)
+    out = run_capscan(input=STOCK.read_bytes(), db=db, check=True).stdout.decode()
+    assert "vs bare-metal run 1 of the same model: pp512 8.9% (+2.11 ms/token), tg128 4.4% (+75.69 ms/token)" in out

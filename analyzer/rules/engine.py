@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from analyzer.rules import chips
-from analyzer.rules.catalog import RULES
+from analyzer.compare import per_token_cost
+from analyzer.rules.catalog import RULES, _baseline
 from analyzer.rules.view import RunView
 
 RULES_VERSION = "1"
@@ -66,8 +67,25 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None, findings),
         "findings": findings,
         "next_steps": next_steps(view, verdict, fixable, why_fixable),
+        "paired": paired_with_bare_metal(view),
         "rules_version": RULES_VERSION,
     }
+
+
+def paired_with_bare_metal(view: RunView) -> dict[str, Any] | None:
+    """A VM run paired with the bare-metal run of the same model: per shared
+    test, the ratio and the per-token cost 1/vm - 1/host."""
+    if view.environment != "vm":
+        return None
+    found = _baseline(view)
+    if found is None:
+        return None
+    peer = found[0]
+    mine = view.best()
+    tests = [{"test": t, "tok_s": mine[t], "baseline_tok_s": peer.throughput[t], "ratio": mine[t] / peer.throughput[t],
+              "per_token_s": per_token_cost(mine[t], peer.throughput[t])}
+             for t in mine if t in peer.throughput and peer.throughput[t] > 0 and mine[t] > 0]
+    return {"run": peer.id, "tests": tests} if tests else None
 
 
 def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | None:
