@@ -219,7 +219,7 @@ def _gap_to_host(v: RunView) -> Finding | None:
         return None
     if v.caps.simdgroup_reduction is not None or not v.gpu_offload:
         return None
-    base = _baseline(v)
+    base = bare_metal_baseline(v)
     if base is None:
         return None
     peer, test, ratio = base
@@ -234,7 +234,7 @@ def _near_bare_metal(v: RunView) -> Finding | None:
     """The family is not shown, but the speed says the clamp is not there."""
     if v.environment != "vm" or not v.paravirtual or v.caps.simdgroup_reduction is not None or not v.gpu_offload:
         return None
-    base = _baseline(v)
+    base = bare_metal_baseline(v)
     if base is None or base[2] < 0.5:
         return None
     peer, test, ratio = base
@@ -312,7 +312,7 @@ def _venus(v: RunView) -> Finding | None:
 # ---------------------------------------------------------------------------
 
 
-def _baseline(v: RunView):
+def bare_metal_baseline(v: RunView):
     """The closest bare-metal run of the same model with full capabilities:
     (peer, test, my_tok_s / its_tok_s) on the first shared test."""
     mine = v.best()
@@ -334,7 +334,7 @@ def _virtualization_overhead(v: RunView) -> Finding | None:
         return None
     if not (v.full_caps or (v.remedied and v.full_caps is not False) or "venus" in v.vendors or not v.gates_on_family):
         return None
-    base = _baseline(v)
+    base = bare_metal_baseline(v)
     if base is None:
         return None
     peer, test, ratio = base

@@ -12,7 +12,7 @@ from typing import Any
 
 from analyzer.rules import chips
 from analyzer.compare import per_token_cost
-from analyzer.rules.catalog import RULES, _baseline
+from analyzer.rules.catalog import RULES, bare_metal_baseline
 from analyzer.rules.view import RunView
 
 RULES_VERSION = "1"
@@ -77,7 +77,7 @@ def paired_with_bare_metal(view: RunView) -> dict[str, Any] | None:
     test, the ratio and the per-token cost 1/vm - 1/host."""
     if view.environment != "vm":
         return None
-    found = _baseline(view)
+    found = bare_metal_baseline(view)
     if found is None:
         return None
     peer = found[0]
