@@ -60,54 +60,27 @@ def _float(value: Any) -> float | None:
 
 
 def row_from_fields(fields: dict[str, Any], fmt: str) -> dict | None:
-    """Map one llama-bench record (any era, any serialisation) to a bench row.
+    """Map one llama-bench record (any era, any serialisation) to a bench row:
+    its measurement plus its configuration."""
+    m = _measurement(fields)
+    return None if m is None else _row(_configuration(fields, fmt), m)
 
-    Runs once per row of files that hold a million: JSON values arrive typed,
-    so the type checks come first and conversion only for CSV/SQL strings."""
+
+def _configuration(fields: dict[str, Any], fmt: str) -> dict[str, Any]:
+    """The row fields that come from the benchmark's configuration, not its measurement."""
     get = fields.get
-    tok_s = get("avg_ts")
-    if type(tok_s) is not float:
-        tok_s = _float(tok_s)
-    n_prompt = get("n_prompt")
-    if type(n_prompt) is not int:
-        n_prompt = _int(n_prompt)
-    n_gen = get("n_gen")
-    if type(n_gen) is not int:
-        n_gen = _int(n_gen)
-    n_depth = get("n_depth")
-    if type(n_depth) is not int:
-        n_depth = _int(n_depth)
-    test = test_name(n_prompt, n_gen, n_depth)
-    if tok_s is None or test is None:
-        return None
     backend = get("backends")
     if not backend:
         backend = next((label for key, label in _OLD_BACKEND_COLUMNS if _truthy(get(key, False))), "CPU")
-    stddev = get("stddev_ts")
-    if type(stddev) is not float:
-        stddev = _float(stddev)
+    backend = str(backend)
     ngl = get("n_gpu_layers")
     if type(ngl) is not int:
         ngl = _int(ngl)
     cpu_info, gpu_info, commit = get("cpu_info") or None, get("gpu_info") or None, get("build_commit") or None
-    backend = str(backend)
-    return {
-        "format": fmt,
-        "test": test,
-        "n_prompt": n_prompt,
-        "n_gen": n_gen,
-        "n_depth": n_depth,
-        "tok_s": tok_s,
-        "stddev": stddev,
-        "model": get("model_type") or None,
-        "backend": backend,
-        "cpu_info": cpu_info,
-        "gpu_info": gpu_info,
-        "n_gpu_layers": ngl,
-        "build_commit": commit,
-        # what makes two rows the same benchmark (see assembly: rows with another key start a run)
-        "key": (cpu_info, gpu_info, backend, commit),
-    }
+    return {"format": fmt, "model": get("model_type") or None, "backend": backend, "cpu_info": cpu_info,
+            "gpu_info": gpu_info, "n_gpu_layers": ngl, "build_commit": commit,
+            # what makes two rows the same benchmark (see assembly: rows with another key start a run)
+            "key": (cpu_info, gpu_info, backend, commit)}
 
 
 JSONL_PREFIX = b'{"build_commit"'
@@ -155,18 +128,20 @@ class JsonlRows:
             return None
         if not isinstance(obj, dict):
             return None
-        row = row_from_fields(obj, "jsonl")
-        if row is not None and cut > 0:
-            self._prefix = raw[:cut]
-            self._config = {k: row[k] for k in _CONFIG_KEYS}
-        return row
-
-
-_CONFIG_KEYS = ("format", "model", "backend", "cpu_info", "gpu_info", "n_gpu_layers", "build_commit", "key")
+        m = _measurement(obj)
+        if m is None:
+            return None
+        config = _configuration(obj, "jsonl")
+        if cut > 0:
+            self._prefix, self._config = raw[:cut], config
+        return _row(config, m)
 
 
 def _measurement(tail: dict[str, Any]) -> tuple | None:
-    """(test, tok_s, stddev, n_prompt, n_gen, n_depth) from a row's measured fields."""
+    """(test, tok_s, stddev, n_prompt, n_gen, n_depth) from a row's measured fields.
+
+    Runs once per row of files that hold a million: JSON values arrive typed,
+    so the type checks come first and conversion only for CSV/SQL strings."""
     get = tail.get
     tok_s = get("avg_ts")
     if type(tok_s) is not float:
@@ -190,7 +165,7 @@ def _measurement(tail: dict[str, Any]) -> tuple | None:
 def _row(config: dict[str, Any], m: tuple) -> dict:
     """A bench row from a configuration and one measurement."""
     test, tok_s, stddev, n_prompt, n_gen, n_depth = m
-    return {"format": "jsonl", "test": test, "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth, "tok_s": tok_s,
+    return {"format": config["format"], "test": test, "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth, "tok_s": tok_s,
             "stddev": stddev, "model": config["model"], "backend": config["backend"], "cpu_info": config["cpu_info"],
             "gpu_info": config["gpu_info"], "n_gpu_layers": config["n_gpu_layers"],
             "build_commit": config["build_commit"], "key": config["key"]}
