@@ -96,25 +96,17 @@ class RunBuilder:
             self._ev_counts[ev.kind] += 1
 
     def add_throughput(self, tp: Throughput) -> None:
-        if not math.isfinite(tp.tok_s):
-            return  # 'inf tokens per second' (0 ms measured) is not a rate
-        self.pending.append(tp)
-        self.throughput_count += 1
-        group = (tp.model, tp.test, tp.kind)
-        series = self._series.get(group)
-        if series is None:
-            self._series[group] = (array("d", (tp.tok_s,)), tp.line, tp.stddev)
-        else:
-            series[0].append(tp.tok_s)
+        self.add_many((tp,))
 
-    def add_many(self, tps: list[Throughput]) -> None:
-        """add_throughput for rows of one (model, kind): the same, with fewer lookups."""
+    def add_many(self, tps) -> None:
+        """Record measured speeds (the store gets them at the next spill) and keep
+        each (model, test, kind)'s series for the run's summary."""
         series = self._series
         pending = self.pending
         isfinite = math.isfinite
         for tp in tps:
             if not isfinite(tp.tok_s):
-                continue
+                continue  # 'inf tokens per second' (0 ms measured) is not a rate
             pending.append(tp)
             self.throughput_count += 1
             group = (tp.model, tp.test, tp.kind)
