@@ -5,6 +5,10 @@ NSLog prefixes, LM Studio and ollama framing, JSON log callbacks, ``> ``
 quoting, stray backticks, ANSI colour codes and CRLF endings. This module
 turns such a line back into the text the program printed, and remembers the
 process name when a prefix names one.
+
+Every line leaves here cleaned of escape sequences, control and bidi
+characters (``analyzer.safe_text``): before the JSON callback is decoded, and
+again after, since ``\u001b`` inside a JSON string only becomes an ESC then.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+from analyzer.safe_text import clean
 
 # Prefixes, tried repeatedly at the start of the line (they can stack).
 _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -47,7 +51,7 @@ def _unwrap_json(line: str) -> str | None:
         return None  # data objects, handled by their own formats
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: arrays nested 100,000 deep
         return None
     if not isinstance(obj, dict):
         return None
@@ -63,14 +67,11 @@ def normalize(raw: str) -> tuple[list[str], str | None]:
 
     A JSON callback's text can hold several lines; everything else yields one.
     """
-    line = raw.rstrip("\r\n")
-    if "\x1b" in line:
-        line = _ANSI.sub("", line)
-    line = line.strip()
+    line = clean(raw.rstrip("\r\n")).strip()
     proc: str | None = None
     inner = _unwrap_json(line)
     if inner is not None:
-        return [part for part in (_strip_prefixes(p)[0] for p in inner.splitlines()) if part], None
+        return [part for part in (_strip_prefixes(clean(p))[0] for p in inner.splitlines()) if part], None
     line, proc = _strip_prefixes(line)
     return ([line] if line else []), proc
 
