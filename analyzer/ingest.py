@@ -25,6 +25,7 @@ class IngestResult:
     recognised: int = 0
     unrecognised: int = 0
     overlong: int = 0
+    rejected: int = 0  # records skipped at the parser boundary (wrong types, impossible values)
     size: int = 0
 
     @property
@@ -66,6 +67,7 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
         result.lines = scanner.stats.lines
         result.recognised, result.unrecognised = dispatcher.recognised, dispatcher.unrecognised
         result.overlong, result.size = scanner.stats.overlong, source.size
+        result.rejected = dispatcher.rejected
         dup = writer.duplicate_of(source.sha256)
         if dup is not None and not force:
             writer.rollback()

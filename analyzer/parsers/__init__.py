@@ -1,6 +1,11 @@
 """Every recognised input format, and the dispatcher that turns prefiltered
 lines into events.
 
+A line whose record has the wrong types or impossible values (``Rejected``,
+or a decoder's own error on hostile input: JSON nested 100,000 deep, a number
+of 400 digits) is skipped and counted in ``rejected``; it never stops the
+source and never reaches the store.
+
 The union of the formats' literals is the prefilter: a line that contains
 none of them never reaches a regex (see ``analyzer.scanner``).
 """
@@ -8,7 +13,7 @@ none of them never reaches a regex (see ``analyzer.scanner``).
 from __future__ import annotations
 
 from analyzer.normalize import normalize
-from analyzer.parsers.base import Collector, Event, Format
+from analyzer.parsers.base import Collector, Event, Format, Rejected
 from analyzer.parsers.bench import BENCH, JSONL_PREFIX, JsonlRows
 from analyzer.parsers.gpu_backends import CUDA, VULKAN
 from analyzer.parsers.metal import METAL
@@ -21,7 +26,10 @@ FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, BENCH, TIMINGS, PROBE
 LITERALS: tuple[str, ...] = tuple(dict.fromkeys(lit for fmt in FORMATS for lit in fmt.literals))
 LITERAL_BYTES: tuple[bytes, ...] = tuple(lit.encode() for lit in LITERALS)
 
-__all__ = ["Dispatcher", "Event", "FORMATS", "LITERALS", "LITERAL_BYTES"]
+__all__ = ["Dispatcher", "Event", "FORMATS", "LITERALS", "LITERAL_BYTES", "Rejected"]
+
+# What hostile input makes a parser raise: a bad record is skipped and counted, never a traceback.
+BAD_RECORD = (ValueError, TypeError, OverflowError, RecursionError, UnicodeError)
 
 
 class Dispatcher:
@@ -31,6 +39,7 @@ class Dispatcher:
         self.collector: Collector | None = None
         self.recognised = 0
         self.unrecognised = 0
+        self.rejected = 0  # records skipped for wrong types or impossible values
         self._last_proc: str | None = None
         self._jsonl = JsonlRows()
 
@@ -40,7 +49,11 @@ class Dispatcher:
 
     def feed(self, line_no: int, raw: bytes) -> list[Event]:
         if self.collector is None and raw.startswith(JSONL_PREFIX):
-            row = self._jsonl.row(raw)
+            try:
+                row = self._jsonl.row(raw)
+            except BAD_RECORD:
+                self.rejected += 1
+                return []
             if row is not None:
                 self.recognised += 1
                 return [Event("bench.row", line_no, "", row)]
@@ -51,7 +64,12 @@ class Dispatcher:
             events.append(Event("hint.process", line_no, "", {"name": proc}))
         for text in texts:
             if self.collector is not None:
-                got = self.collector.feed(line_no, text)
+                try:
+                    got = self.collector.feed(line_no, text)
+                except BAD_RECORD:
+                    self.rejected += 1  # the block's record is dropped, the line with it
+                    self.collector = None
+                    continue
                 if got is not None:
                     for ev in got:
                         if not ev.text:
@@ -62,7 +80,12 @@ class Dispatcher:
                 events.extend(self.collector.finish())
                 self.collector = None
             before = len(events)
-            self._dispatch(line_no, text, events)
+            try:
+                self._dispatch(line_no, text, events)
+            except BAD_RECORD:
+                self.rejected += 1
+                del events[before:]
+                continue
             if len(events) > before:
                 self.recognised += 1
             else:

@@ -17,6 +17,33 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from analyzer.safe_text import clean
+
+
+class Rejected(ValueError):
+    """A line that is recognisably a record of some format, whose fields have
+    the wrong types or impossible values (a ``cpu_info`` that is a list, an
+    integer SQLite cannot hold). The dispatcher skips it and counts it, so one
+    bad row never reaches the store."""
+
+
+SQLITE_INT_MAX = 2**63 - 1
+
+
+def fits_sqlite(value: int | None) -> bool:
+    return value is None or -SQLITE_INT_MAX - 1 <= value <= SQLITE_INT_MAX
+
+
+def text_field(obj: dict[str, Any], key: str) -> str | None:
+    """A string field of a decoded JSON/CSV/SQL record, cleaned for storage and
+    display; absent, null or empty is None; any other type rejects the record."""
+    value = obj.get(key)
+    if value is None or value == "":
+        return None
+    if type(value) is not str:
+        raise Rejected(f"{key} is a {type(value).__name__}, not a string")
+    return clean(value).strip() or None
+
 
 @dataclass(slots=True)
 class Event:
@@ -128,9 +155,11 @@ def to_float(value: str | None) -> float | None:
 
 
 def to_int(value: str | None) -> int | None:
+    """An integer as printed; None when it is not one, or too large for SQLite to store."""
     if value is None:
         return None
     try:
-        return int(value.strip(), 0) if value.strip().lower().startswith("0x") else int(value.strip())
+        n = int(value.strip(), 0) if value.strip().lower().startswith("0x") else int(value.strip())
     except ValueError:
         return None
+    return n if fits_sqlite(n) else None

@@ -10,7 +10,8 @@ import json
 import re
 from typing import Any
 
-from analyzer.parsers.base import Event, Format, Pattern, Sample, rx, to_float, to_int
+from analyzer.parsers.base import (Event, Format, Pattern, Rejected, Sample, fits_sqlite, rx, text_field, to_float,
+                                   to_int)
 
 try:  # orjson parses a llama-bench row three times faster than json (2.8 vs 9.8 us for 1.2 KB)
     from orjson import loads as _loads
@@ -52,8 +53,13 @@ def _int(value: Any) -> int | None:
 
 
 def _float(value: Any) -> float | None:
-    if type(value) is float or type(value) is int:
-        return float(value)
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:  # an integer of 400 digits
+            raise Rejected("a number too large for a float") from None
     if value is None or value == "" or isinstance(value, bool):
         return None
     return to_float(str(value))
@@ -67,17 +73,22 @@ def row_from_fields(fields: dict[str, Any], fmt: str) -> dict | None:
 
 
 def _configuration(fields: dict[str, Any], fmt: str) -> dict[str, Any]:
-    """The row fields that come from the benchmark's configuration, not its measurement."""
-    get = fields.get
-    backend = get("backends")
-    if not backend:
+    """The row fields that come from the benchmark's configuration, not its measurement.
+
+    Type-checked here, at the parser boundary: a text field that is a number,
+    bool, list or object rejects the row (``Rejected``), so it is never stored."""
+    backend = text_field(fields, "backends")
+    if backend is None:
+        get = fields.get
         backend = next((label for key, label in _OLD_BACKEND_COLUMNS if _truthy(get(key, False))), "CPU")
-    backend = str(backend)
-    ngl = get("n_gpu_layers")
+    ngl = fields.get("n_gpu_layers")
     if type(ngl) is not int:
         ngl = _int(ngl)
-    cpu_info, gpu_info, commit = get("cpu_info") or None, get("gpu_info") or None, get("build_commit") or None
-    return {"format": fmt, "model": get("model_type") or None, "backend": backend, "cpu_info": cpu_info,
+    if not fits_sqlite(ngl):
+        raise Rejected("n_gpu_layers out of range")
+    cpu_info, gpu_info = text_field(fields, "cpu_info"), text_field(fields, "gpu_info")
+    commit, model = text_field(fields, "build_commit"), text_field(fields, "model_type")
+    return {"format": fmt, "model": model, "backend": backend, "cpu_info": cpu_info,
             "gpu_info": gpu_info, "n_gpu_layers": ngl, "build_commit": commit,
             # what makes two rows the same benchmark (see assembly: rows with another key start a run)
             "key": (cpu_info, gpu_info, backend, commit)}
@@ -113,9 +124,9 @@ class JsonlRows:
             return None
         try:
             tail = _loads(b"{" + raw[len(prefix):])
-        except ValueError:
+            return _measurement(tail) if isinstance(tail, dict) else None
+        except ValueError:  # not JSON, or Rejected: the full path (``row``) counts it
             return None
-        return _measurement(tail) if isinstance(tail, dict) else None
 
     def row(self, raw: bytes) -> dict | None:
         m = self.measure(raw)
@@ -125,7 +136,7 @@ class JsonlRows:
         try:
             obj = _loads(raw)
         except ValueError:
-            return None
+            return None  # not JSON (a line cut off): the text path decides
         if not isinstance(obj, dict):
             return None
         m = _measurement(obj)
@@ -153,6 +164,8 @@ def _measurement(tail: dict[str, Any]) -> tuple | None:
         n_gen = _int(n_gen)
     if type(n_depth) is not int:
         n_depth = _int(n_depth)
+    if not (fits_sqlite(n_prompt) and fits_sqlite(n_gen) and fits_sqlite(n_depth)):
+        raise Rejected("a token count too large to store")
     test = test_name(n_prompt, n_gen, n_depth)
     if tok_s is None or test is None:
         return None
@@ -178,7 +191,9 @@ def _json_row(m: re.Match) -> dict | None:
     try:
         obj = _loads(m.group(0).rstrip(","))
     except ValueError:
-        return None
+        # a whole {...} row that does not decode: a lone surrogate, an integer
+        # beyond 64 bits, nesting too deep (orjson refuses all three)
+        raise Rejected("a llama-bench JSON row that does not decode") from None
     if not isinstance(obj, dict):
         return None
     return row_from_fields(obj, "jsonl")
@@ -208,6 +223,8 @@ class _JsonObjectCollector:
         body = "\n".join(self.lines).rstrip().rstrip(",")
         try:
             obj = json.loads("{" + body + "}")
+        except RecursionError:
+            raise Rejected("JSON nested too deep") from None
         except ValueError:
             return None
         return row_from_fields(obj, "json")
@@ -312,12 +329,15 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
     p = re.match(r"^pp(\d+)", test)
     g = re.search(r"tg(\d+)", test)
     d = re.search(r"@ d(\d+)", test)
+    n_prompt, n_gen, n_depth = to_int(p.group(1)) if p else 0, to_int(g.group(1)) if g else 0, to_int(d.group(1)) if d else None
+    if n_prompt is None or n_gen is None or (d and n_depth is None):
+        return None  # a token count too large to store
     return {
         "format": "md",
         "test": test,
-        "n_prompt": int(p.group(1)) if p else 0,
-        "n_gen": int(g.group(1)) if g else 0,
-        "n_depth": int(d.group(1)) if d else None,
+        "n_prompt": n_prompt,
+        "n_gen": n_gen,
+        "n_depth": n_depth,
         "tok_s": to_float(m.group(1)),
         "stddev": to_float(m.group(2)),
         "model": rec.get("model") or None,

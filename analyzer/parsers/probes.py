@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from analyzer.parsers.base import Event, Format, Pattern, Sample, rx, to_bool, to_int
+from analyzer.parsers.base import Event, Format, Pattern, Rejected, Sample, fits_sqlite, rx, text_field, to_bool, to_int
 
 _KV = re.compile(r"^(?P<key>[a-z_][\w.]*)=(?P<value>.*)$")
 
@@ -72,29 +72,38 @@ class _FourLineProbeCollector:
         return []
 
 
+def _int_field(obj: dict, key: str) -> int | None:
+    """An integer field of a probe's JSON (not a bool, and storable); else None."""
+    value = obj.get(key)
+    return value if type(value) is int and fits_sqlite(value) else None
+
+
 def _probe_json(m: re.Match) -> dict | None:
     try:
         obj = json.loads(m.group(0))
+    except RecursionError:
+        raise Rejected("JSON nested too deep") from None
     except ValueError:
         return None
     if not isinstance(obj, dict) or "device" not in obj:
         return None
-    out: dict = {"name": obj.get("device"), "families": {}}
+    # The device and probe names are shown and stored: strings, cleaned, or the record is rejected.
+    out: dict = {"name": text_field(obj, "device"), "families": {}}
     sf = obj.get("supports_family")
     if isinstance(sf, dict):  # capscan-probe --json
-        out["probe"] = obj.get("probe", "capscan-probe")
+        out["probe"] = text_field(obj, "probe") or "capscan-probe"
         for code, val in sf.items():
             c = to_int(str(code))
             if c is not None and isinstance(val, bool):
                 out["families"][c] = val
-    elif isinstance(sf, bool) and isinstance(obj.get("family"), int):  # anka-gpu-probe
+    elif isinstance(sf, bool) and _int_field(obj, "family") is not None:  # anka-gpu-probe
         out["probe"] = "anka-gpu-probe"
         out["families"][obj["family"]] = sf
     else:
         return None
-    if isinstance(obj.get("max_threadgroup_memory"), int):
+    if _int_field(obj, "max_threadgroup_memory") is not None:
         out["threadgroup_memory"] = obj["max_threadgroup_memory"]
-    if isinstance(obj.get("recommended_max_working_set_size"), int):
+    if _int_field(obj, "recommended_max_working_set_size") is not None:
         out["working_set_mb"] = round(obj["recommended_max_working_set_size"] / 1e6, 2)
     if isinstance(obj.get("has_unified_memory"), bool):
         out["unified_memory"] = obj["has_unified_memory"]

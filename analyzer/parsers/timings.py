@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from analyzer.parsers.base import Format, Pattern, Sample, rx, to_float, to_int
+from analyzer.parsers.base import Format, Pattern, Sample, fits_sqlite, rx, to_float, to_int
 
 _NUM = r"[-\d.,]+|inf|-?nan"
 
@@ -48,18 +48,20 @@ def _server_timings(m: re.Match) -> dict | None:
     """A one-line llama-server JSON ``"timings":{...}`` object: both rates and their token counts."""
     try:
         obj = json.loads("{" + m.group("body") + "}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None
 
     def num(key: str) -> float | None:
         v = obj.get(key)
+        if type(v) is int and not fits_sqlite(v):
+            return None
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
     def count(key: str) -> int | None:
         v = obj.get(key)
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return v if type(v) is int and fits_sqlite(v) else None
 
     p, g = num("prompt_per_second"), num("predicted_per_second")
     if p is None and g is None:
