@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from typing import Iterable
+from typing import Callable, Iterable
 
 from sqlite_utils import Database
 
@@ -25,7 +25,7 @@ def view_of(run: StoredRun, peers: list[Peer] | None = None) -> RunView:
     return RunView(id=run.id, facts=run.facts, throughput=run.throughput, evidence=run.evidence, peers=peers or [])
 
 
-def _peers(db: Database, run: StoredRun, cache: dict[int, Peer],
+def _peers(db: Database, run: StoredRun, cache: dict[int, Peer | None],
            loaded: dict[int, StoredRun] | None = None) -> list[Peer]:
     if not run.facts.model:
         return []
@@ -38,15 +38,57 @@ def _peers(db: Database, run: StoredRun, cache: dict[int, Peer],
             other = (loaded or {}).get(rid) or load_run(db, rid)
             if other is None:
                 continue
-            cache[rid] = view_of(other).peer()
-        out.append(cache[rid])
+            cache[rid] = _peer_of(other)
+        if cache[rid] is not None:
+            out.append(cache[rid])
     return out
+
+
+def _peer_of(run: StoredRun) -> Peer | None:
+    """A run as another run's baseline; None when it cannot serve as one (it did not load whole)."""
+    if run.load_error:
+        return None
+    try:
+        return view_of(run).peer()
+    except Exception:  # noqa: BLE001 - a broken peer is left out, it never blocks the run being diagnosed
+        return None
+
+
+def internal_error(run: StoredRun, exc: BaseException | str) -> dict:
+    """The diagnosis of a run that cannot be diagnosed: unknown, with an
+    "internal error" finding saying why. It never blocks the other runs."""
+    why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    why = " ".join(why.split())[:300]
+    message = (f"internal error: capscan could not diagnose this run ({why}), so its verdict is unknown. "
+               "The other runs are not affected; please report this with the log.")
+    return {
+        "verdict": "unknown", "fixable": False, "fixable_reason": None, "confidence": None, "environment": None,
+        "host_chip": None, "host_family": None, "capabilities": {}, "capabilities_inferred": [],
+        "summary": message,
+        "findings": [{"rule": "internal-error", "severity": "error", "message": message, "evidence": []}],
+        "next_steps": [f"Ingest the log again with the current capscan (`capscan ingest --force PATH`); "
+                       f"`capscan show {run.id} --json` shows what is stored."],
+        "paired": None, "rules_version": RULES_VERSION,
+    }
+
+
+def _diagnose_one(db: Database, run: StoredRun, peers: Callable[[], list[Peer]]) -> dict:
+    """The rules' diagnosis of one run, or ``internal_error`` when the run
+    cannot be diagnosed (it did not load whole, or a rule failed on it)."""
+    if run.load_error:
+        return internal_error(run, run.load_error)
+    try:
+        diag = diagnose(view_of(run, peers()))
+        json.dumps(diag)  # what is stored must serialise
+        return diag
+    except Exception as exc:  # noqa: BLE001 - one run's failure must not stop the others
+        return internal_error(run, exc)
 
 
 def diagnose_stored_run(db: Database, run: StoredRun) -> dict:
     """Diagnose one loaded run in memory, with its stored peers; writes nothing
     (for readers such as the remedy plan)."""
-    return diagnose(view_of(run, _peers(db, run, {})))
+    return _diagnose_one(db, run, lambda: _peers(db, run, {}))
 
 
 def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool = False) -> list[StoredRun]:
@@ -72,7 +114,7 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
     return out
 
 
-def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer]) -> list[StoredRun]:
+def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer | None]) -> list[StoredRun]:
     out, rows = [], []
     # Load each run once: the runs of one input are usually each other's peers.
     loaded = {rid: run for rid in ids if (run := load_run(db, rid)) is not None}
@@ -80,9 +122,11 @@ def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer]) ->
         run = loaded.get(rid)
         if run is None:
             continue
-        diag = diagnose(view_of(run, _peers(db, run, cache, loaded)))
-        run.diagnosis = diag
-        _attach_prediction(db, run)
+        run.diagnosis = _diagnose_one(db, run, lambda run=run: _peers(db, run, cache, loaded))
+        try:
+            _attach_prediction(db, run)
+        except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
+            run.diagnosis.pop("prediction", None)
         out.append(run)
         rows.append(_row(run))
     _store(db, rows)
@@ -143,6 +187,8 @@ def _attach_prediction(db: Database, run: StoredRun) -> None:
         if not costs:
             continue
         cost = statistics.median(c for _, c in costs)
+        if 1.0 / host_tok_s + cost <= 0:
+            continue  # a guest measured faster than its host: no sensible prediction
         preds.append({"test": test, "host_tok_s": host_tok_s, "per_token_s": cost,
                       "predicted_tok_s": predict_tok_s(host_tok_s, cost), "from_models": [m for m, _ in costs]})
     if preds:

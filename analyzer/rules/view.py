@@ -7,6 +7,8 @@ show enough, and records the lines it relied on.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -258,10 +260,13 @@ class RunView:
         return True
 
     def best(self) -> dict[str, float]:
+        """test -> best tok/s. Only real rates: '0.00 t/s', inf and NaN are not
+        measurements (and a zero would divide every ratio and per-token cost)."""
         out: dict[str, float] = {}
         for t in self.throughput:
-            if t["tok_s"] is not None and t["tok_s"] != float("inf"):
-                out[t["test"]] = max(out.get(t["test"], 0.0), t["tok_s"])
+            v = t["tok_s"]
+            if v is not None and 0 < v < math.inf:
+                out[t["test"]] = max(out.get(t["test"], 0.0), v)
         return out
 
     def peer(self) -> Peer:

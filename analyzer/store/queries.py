@@ -23,6 +23,9 @@ class StoredRun:
     throughput: list[dict[str, Any]] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
     diagnosis: dict[str, Any] | None = None
+    # Why the stored row did not load whole (written by an older capscan, or
+    # damaged): the run is still listed and shown, and diagnosed as unknown.
+    load_error: str | None = None
 
 
 def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
@@ -51,13 +54,28 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    facts = RunFacts.model_validate_json(row[4])
+    errors: list[str] = []
+    try:
+        facts = RunFacts.model_validate_json(row[4])
+    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+        facts = RunFacts(first_line=0, last_line=0)
+        errors.append(f"its stored facts do not load ({type(exc).__name__})")
     summary = facts.throughput_summary
-    ev = [Evidence(line=l, kind=k, text=t) for l, k, t in db.conn.execute(
-        "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
+    try:
+        ev = [Evidence(line=l, kind=k, text=t) for l, k, t in db.conn.execute(
+            "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
+    except ValueError as exc:
+        ev = []
+        errors.append(f"its evidence lines do not load ({type(exc).__name__})")
     diag = db.conn.execute("SELECT report FROM diagnoses WHERE run_id = ?", (run_id,)).fetchone()
-    return StoredRun(id=row[0], source_id=row[1], source=row[2], created_at=row[3], facts=facts,
-                     throughput=summary if summary is not None else _throughput(db, run_id), evidence=ev, diagnosis=json.loads(diag[0]) if diag else None)
+    try:
+        diagnosis = json.loads(diag[0]) if diag else None
+        diagnosis = diagnosis if isinstance(diagnosis, dict) else None
+    except (ValueError, TypeError, RecursionError):
+        diagnosis = None  # diagnosed again on the next read
+    return StoredRun(id=row[0], source_id=row[1], source=row[2] or "", created_at=row[3] or "", facts=facts,
+                     throughput=summary if summary is not None else _throughput(db, run_id), evidence=ev,
+                     diagnosis=diagnosis, load_error="; ".join(errors) or None)
 
 
 def last_run_id(db: Database) -> int | None:
