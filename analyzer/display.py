@@ -34,3 +34,25 @@ def cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def clean_run(run: Any) -> Any:
+    """A copy of a loaded run (``StoredRun``) with every log-derived string
+    cleaned for a terminal (``analyzer.safe_text``): source, facts, throughput,
+    evidence and diagnosis. For screens that take strings apart before any
+    console sees them (the TUI); runs stored by this capscan are clean already,
+    older databases may not be."""
+    import dataclasses
+
+    from analyzer.models import Evidence, RunFacts
+    from analyzer.safe_text import clean, clean_deep
+
+    facts = run.facts
+    try:
+        facts = RunFacts.model_validate(clean_deep(facts.model_dump()))
+    except ValueError:
+        pass  # cleaning cannot make facts invalid; keep the loaded ones if it somehow did
+    return dataclasses.replace(
+        run, source=clean(run.source or ""), facts=facts, throughput=clean_deep(run.throughput),
+        evidence=[Evidence(line=e.line, kind=clean(e.kind), text=clean(e.text)) for e in run.evidence],
+        diagnosis=clean_deep(run.diagnosis))

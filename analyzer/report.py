@@ -1,7 +1,13 @@
 """Human-readable output: the per-run report, the runs table, the formats list.
 
 Colour only on a terminal, and never when NO_COLOR is set (rich handles both
-when the Console is created with ``force_terminal=None``)."""
+when the Console is created with ``force_terminal=None``).
+
+Log text is hostile (see ``analyzer.safe_text``). The console made here is a
+``SafeConsole``, the output boundary for everything rich prints: it never reads
+markup or emoji codes in what it is given (a device named ``[/]`` or
+``[link=...]`` is printed as written), and every piece of text it renders is
+cleaned of escape sequences, control and bidi characters, whatever built it."""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analyzer.display import VERDICT_STYLE, cell, fmt_tps
+from analyzer.safe_console import SafeConsole
 from analyzer.store.queries import StoredRun
 
 
@@ -20,7 +27,7 @@ from analyzer.store.queries import StoredRun
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
-class _Console(Console):
+class _Console(SafeConsole):
     def on_broken_pipe(self) -> None:
         """The reader went away (`capscan | head`). rich exits 1, which would read as a
         --fail-on hit; exit as a shell reports SIGPIPE instead."""

@@ -4,24 +4,44 @@ Screens: runs (the list, filters, marks), run detail, compare, help. All
 database work happens in thread workers (`analyzer.tui.queries` opens a short
 connection per query); a poll every ``poll_interval`` seconds notices commits
 by other capscan processes and refreshes the list.
+
+Log text is hostile: the app renders rich objects through a ``SafeConsole``
+(no markup read, every segment cleaned) and, as the last step before the
+terminal, a line filter removes any control or bidi character left in any
+widget's output, whatever built it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 import time
 from pathlib import Path
 
-from textual import work
+from rich.segment import Segment
+from textual import constants, work
 from textual.app import App
 from textual.binding import Binding
+from textual.filter import LineFilter
+
+from analyzer.safe_console import SafeConsole
+from analyzer.safe_text import strip_unsafe_chars
 
 from analyzer.tui.messages import DatabaseChanged
 from analyzer.tui.model import TimeFormat, compact
 from analyzer.tui.queries import Store
 
 MAX_MARKS = 3
+
+
+class TerminalSafeFilter(LineFilter):
+    """Every widget's last filter: no ESC, C0/C1 control or bidi character
+    reaches the terminal (they take no cell, so the layout is unchanged)."""
+
+    def apply(self, segments: list[Segment], background) -> list[Segment]:
+        return [seg if seg.control else Segment(strip_unsafe_chars(seg.text), seg.style, seg.control)
+                for seg in segments]
 
 
 class CapscanApp(App[None]):
@@ -38,6 +58,11 @@ class CapscanApp(App[None]):
         """``now`` pins the clock the times are shown against (tests and
         snapshots); ``time_format`` replaces the formatter altogether."""
         super().__init__()
+        # Rich renderables (tables of log text) are rendered without reading markup, and cleaned.
+        environ = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+        self.console = SafeConsole(color_system=constants.COLOR_SYSTEM, file=self.console.file, legacy_windows=False,
+                                   _environ=environ, force_terminal=True, safe_box=False, soft_wrap=False)
+        self._safe_filter = TerminalSafeFilter()
         self.started = time.perf_counter()
         self.db_path = Path(db_path)
         self.store = Store(self.db_path)
@@ -49,6 +74,9 @@ class CapscanApp(App[None]):
         self._token: tuple[int, int, int] | None = None
         self._polling = False
         self.sub_title = self.db_path.name
+
+    def get_line_filters(self):
+        return [*super().get_line_filters(), self._safe_filter]
 
     def on_mount(self) -> None:
         from analyzer.tui.screens.runs import RunsScreen

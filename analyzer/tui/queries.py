@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from analyzer.safe_text import clean
+
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
@@ -123,9 +125,16 @@ def page(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None = None,
     ids = (f"SELECT r.id {_from(joins_d)}" + (" WHERE " + " AND ".join(where) if where else "")
            + " ORDER BY r.id DESC LIMIT ?")
     args.append(int(limit))
-    return [RunRow(id=r[0], created_at=r[1], source=r[2], program=r[3], device=r[4], model=r[5], verdict=r[6],
-                   fixable=bool(r[7]), environment=r[8], best_pp=r[9], best_tg=r[10])
+    return [RunRow(id=r[0], created_at=_text(r[1]) or "", source=_text(r[2]) or "", program=_text(r[3]),
+                   device=_text(r[4]), model=_text(r[5]), verdict=_text(r[6]), fixable=bool(r[7]),
+                   environment=_text(r[8]), best_pp=r[9], best_tg=r[10])
             for r in conn.execute(_ROW_SQL.format(ids=ids), args)]
+
+
+def _text(value: Any) -> str | None:
+    """A stored string as the screens may show it: cleaned of escape sequences
+    and controls (``analyzer.safe_text``; older databases may hold them)."""
+    return None if value is None else clean(str(value))
 
 
 def count(conn: sqlite3.Connection, flt: RunFilter) -> int:

@@ -17,6 +17,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from analyzer.display import clean_run
 from analyzer.store.queries import StoredRun, load_run
 from analyzer.tui.messages import CompareLoaded
 from analyzer.tui.model import VERDICT_STYLE, bar, fmt_tps, short, source_name
@@ -67,7 +68,7 @@ class CompareScreen(Screen):
         from analyzer.compare import assign_roles, compare_runs, decompose
 
         with self.app.store.database() as db:
-            runs = [r for r in (load_run(db, rid) for rid in self.run_ids) if r is not None]
+            runs = [clean_run(r) for r in (load_run(db, rid) for rid in self.run_ids) if r is not None]
         note = None
         pair = dec = None
         if len(runs) < 2:

@@ -16,6 +16,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from analyzer.display import clean_run
+from analyzer.safe_text import clean, clean_deep
 from analyzer.store.queries import StoredRun, load_run
 from analyzer.tui import queries
 from analyzer.tui.messages import PlanLoaded, RunLoaded
@@ -69,7 +71,9 @@ class DetailScreen(Screen):
             if run is not None:
                 bid = queries.baseline_for(db.conn, run.id, run.facts.model, run.diagnosis)
                 baseline = load_run(db, bid) if bid is not None else None
-        self.post_message(RunLoaded(run, baseline))
+        # log text is shown only cleaned (older databases may hold escape sequences)
+        self.post_message(RunLoaded(clean_run(run) if run is not None else None,
+                                    clean_run(baseline) if baseline is not None else None))
         if run is not None:
             self._load_plan()
 
@@ -84,9 +88,9 @@ class DetailScreen(Screen):
             with self.app.store.database() as db:
                 plan = build_plan(db, self.run_id)
         except Exception as exc:  # the plan is advice: show why it is missing, keep the screen
-            self.post_message(PlanLoaded(None, f"no plan: {exc}"))
+            self.post_message(PlanLoaded(None, clean(f"no plan: {exc}")))
             return
-        self.post_message(PlanLoaded(plan, None))
+        self.post_message(PlanLoaded(clean_deep(plan), None))
 
     # -- rendering ----------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Select, Static
 from textual.worker import get_current_worker
 
+from analyzer.safe_text import clean
 from analyzer.tui import queries
 from analyzer.tui.messages import CountLoaded, FacetsLoaded, RunsLoaded
 from analyzer.tui.model import VERDICT_STYLE, fmt_tps, short, source_name
@@ -162,9 +163,10 @@ class RunsScreen(Screen):
         if f.total > sum(f.verdicts.values()):
             verdicts.append((f"not diagnosed ({f.total - sum(f.verdicts.values()):,})", NOT_DIAGNOSED))
         self._set_options("#verdict", verdicts)
-        self._set_options("#device", [(f"{short(d, 30)} ({n:,})" if d != NOT_DIAGNOSED else f"not named ({n:,})", d)
-                                      for d, n in f.devices])
-        self._set_options("#environment", [(f"{e if e != NOT_DIAGNOSED else 'not known'} ({n:,})", e)
+        # the label is cleaned log text, never markup; the value stays as stored (it is what the filter matches)
+        self._set_options("#device", [(Text(f"{short(clean(d), 30)} ({n:,})") if d != NOT_DIAGNOSED
+                                       else f"not named ({n:,})", d) for d, n in f.devices])
+        self._set_options("#environment", [(Text(f"{clean(e) if e != NOT_DIAGNOSED else 'not known'} ({n:,})"), e)
                                            for e, n in f.environments])
         self.update_status()
 
@@ -190,11 +192,12 @@ class RunsScreen(Screen):
         return [
             mark,
             Text(str(row.id), style=style.replace("bold ", ""), justify="right"),
-            self.app.time_format(row.created_at),
-            short(source_name(row.source), 18, keep_end=True),
-            short(row.program, 11),
-            short(row.device, 18),
-            row.environment or "-",
+            # log text as Text, never as markup (a DataTable reads markup in str cells)
+            Text(self.app.time_format(row.created_at)),
+            Text(short(source_name(row.source), 18, keep_end=True)),
+            Text(short(row.program, 11)),
+            Text(short(row.device, 18)),
+            Text(row.environment or "-"),
             Text(verdict, style=style),
             Text(fmt_tps(row.best_pp), justify="right"),
             Text(fmt_tps(row.best_tg), justify="right"),

@@ -1,0 +1,35 @@
+"""A rich Console that is a safe output boundary for log text.
+
+It never reads markup or emoji codes in the strings it is given (a device
+named ``[/]``, ``[link=...]`` or ``[conceal]`` is printed as written), and it
+cleans every segment of text it renders with ``analyzer.safe_text.clean``,
+whatever built the renderable (a Text, a Table cell, a plain string). rich
+applies its own styles after this, from each segment's style, so colours
+survive while no escape sequence from a log can.
+
+The report and the TUI (whose app console is replaced by one of these) both
+render through it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
+
+from analyzer.safe_text import clean, is_clean
+
+SAFE_SETTINGS: dict[str, Any] = {"markup": False, "emoji": False, "highlight": False}
+
+
+class SafeConsole(Console):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, **SAFE_SETTINGS})
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control or is_clean(segment.text, keep_newlines=True):
+                yield segment
+            else:
+                yield Segment(clean(segment.text, keep_newlines=True), segment.style)
