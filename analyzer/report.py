@@ -20,6 +20,7 @@ from rich.text import Text
 
 from analyzer.display import VERDICT_STYLE, cell, fmt_tps
 from analyzer.safe_console import SafeConsole
+from analyzer.safe_text import unfiltered
 from analyzer.store.queries import StoredRun
 
 
@@ -42,6 +43,7 @@ class _Console(SafeConsole):
 def console(file: TextIO) -> Console:
     """Styles only on a terminal; NO_COLOR (any value) turns every escape code off."""
     plain = bool(os.environ.get("NO_COLOR"))
+    file = unfiltered(file)  # the console cleans its own output, and its style codes must survive
     return _Console(file=file, color_system=None if plain else "auto", highlight=False, soft_wrap=True,
                     width=max(100, Console(file=file).width) if file.isatty() else 120)
 

@@ -108,3 +108,46 @@ def strip_unsafe_chars(text: str) -> str:
     its width (for a line already laid out, as in the TUI's last filter).
     What followed an ESC stays as plain, harmless text."""
     return _UNSAFE_CHAR.sub("", text) if _UNSAFE_CHAR.search(text) else text
+
+
+_OUTPUT_SUSPECT = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
+
+
+def clean_output(text: str) -> str:
+    """Text on its way to stdout/stderr: ``clean`` that keeps the layout
+    characters capscan writes itself (newline, tab, a CRLF line end)."""
+    if _OUTPUT_SUSPECT.search(text) is None:
+        return text
+    if "\r\n" in text:
+        return "\r\n".join(clean_output(part) for part in text.split("\r\n"))
+    return "\t".join(clean(part, keep_newlines=True) for part in text.split("\t"))
+
+
+class SafeTextStream:
+    """A text stream (sys.stdout, sys.stderr) through which nothing reaches the
+    terminal uncleaned: every ``write`` goes through ``clean_output``. The
+    CLI installs it around both streams, so every line it prints (click.echo,
+    print, csv writers, error messages naming a path) is covered, whoever wrote
+    the command. Everything else (``buffer`` for --tee's byte-exact passthrough,
+    ``fileno``, ``isatty``, ``encoding``, ``flush``) is the wrapped stream's.
+    ``unfiltered`` is for rich consoles, which clean their own output
+    (``analyzer.safe_console``) and add style codes that must survive."""
+
+    def __init__(self, stream: Any) -> None:
+        self.unfiltered = stream
+
+    def write(self, text: str) -> int:
+        self.unfiltered.write(clean_output(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.unfiltered, name)
+
+
+def unfiltered(stream: Any) -> Any:
+    """The stream under a SafeTextStream (for rich consoles), else the stream itself."""
+    return stream.unfiltered if isinstance(stream, SafeTextStream) else stream

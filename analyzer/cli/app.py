@@ -48,6 +48,14 @@ for _command in (ingest.ingest, runs.runs, runs.show, ingest.diagnose, compare.c
 
 
 def main() -> None:
+    # The output boundary: nothing capscan prints reaches the terminal with an escape sequence,
+    # control or bidi character from a log (rich consoles clean their own output; --tee writes bytes).
+    from analyzer.safe_text import SafeTextStream
+
+    if not isinstance(sys.stdout, SafeTextStream):
+        sys.stdout = SafeTextStream(sys.stdout)
+    if not isinstance(sys.stderr, SafeTextStream):
+        sys.stderr = SafeTextStream(sys.stderr)
     try:
         try:
             cli.main(standalone_mode=False, prog_name="capscan")

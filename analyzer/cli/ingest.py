@@ -22,12 +22,15 @@ def _progress_for(path: str):
         return None
     if size < (64 << 20):
         return None
-    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     # The finished bar stays on screen (size and speed are worth seeing); stdout is untouched.
-    progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                        TransferSpeedColumn(), console=Console(file=sys.stderr))
+    from analyzer.safe_console import SafeConsole
+    from analyzer.safe_text import unfiltered
+
+    # The description is a file name: never markup (SafeConsole), and its cursor codes must survive (unfiltered).
+    progress = Progress("{task.description}", BarColumn(), DownloadColumn(),
+                        TransferSpeedColumn(), console=SafeConsole(file=unfiltered(sys.stderr)))
     return progress, size
 
 
@@ -104,6 +107,7 @@ def ingest(opts: Options, paths: tuple[str, ...], force: bool, keep_raw: bool) -
         echo_json([{
             "path": r.path, "source_id": r.source_id, "run_ids": r.run_ids, "duplicate_of": r.duplicate_of,
             "lines": r.lines, "recognised_lines": r.recognised, "overlong_lines": r.overlong, "size": r.size,
+            "malformed_records": r.rejected,
         } for r in results])
     else:
         for r in results:

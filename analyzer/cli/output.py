@@ -16,6 +16,7 @@ import click
 from analyzer import __version__
 from analyzer.cli.exits import FailOn
 from analyzer.cli.options import Options
+from analyzer.safe_text import escape_json_text
 
 
 def dump_json(obj: Any) -> str:
@@ -29,7 +30,8 @@ def dump_json(obj: Any) -> str:
             return [clean(v) for v in o]
         return o
 
-    return json.dumps(clean(obj), indent=2, ensure_ascii=False)
+    # JSON keeps log text as it was, escaped: json escapes C0 (ESC is \u001b), escape_json_text the rest.
+    return escape_json_text(json.dumps(clean(obj), indent=2, ensure_ascii=False))
 
 
 def echo_json(obj: Any) -> None:
@@ -52,6 +54,8 @@ def notice(result) -> None:
     msg += f", {result.lines:,} lines, {result.recognised:,} recognised"
     if result.overlong:
         msg += f", {result.overlong} overlong line(s) skipped"
+    if getattr(result, "rejected", 0):
+        msg += f", {result.rejected} malformed record(s) skipped (wrong types or impossible values)"
     if result.size == 0:
         msg = f"capscan: {result.path}: empty input, nothing recognised"
     click.echo(msg, err=True)
