@@ -165,40 +165,11 @@ def plan_cmd(opts, run_id, last, command, via, vm, guest_capscan) -> None:
 
 def preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict[str, Any], stock_shim: dict | None,
               dylib_path: str | None, runner: Runner, record_checksum: bool = True):
-    """All checks for launching cmd (or, with cmd None, for printing env lines)."""
-    from analyzer.remedy import dylib as dylibmod
-    from analyzer.remedy import family as famod
+    """All checks for launching cmd (or, with cmd None, for printing env prefixes)."""
     from analyzer.remedy import preflight as pf
 
-    system, machine = plat.system(), plat.machine()
-    inj = plat.injection(system)
-    brand = plat.brand_string(runner)
-    checks: list[Check] = [pf.check_platform(inj, system, machine, brand)]
-    if inj is None or checks[0].failed:
-        return checks, None, None, None
-    if system == "darwin":
-        checks.append(pf.check_guest(system, brand))
-    fam, fcheck = famod.resolve(family_spec, diag.get("host_family"), brand)
-    checks.append(fcheck)
-    sip, sip_line = pf.sip_state(runner) if system == "darwin" else ("n/a", "")
-    checks.append(pf.check_sip(system, sip, sip_line))
-    archs = None
-    if cmd is not None:
-        target, tcheck = pf.resolve_target(cmd[0], runner.env)
-        checks.append(tcheck)
-        if not tcheck.failed and target.real is not None:
-            checks.append(pf.check_protected(system, target, sip))
-            checks.append(pf.check_setid(target))
-            exe = target.real
-            checks.append(pf.check_codesign(system, runner, exe))
-            checks.append(pf.check_restrict_segment(system, runner, exe))
-            archs, acheck = pf.check_archs(system, runner, exe)
-            checks.append(acheck)
-    checks.extend(pf.check_already_injected(runner.env, stock_shim))
-    lib = dylibmod.prepare(runner, inj, db, exe_archs=archs, explicit=Path(dylib_path) if dylib_path else None,
-                           may_record=record_checksum)
-    checks.extend(lib.checks)
-    return checks, inj, fam, lib
+    return pf.gather(db, cmd=cmd, family_spec=family_spec, diag=diag, stock_shim=stock_shim, dylib_path=dylib_path,
+                     runner=runner, record_checksum=record_checksum)
 
 
 def _flag(v: Any) -> str:
@@ -321,33 +292,35 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
 # --------------------------------------------------------------------------- env
 
 
-def _sh_quote(value: str) -> str:
-    return shlex.quote(value)
-
-
-def _fish_quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def env_lines(shell: str, pairs: list[tuple[str, str]]) -> list[str]:
-    if shell == "fish":
-        return [f"set -gx {k} {_fish_quote(v)}" for k, v in pairs]
-    return [f"export {k}={_sh_quote(v)}" for k, v in pairs]
-
-
-@remedy.command("env")
-@click.option("--shell", type=click.Choice(["sh", "fish"]), default="sh", show_default=True)
+@remedy.command("env", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--shell", type=click.Choice(["sh", "zsh", "fish"]), default="sh", show_default=True,
+              help="Quote for this shell (bash: sh).")
 @click.option("--family", "family_spec", default="auto", show_default=True)
 @click.option("--run", "run_id", type=int, default=None, help="The stock run whose diagnosis applies.")
 @click.option("--last", is_flag=True)
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None)
+@click.option("--scrub-children", is_flag=True,
+              help="Also set CAPSCAN_INTERPOSER_SCRUB=1: programs the command starts do not inherit the library.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @_via_options
 @_common
-def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, via, vm, guest_capscan) -> None:
-    """The environment lines for launching things yourself: eval "$(capscan remedy env)"."""
+def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, command, via, vm,
+            guest_capscan) -> None:
+    """The prefix for launching one command yourself: /usr/bin/env DYLD_INSERT_LIBRARIES=... CMD.
+
+    capscan remedy env [-- CMD ARGS...]: with CMD, the whole line (after checking
+    every binary CMD's launch runs through); without, the prefix to put in front
+    of it. Never an `export`: the variables reach that one command only.
+    """
+    cmd = list(command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
     _via(opts, via, vm, guest_capscan, ["remedy", "env", "--shell", shell, "--family", family_spec,
-                                        *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else [])])
+                                        *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else []),
+                                        *(["--scrub-children"] if scrub_children else []),
+                                        *(["--", *cmd] if cmd else [])])
     from analyzer.diagnose import diagnose_runs
+    from analyzer.remedy import prefix as px
     from analyzer.remedy.plan import refusal_for
 
     db = _open(opts)
@@ -364,24 +337,26 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, via, vm, guest_c
             _refuse(opts, f"run {rid} is {diag.get('verdict')}: {refusal}")
         shim = stock.facts.shim.model_dump() if stock.facts.shim else None
     runner = Runner()
-    checks, inj, family, lib = preflight(db, cmd=None, family_spec=family_spec, diag=diag, stock_shim=shim,
+    checks, inj, family, lib = preflight(db, cmd=cmd or None, family_spec=family_spec, diag=diag, stock_shim=shim,
                                          dylib_path=dylib_path, runner=runner)
     if any(c.failed for c in checks) or family is None or lib is None or lib.choice is None or inj is None:
-        _refuse(opts, "preflight failed; no environment lines printed", checks=checks)
-    pairs = [(inj.env_var, str(lib.choice.path)), (plat.FAMILY_VAR, str(family))]
+        _refuse(opts, "preflight failed; nothing printed", checks=checks)
+    prefix = px.prefix_argv(inj, str(lib.choice.path), family, scrub_children=scrub_children)
+    line = px.quote(shell, prefix + cmd)
     if opts.as_json:
-        _dump({"shell": shell, "env": dict(pairs), "lines": env_lines(shell, pairs), "run_id": rid,
-               "checks": [c.to_json() for c in checks]})
+        _dump({"shell": shell, "env": dict(a.split("=", 1) for a in prefix[1:]), "prefix": prefix,
+               "command": cmd or None, "line": line, "run_id": rid, "checks": [c.to_json() for c in checks]})
         return
     for c in checks:
         click.echo(c.line(), err=True)
     if rid is None:
         click.echo("capscan: no stored run: nothing confirms this machine is a fixable guest; you vouch for it.",
                    err=True)
-    for line in env_lines(shell, pairs):
-        click.echo(line)
-    click.echo(f"capscan: set these right before launching the real program (not a #! script through /usr/bin or "
-               f"/bin); {inj.env_var} is dropped by SIP-protected launchers.", err=True)
+    click.echo(line)
+    if not cmd:
+        click.echo(f"capscan: put the line above in front of the one command to remedy (e.g. ... llama-bench -m "
+                   f"model.gguf); {inj.env_var} then reaches that command and what it starts, never your shell. "
+                   "`capscan remedy env -- CMD ARGS` also checks every binary CMD runs through.", err=True)
 
 
 # --------------------------------------------------------------------------- host default
@@ -392,9 +367,9 @@ def _on_host(runner: Runner) -> str | None:
     if plat.system() != "darwin":
         return (f"the ParavirtualizedGraphics default exists only on the macOS host that runs the VMs, and this is "
                 f"{plat.system()}")
-    brand = plat.brand_string(runner)
-    if brand and "(virtual)" in brand.lower():
-        return (f"this is a guest ({brand}); the default is read by the host's ParavirtualizedGraphics, so set it "
+    guest, how = plat.is_guest(runner)
+    if guest:
+        return (f"this is a guest ({how}); the default is read by the host's ParavirtualizedGraphics, so set it "
                 "on the host")
     return None
 
@@ -544,7 +519,7 @@ def _probe_path(runner: Runner) -> Path:
     from analyzer.remedy import dylib as dylibmod
 
     inj = plat.injection("darwin")
-    path = dylibmod.native_dir() / "build" / "macos" / "capscan-probe"
+    path = dylibmod.build_dir(inj) / "capscan-probe"  # type: ignore[arg-type]
     if not path.exists():
         check = dylibmod.build(runner, inj)  # type: ignore[arg-type]
         if check.failed or not path.exists():
