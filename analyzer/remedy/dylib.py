@@ -193,3 +193,16 @@ def prepare(runner: Runner, inj: Injection, db: Database | None, *, explicit: Pa
     checks.append(cs)
     return DylibResult(checks, choice, cs.data.get("sha256") or (sha256_of(choice.path) if not cs.failed else None),
                        archs)
+
+
+def probe_binary(runner: Runner) -> tuple[Path, str | None]:
+    """The built capscan-probe (building it when missing), and why it is not there when that failed."""
+    from analyzer.remedy import platform as plat
+
+    inj = plat.injection("darwin")
+    path = build_dir(inj) / "capscan-probe"  # type: ignore[arg-type]
+    if not path.exists():
+        check = build(runner, inj)  # type: ignore[arg-type]
+        if check.failed or not path.exists():
+            return path, check.reason
+    return path, None

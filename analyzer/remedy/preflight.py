@@ -529,8 +529,8 @@ def banner_seen(text: str) -> bool:
 # --------------------------------------------------------------------------- all of it
 
 
-def gather(db, *, cmd: list[str] | None, family_spec: str, diag: dict, stock_shim: dict | None,
-           dylib_path: str | None, runner: Runner, record_checksum: bool = True):
+def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, stock_shim: dict | None,
+                  dylib_path: str | None, runner: Runner, record_checksum: bool = True):
     """Every check for launching cmd (or, with cmd None, for printing `remedy env` prefixes).
 
     Returns (checks, injection, family, DylibResult); the last three are None when
