@@ -27,7 +27,8 @@ def _runs(environment: str | None, rt: str) -> str:
     return f"{rt if rt != 'inference' else 'Inference'} runs"
 
 
-def _best(throughput: list[dict[str, Any]]) -> dict[str, float]:
+def best_speeds(throughput: list[dict[str, Any]]) -> dict[str, float]:
+    """test -> the best finite tok/s of the run."""
     best: dict[str, float] = {}
     for t in throughput:
         value = t.get("tok_s")
@@ -51,7 +52,7 @@ def _times(factor: float) -> str:
 def speed_gap(diag: dict[str, Any], throughput: list[dict[str, Any]]) -> tuple[float, str] | None:
     """How many times faster this run could be, and against what: the remedied speed
     predicted for it ("it could"), else a bare-metal run of the same model ("its host")."""
-    mine = _best(throughput)
+    mine = best_speeds(throughput)
     predicted = {p["test"]: p["predicted_tok_s"] for p in diag.get("prediction") or [] if p["test"] in mine}
     test = _prefer_generation(list(predicted))
     if test and predicted[test] > mine[test]:
