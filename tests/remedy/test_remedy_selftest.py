@@ -92,3 +92,24 @@ def test_selftest_verdicts_through_the_macos_code(env, linux_build, macos_build,
 def test_model_without_llama_bench_is_a_usage_error(env):
     r = env.capscan("remedy", "selftest", "-m", "x.gguf")
     assert r.returncode == 2 and b"-m/--model goes with --llama-bench PATH" in r.stderr
+
+
+def test_remedy_run_names_the_interposing_disabled_line():
+    """`remedy run` reads the constructor's self-check line and says what it means."""
+    from types import SimpleNamespace as NS
+
+    from analyzer.remedy import launch as L
+    from analyzer.remedy import platform as plat
+
+    flags = {"simdgroup_reduction": False, "simdgroup_mm": False, "bfloat": False}
+    caps = NS(simdgroup_reduction=False, model_dump=lambda: flags)
+    run = NS(id=2, facts=NS(device=NS(name="Apple Paravirtual device", apple_family=1005), capabilities=caps,
+                            shim=None), diagnosis={"verdict": "capability-downgrade", "capabilities": flags})
+    line = ("[capscan-interposer] interposing is disabled in llama-bench: MTLCreateSystemDefaultDevice is not "
+            "capscan's wrapper (the loader did not apply __interpose) and there is no -[_MTLDevice "
+            "initGPUFamilySupport] to hook; Metal answers stay stock")
+    assert L.SHIM_TROUBLE.search(line)
+    checks = L.verify(L.Outcome(returncode=0, shim_trouble=[line]), [run], 1007, plat.injection("darwin"))
+    banner = next(c for c in checks if c.name == "banner")
+    assert banner.failed and "did not apply its interposing" in banner.reason
+    assert "capscan remedy selftest --json" in banner.instead
