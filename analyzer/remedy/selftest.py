@@ -264,12 +264,15 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     spec = family_spec
     if spec == "auto" and system != "darwin":
         spec = "1007"   # the fake device names no host chip; 1007 (M1) is the stand-in's cap
+    # (with the clean environment the self-test gives its children: a shim already set in this shell is
+    # not "injected twice" here, since no child inherits it)
+    clean_runner = Runner(clean, timeout=runner.timeout)
     checks, inj2, family, lib = pf.run_preflight(db, cmd=[str(probe)], family_spec=spec, diag={}, stock_shim=None,
-                                                 dylib_path=dylib_path, runner=runner)
+                                                 dylib_path=dylib_path, runner=clean_runner)
     report.checks = checks
     if llama_bench:
         more, *_ = pf.run_preflight(db, cmd=[llama_bench], family_spec=spec, diag={}, stock_shim=None,
-                                    dylib_path=dylib_path, runner=runner, record_checksum=False)
+                                    dylib_path=dylib_path, runner=clean_runner, record_checksum=False)
         names = {c.name for c in checks}
         report.checks += [c for c in more if c.name not in names or c.failed]
     report.family = family
@@ -307,7 +310,9 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
         if stock.run_ids and shim_run.run_ids:
             records.link_runs(db, shim_run.run_ids, stock.run_ids[-1], RELATION, None)
 
-    if llama_bench and report.verdict == WORKS:
+    if llama_bench and report.verdict != WORKS:
+        report.bench = {"skipped": "the probe did not show the remedy working, so llama-bench was not run"}
+    elif llama_bench:
         report.bench = bench(db, llama_bench, model, clean, env,
                              {**clean, inj.env_var: compare_shim, "LUME_METAL_APPLE_FAMILY_MAX": str(family),
                               "TART_METAL_APPLE_FAMILY_MAX": str(family)} if compare_shim else None)
