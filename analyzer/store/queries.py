@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlite_utils import Database
-
-from analyzer.models import Evidence, RunFacts
+if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
+    from analyzer.models import Evidence, RunFacts
+    from analyzer.store.db import Database
 
 
 @dataclass
@@ -38,7 +37,7 @@ def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
             middle = db.conn.execute(
                 "SELECT tok_s FROM throughput WHERE run_id = ? AND test = ? AND kind = ? AND model IS ? "
                 "ORDER BY tok_s LIMIT 2 OFFSET ?", (run_id, test, kind, model, (n - 1) // 2)).fetchall()
-            tok_s = middle[0][0] if n % 2 else statistics.fmean(v for (v,) in middle)
+            tok_s = middle[0][0] if n % 2 else (middle[0][0] + middle[1][0]) / 2
             stddev = None
         out.append({"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind, "n": n,
                     "line": line})
@@ -51,6 +50,8 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
+    from analyzer.models import Evidence, RunFacts
+
     facts = RunFacts.model_validate_json(row[4])
     summary = facts.throughput_summary
     ev = [Evidence(line=l, kind=k, text=t) for l, k, t in db.conn.execute(
