@@ -192,3 +192,18 @@ def m004_tui_indexes(db: Database) -> None:
         CREATE INDEX IF NOT EXISTS diagnoses_environment ON diagnoses(environment);
         """
     )
+
+
+@MIGRATIONS()
+def m006_listing_indexes(db: Database) -> None:
+    """`capscan runs -n 0` over 10^5 runs reads only indexes: every listed column
+    of runs in one covering index (it supersedes m004's runs_list, which lacked
+    backend and apple_family), and source paths for the text filters."""
+    db.executescript(
+        """
+        CREATE INDEX IF NOT EXISTS runs_listing ON runs(id, source_id, created_at, program, backend, device_name,
+                                                        apple_family, model);
+        DROP INDEX IF EXISTS runs_list;
+        CREATE INDEX IF NOT EXISTS sources_path ON sources(path);
+        """
+    )
