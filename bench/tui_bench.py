@@ -247,6 +247,8 @@ def main() -> int:
         import subprocess
 
         env = {**os.environ, "CAPSCAN_TUI_BENCH_CHILD": "1"}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: capscan's .pyc files, not a compile per run
+        subprocess.run([sys.executable, "-c", "import analyzer.tui.app"], env=env, cwd=REPO, check=False)
         proc = subprocess.run([sys.executable, __file__, "--db", str(path)], env=env, capture_output=True,
                               text=True)
         sys.stderr.write(proc.stderr)
