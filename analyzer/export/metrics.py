@@ -131,3 +131,23 @@ def collect(db: Database, recent: int = RECENT_RUNS) -> Snapshot:
     if row is not None:
         snap.remedy_verified = 1 if row[0] == "verified" else 0
     return snap
+
+
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RESERVED = frozenset(INFO_LABELS) | {"test", "model"}
+
+
+def constant_labels(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``--label NAME=VALUE`` (repeatable): a label put on every series (the
+    guest's name, so the textfiles of several guests in one folder never
+    collide). Raises ValueError with a one-line message."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep or not _LABEL_NAME.fullmatch(name) or name.startswith("__"):
+            raise ValueError(f"--label {pair!r}: expected NAME=VALUE with NAME like guest or site_1")
+        if name in RESERVED:
+            raise ValueError(f"--label {name}: capscan sets that label itself")
+        out[name] = label_value(value)
+    return out

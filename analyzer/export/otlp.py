@@ -6,8 +6,10 @@ opentelemetry-exporter-otlp-proto-http). The standard switches apply:
 ``..._TIMEOUT``, ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME``.
 
 The metrics are the Prometheus textfile's, named in the ``capscan.*``
-namespace (a collector's Prometheus exporter turns them back into the
-textfile's names) with the same attribute keys. The resource carries the
+namespace with units chosen so that a collector's Prometheus exporter turns
+them back into exactly the textfile's names (``capscan.throughput.tokens`` in
+``{token}/s`` -> ``capscan_throughput_tokens_per_second``), with the same
+attribute keys: one Grafana dashboard serves both routes. The resource carries the
 OpenTelemetry host/os conventions and the GPU of the newest run
 (``hw.type=gpu``, ``hw.model``, ``hw.vendor``); run ids and hashes never
 become attributes.
@@ -35,7 +37,7 @@ INSTALL_HINT = "pip install 'capscan[otel]'"
 METRICS = (
     ("capscan.run.info", "", "Verdict of the latest run per runtime, backend and environment (always 1).",
      "capscan_run_info"),
-    ("capscan.throughput", "{token}/s", "Latest measured speed per test and model.",
+    ("capscan.throughput.tokens", "{token}/s", "Latest measured speed per test and model.",
      "capscan_throughput_tokens_per_second"),
     ("capscan.per_token_overhead", "s", "Seconds per token a VM run pays over bare metal (1/vm - 1/host).",
      "capscan_per_token_overhead_seconds"),
@@ -95,7 +97,7 @@ def push(snap: Snapshot, *, timeout_s: float = 10.0) -> int:
     meter = provider.get_meter("capscan", __version__)
     series: dict[str, list[tuple[float, dict[str, str]]]] = {
         "capscan.run.info": [(1, labels) for labels in snap.run_info],
-        "capscan.throughput": [(v, {"test": t, "model": m}) for (t, m), v in snap.throughput.items()],
+        "capscan.throughput.tokens": [(v, {"test": t, "model": m}) for (t, m), v in snap.throughput.items()],
         "capscan.per_token_overhead": [(v, {"test": t, "model": m}) for (t, m), v in snap.overhead.items()],
         "capscan.remedy.verified": [] if snap.remedy_verified is None else [(snap.remedy_verified, {})],
         "capscan.last_run.timestamp": [] if snap.last_run_timestamp is None else [(snap.last_run_timestamp, {})],

@@ -21,29 +21,42 @@ METRIC_NAMES = (
 )
 
 
-def registry_of(snap: Snapshot) -> CollectorRegistry:
+def registry_of(snap: Snapshot, const: dict[str, str] | None = None) -> CollectorRegistry:
+    """A private registry holding the snapshot; ``const`` labels (``--label``) go on every series."""
+    const = const or {}
+    names = tuple(const)
     reg = CollectorRegistry(auto_describe=True)
-    info = Gauge("capscan_run_info", "Verdict of the latest capscan run per runtime, backend and environment "
-                 "(always 1).", INFO_LABELS, registry=reg)
+
+    def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+        return Gauge(name, doc, labels + names, registry=reg)
+
+    info = gauge("capscan_run_info", "Verdict of the latest capscan run per runtime, backend and environment "
+                 "(always 1).", INFO_LABELS)
     for labels in snap.run_info:
-        info.labels(**labels).set(1)
-    tps = Gauge("capscan_throughput_tokens_per_second", "Latest measured speed per test (pp512, tg128, "
-                "prompt, generation) and model.", ("test", "model"), registry=reg)
+        info.labels(**labels, **const).set(1)
+    tps = gauge("capscan_throughput_tokens_per_second", "Latest measured speed per test (pp512, tg128, "
+                "prompt, generation) and model.", ("test", "model"))
     for (test, model), value in snap.throughput.items():
-        tps.labels(test=test, model=model).set(value)
-    cost = Gauge("capscan_per_token_overhead_seconds", "Seconds per token a VM run pays over the bare-metal "
-                 "run of the same model (1/vm - 1/host).", ("test", "model"), registry=reg)
+        tps.labels(test=test, model=model, **const).set(value)
+    cost = gauge("capscan_per_token_overhead_seconds", "Seconds per token a VM run pays over the bare-metal "
+                 "run of the same model (1/vm - 1/host).", ("test", "model"))
     for (test, model), value in snap.overhead.items():
-        cost.labels(test=test, model=model).set(value)
+        cost.labels(test=test, model=model, **const).set(value)
     if snap.remedy_verified is not None:
-        Gauge("capscan_remedy_verified", "1 if the latest capscan remedy run was verified, 0 if it failed.",
-              registry=reg).set(snap.remedy_verified)
+        g = gauge("capscan_remedy_verified", "1 if the latest capscan remedy run was verified, 0 if it failed.")
+        (g.labels(**const) if const else g).set(snap.remedy_verified)
     if snap.last_run_timestamp is not None:
-        Gauge("capscan_last_run_timestamp_seconds", "When the newest capscan run was stored (Unix time).",
-              registry=reg).set(snap.last_run_timestamp)
+        g = gauge("capscan_last_run_timestamp_seconds", "When the newest capscan run was stored (Unix time).")
+        (g.labels(**const) if const else g).set(snap.last_run_timestamp)
     return reg
 
 
-def write_textfile(snap: Snapshot, path: str | Path) -> None:
+def write_textfile(snap: Snapshot, path: str | Path, const: dict[str, str] | None = None) -> None:
     """Atomically replace ``path`` (raises OSError when its folder is missing or not writable)."""
-    write_to_textfile(str(path), registry_of(snap))
+    write_to_textfile(str(path), registry_of(snap, const))
+
+
+def textfile_text(snap: Snapshot, const: dict[str, str] | None = None) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry_of(snap, const)).decode()

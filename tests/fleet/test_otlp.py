@@ -107,7 +107,7 @@ def test_push_sends_every_metric_and_attribute(tmp_path, db_path, monkeypatch):
                                                                      "bare-metal": "healthy"}
     assert all(set(a) == {"verdict", "fixable", "environment", "runtime", "backend", "host_chip", "gpu_family"}
                for a, _, _ in info)
-    tps = {(a["test"], a["model"]): (v, unit) for a, v, unit in metrics["capscan.throughput"]}
+    tps = {(a["test"], a["model"]): (v, unit) for a, v, unit in metrics["capscan.throughput.tokens"]}
     assert tps == {("pp512", "llama 1B Q4_K - Medium"): (4786.7, "{token}/s"),
                    ("tg128", "llama 1B Q4_K - Medium"): (206.6, "{token}/s")}
     cost = {a["test"]: (v, unit) for a, v, unit in metrics["capscan.per_token_overhead"]}
