@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import plistlib
 import time
 from pathlib import Path
 
 from analyzer.sources import Roots, discover, existing, human_age, human_size
-from tests.conftest import run_capscan
 
 GUEST_LOG = Path(__file__).resolve().parent.parent / "examples" / "m1-ultra-guest-stock.log"
 
@@ -93,31 +91,3 @@ def test_empty_home_lists_locations_none_existing(tmp_path):
 def test_human_units():
     assert human_size(512) == "512 B" and human_size(3 << 20) == "3.0 MiB" and human_size(None) == "-"
     assert human_age(30) == "30s" and human_age(600) == "10m" and human_age(3 * 86400) == "3d"
-
-
-def test_cli_sources_json_and_ingest_discover(tmp_path, db_path):
-    home = tmp_path / "home"
-    _write(home / ".ollama/logs/server.log", GUEST_LOG.read_text())
-    env = {"HOME": str(home)}
-    proc = run_capscan("sources", "--json", env=env)
-    assert proc.returncode == 0, proc.stderr
-    rows = json.loads(proc.stdout)
-    server = next(r for r in rows if r["path"] == str(home / ".ollama/logs/server.log"))
-    assert server["exists"] is True and server["size_bytes"] == GUEST_LOG.stat().st_size
-    assert server["age_seconds"] is not None and server["runtime"] == "ollama"
-    assert set(server) == {"runtime", "path", "via", "exists", "size_bytes", "modified", "age_seconds"}
-    text = run_capscan("sources", env=env)
-    assert text.returncode == 0 and "server.log" in text.stdout and "ollama" in text.stdout
-    proc = run_capscan("ingest", "--discover", db=db_path, env=env)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split(), "ingest --discover stored the discovered ollama log's runs"
-    again = run_capscan("ingest", "--discover", db=db_path, env=env)
-    assert again.returncode == 0 and "already ingested" in again.stderr
-
-
-def test_cli_ingest_discover_nothing_found(tmp_path, db_path):
-    home = tmp_path / "nothing"
-    home.mkdir()
-    proc = run_capscan("ingest", "--discover", db=db_path, env={"HOME": str(home)})
-    assert proc.returncode == 0
-    assert "no runtime logs found" in proc.stderr

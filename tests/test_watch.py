@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import io
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
-
-import pytest
 
 from analyzer.ingest import ingest
 from analyzer.reader import Input
@@ -236,48 +230,3 @@ def test_missing_file_is_waited_for(tmp_path, db_path):
     log.write_bytes(GUEST)
     assert len(w.poll(now=1.0, final=True)) == 1
 
-
-# -- the real process --------------------------------------------------------------------------------------------
-
-
-def test_cli_watch_once_prints_one_line_per_verdict(tmp_path, db_path):
-    from tests.conftest import run_capscan
-
-    log = tmp_path / "server.log"
-    log.write_bytes(GUEST + HOST)
-    proc = run_capscan("watch", "--once", str(log), db=db_path)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.decode().splitlines()
-    assert len(lines) == 2
-    assert "capability-downgrade" in lines[0] and "fixable" in lines[0] and "server.log:1-21" in lines[0]
-    assert "healthy" in lines[1]
-    again = run_capscan("watch", "--once", str(log), db=db_path)
-    assert again.returncode == 0 and again.stdout == b""
-
-
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child")
-def test_cli_watch_follows_and_exits_130_on_sigint(tmp_path, db_path):
-    log = tmp_path / "server.log"
-    log.write_bytes(b"")
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db_path), "watch", "--interval", "0.05",
-                             "--settle", "0.3", str(log)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        time.sleep(1.0)
-        append(log, GUEST)
-        line = b""
-        deadline = time.monotonic() + 60
-        os.set_blocking(proc.stdout.fileno(), False)
-        while b"\n" not in line and time.monotonic() < deadline:
-            chunk = proc.stdout.read()
-            if chunk:
-                line += chunk
-            time.sleep(0.05)
-        assert b"capability-downgrade" in line
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert rc == 130
-    err = proc.stderr.read().decode()
-    assert "Traceback" not in err and "stopped" in err

@@ -8,7 +8,6 @@ import pytest
 pytest.importorskip("datasette")
 
 from analyzer.dbserve import CANNED_QUERIES, TABLES, checkpoint, db_name_of, make_datasette  # noqa: E402
-from tests.conftest import run_capscan  # noqa: E402
 from tests.fleet.dbutil import fleet_db  # noqa: E402
 
 
@@ -62,19 +61,3 @@ async def test_tables_are_described_and_writes_refused(db_path):
     assert response.status_code == 400
     runs = await _get(ds, f"/{name}.json?sql=select+count(*)+as+n+from+runs&_shape=array")
     assert runs == [{"n": 3}]
-
-
-def test_cli_db_serve_without_the_extra(tmp_path, db_path):
-    blocker = tmp_path / "blocker" / "datasette"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text("raise ImportError('datasette is not installed here')\n")
-    fleet_db(db_path)
-    proc = run_capscan("db", "serve", db=db_path, env={"PYTHONPATH": str(blocker.parent)})
-    assert proc.returncode == 2
-    err = proc.stderr.decode().strip().splitlines()
-    assert len(err) == 1 and "pip install 'capscan[datasette]'" in err[0]
-
-
-def test_cli_db_serve_missing_database(tmp_path):
-    proc = run_capscan("db", "serve", db=tmp_path / "none.db")
-    assert proc.returncode == 2 and b"no database" in proc.stderr and not (tmp_path / "none.db").exists()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import http.server
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,6 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (  # no
 from analyzer.export.metrics import collect  # noqa: E402
 from analyzer.export.otlp import METRICS, OtlpError, push  # noqa: E402
 from analyzer.store.db import open_db  # noqa: E402
-from tests.conftest import run_capscan  # noqa: E402
 from tests.fleet.dbutil import fleet_db  # noqa: E402
 
 
@@ -135,26 +133,3 @@ def test_rejected_push_is_one_line(db_path, monkeypatch):
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
         with pytest.raises(OtlpError, match="did not accept"):
             push(collect(open_db(db_path)), timeout_s=5)
-
-
-def test_cli_export_otlp(tmp_path, db_path):
-    fleet_db(db_path)
-    with Receiver() as rx:
-        proc = run_capscan("export", "otlp", db=db_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url})
-    assert proc.returncode == 0, proc.stderr
-    assert len(rx.requests) == 1 and "pushed" in proc.stderr.decode()
-    none = run_capscan("export", "otlp", db=db_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": ""})
-    assert none.returncode == 2 and b"OTEL_EXPORTER_OTLP_ENDPOINT" in none.stderr and b"Traceback" not in none.stderr
-
-
-def test_cli_export_otlp_without_the_extra(tmp_path, db_path):
-    """The SDK missing: one line naming the extra, exit 2."""
-    blocker = tmp_path / "blocker" / "opentelemetry"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text("raise ImportError('opentelemetry is not installed here')\n")
-    fleet_db(db_path)
-    proc = run_capscan("export", "otlp", db=db_path,
-                       env={"PYTHONPATH": str(blocker.parent), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
-    assert proc.returncode == 2
-    err = proc.stderr.decode().strip().splitlines()
-    assert len(err) == 1 and "pip install 'capscan[otel]'" in err[0]

@@ -83,18 +83,3 @@ def test_hostile_model_name_round_trips_through_the_textfile(tmp_path, db_path):
     got = samples(out.read_text())  # parses: the file is well-formed whatever the log held
     models = {l["model"] for l, _ in got["capscan_throughput_tokens_per_second"]}
     assert models and all(len(m) <= LABEL_MAX and m.isascii() and '"' not in m and "}" not in m for m in models)
-
-
-def test_cli_export_prometheus(tmp_path, db_path):
-    fleet_db(db_path)
-    out = tmp_path / "node" / "capscan.prom"
-    out.parent.mkdir()
-    proc = run_capscan("export", "prometheus", "--out", str(out), db=db_path)
-    assert proc.returncode == 0, proc.stderr
-    assert set(samples(out.read_text())) == set(METRIC_NAMES)
-    # a missing folder is a one-line error, exit 2
-    bad = run_capscan("export", "prometheus", "--out", str(tmp_path / "nope" / "x.prom"), db=db_path)
-    assert bad.returncode == 2 and b"Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
-    # without --out: the textfile on stdout
-    std = run_capscan("export", "prometheus", db=db_path)
-    assert std.returncode == 0 and set(samples(std.stdout.decode())) == set(METRIC_NAMES)
