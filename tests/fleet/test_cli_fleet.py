@@ -68,9 +68,12 @@ def test_cli_sources_json_and_ingest_discover(tmp_path, db_path):
     assert text.returncode == 0 and b"server.log" in text.stdout and b"ollama" in text.stdout
     proc = run_capscan("ingest", "--discover", db=db_path, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split(), "ingest --discover stored the discovered ollama log's runs"
+    assert proc.stdout.split() == [b"1"], "ingest --discover stored the discovered ollama log's run"
     again = run_capscan("ingest", "--discover", db=db_path, env=env)
-    assert again.returncode == 0 and b"already ingested" in again.stderr
+    assert again.returncode == 0 and again.stdout == b""  # nothing new: nothing stored twice
+    append(home / ".ollama/logs/server.log", HOST)  # the runtime's log grows
+    grown = run_capscan("ingest", "--discover", db=db_path, env=env)
+    assert grown.returncode == 0 and grown.stdout.split() == [b"2"]  # only the new run
 
 
 def test_cli_ingest_discover_nothing_found(tmp_path, db_path):
