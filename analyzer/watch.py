@@ -211,10 +211,13 @@ class Follower:
                     return stored
             finally:
                 self.reopening = False
-        grew = self._read_to_eof(take_partial=False)
-        if grew:
+        while self._read_to_eof(take_partial=False):  # READ_MAX at a time; --once (final) reads to the end
             self.last_growth = now
             stored += self._store_complete_runs()
+            if len(self.pending) >= PENDING_MAX:  # one huge run, or a long stretch of unrecognised lines
+                stored += self._store(len(self.pending))
+            if not final:
+                break
         if self.pending and (final or len(self.pending) >= PENDING_MAX or now - self.last_growth >= self.settle):
             stored += self._store(len(self.pending))
         return stored
@@ -254,8 +257,12 @@ class Follower:
         spans = _runs_in(bytes(self.pending), self.base_line + 1)
         if len(spans) < 2:
             return []
-        last_first = spans[-1][0]
-        cut = _offset_of_line(self.pending, last_first - self.base_line - 1)
+        # Cut right after the last line of the complete runs: lines between them and the open run
+        # (a markdown table's header, say) stay with the open run, whose parse may need them.
+        done_until = max(last for _, last in spans[:-1])
+        if done_until >= spans[-1][0]:
+            return []
+        cut = _offset_of_line(self.pending, done_until - self.base_line)
         return self._store(cut) if cut else []
 
     def _store(self, nbytes: int) -> list[StoredPiece]:

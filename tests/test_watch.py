@@ -230,3 +230,20 @@ def test_missing_file_is_waited_for(tmp_path, db_path):
     log.write_bytes(GUEST)
     assert len(w.poll(now=1.0, final=True)) == 1
 
+
+
+def test_once_reads_a_backlog_larger_than_one_read(tmp_path, db_path, monkeypatch):
+    import analyzer.watch as watch_mod
+
+    monkeypatch.setattr(watch_mod, "READ_MAX", 4096)  # the backlog takes many reads
+    filler = b'time=2026-11-30T10:00:00Z level=INFO source=routes.go:1 msg="request" status=200\n' * 300
+    data = (GUEST + filler + HOST + filler) * 3
+    log = tmp_path / "server.log"
+    log.write_bytes(data)
+    w = watcher(db_path, log)
+    assert len(w.poll(now=0.0, final=True)) == 6
+    got = snapshot(db_path)
+    assert [(g[1], g[2], g[3], g[4]) for g in got] == [(e[1], e[2], e[3], e[4]) for e in
+                                                        one_shot(tmp_path, [(str(log), data)])]
+    db = open_db(db_path)
+    assert db.conn.execute("SELECT offset, line FROM watch_cursors").fetchone() == (len(data), data.count(b"\n"))
