@@ -263,9 +263,9 @@ class Follower:
         if done_until >= spans[-1][0]:
             return []
         cut = _offset_of_line(self.pending, done_until - self.base_line)
-        return self._store(cut) if cut else []
+        return self._store(cut, has_runs=True) if cut else []
 
-    def _store(self, nbytes: int) -> list[StoredPiece]:
+    def _store(self, nbytes: int, has_runs: bool | None = None) -> list[StoredPiece]:
         """Store the first ``nbytes`` of pending (whole lines) and move the cursor past them."""
         if nbytes <= 0:
             return []
@@ -288,7 +288,7 @@ class Follower:
 
         piece = StoredPiece(self.path, self.base_line + 1, end_line)
         try:
-            if _runs_in(data, self.base_line + 1):
+            if has_runs if has_runs is not None else _runs_in(data, self.base_line + 1):
                 piece.run_ids = self._ingest(data, move_cursor)
             else:
                 self._cursor_only(move_cursor)
