@@ -431,3 +431,98 @@ def status_cmd(opts) -> None:
         click.echo(f"in this shell: {k}={v}")
     if pending:
         click.echo(f"{len(pending)} change(s) can be put back: capscan remedy undo --apply")
+
+
+# --------------------------------------------------------------------------- selftest
+
+
+def _yn(v: Any) -> str:
+    return "-" if v is None else ("yes" if v is True else "no" if v is False else str(v))
+
+
+def _printable(text: str) -> str:
+    """Device names and interposer lines come from other programs: no control, format or bidi characters."""
+    import unicodedata
+
+    return "".join("?" if unicodedata.category(c).startswith("C") else c for c in text)
+
+
+def _print_selftest(doc: dict[str, Any]) -> None:
+    from analyzer.rules.chips import family_name
+
+    runs = doc["runs"]
+    title = "capscan remedy selftest"
+    if doc["stand_in"]:
+        title += " (Linux stand-in: LD_PRELOAD and the fake Metal device, not a GPU)"
+    click.echo(title)
+    labels = [k for k in ("stock", "capscan", "other-shim") if k in runs]
+    head = "".join(f"{(k + ' (run ' + ','.join(map(str, runs[k]['run_ids'])) + ')'):<26}" for k in labels)
+    click.echo(f"  {'':<23}{head}")
+    rows = [
+        ("device", lambda m: m["device"] or "-"),
+        ("Apple family", lambda m: f"{family_name(m['apple_family'])} ({m['apple_family']})" if m["apple_family"]
+         else "-"),
+        ("Metal3 / Metal4", lambda m: f"{_yn(m['metal3'])} / {_yn(m['metal4'])}"),
+        ("threadgroup memory", lambda m: _yn(m["max_threadgroup_memory"])),
+        ("simdgroup reduction", lambda m: _yn(m["simdgroup_reduction"])),
+        ("simdgroup matrix mul.", lambda m: _yn(m["simdgroup_mm"])),
+        ("bfloat", lambda m: _yn(m["bfloat"])),
+    ]
+    for name, get in rows:
+        cells = "".join(f"{_printable(str(get(runs[k]['matrix'])))[:24]:<26}" for k in labels)
+        click.echo(f"  {name:<23}{cells}")
+    bench = doc.get("llama_bench") or {}
+    for label in ("capscan", "other-shim"):
+        for test, s in (bench.get(f"{label}_speedup") or {}).items():
+            click.echo(f"  llama-bench {test} ({label}): {s['before']:,.2f} -> {s['after']:,.2f} t/s "
+                       f"({s['ratio']:.2f}x)")
+    click.echo(f"verdict: {doc['verdict']}: {doc['meaning']}")
+    if doc["reason"]:
+        click.echo(f"  why: {_printable(doc['reason'])}")
+    click.echo(f"send back: {doc['send_back']}")
+
+
+@remedy.command("selftest")
+@click.option("--family", "family_spec", default="auto", show_default=True,
+              help="The Apple family cap: auto (the host chip's, from this guest's CPU) or a code such as 1007.")
+@click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None,
+              help="Test this library instead of the one built from native/interposer/.")
+@click.option("--probe", "probe_path", type=click.Path(dir_okay=False), default=None,
+              help="Run this probe binary instead of capscan-probe.")
+@click.option("--llama-bench", "llama_bench", default=None, metavar="PATH",
+              help="Also run a short llama-bench (-p 128 -n 32 -r 2) stock and remedied; store the speed-up.")
+@click.option("-m", "--model", "model", default=None, metavar="MODEL", help="The model for --llama-bench.")
+@click.option("--compare-shim", "compare_shim", default=None, metavar="PATH",
+              help="A third run with another shim (Lume, Tart, Anka) injected instead, for an A/B.")
+@via_options
+@shared_options("db", "json")
+def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, compare_shim, via, vm,
+                 guest_capscan) -> None:
+    """Prove the remedy on this machine: probe stock vs remedied, store both, one verdict.
+
+    Verdicts: works, interposing-disabled, refused-by-hardened-runtime,
+    arm64e-missing, not-a-vm (inconclusive otherwise). Exit 0 only for works.
+    On Linux it runs against the LD_PRELOAD stand-in and says so.
+    """
+    forward(opts, via, vm, guest_capscan, ["remedy", "selftest", "--family", family_spec,
+                                           *(["--llama-bench", llama_bench] if llama_bench else []),
+                                           *(["-m", model] if model else []),
+                                           *(["--compare-shim", compare_shim] if compare_shim else [])])
+    if model and not llama_bench:
+        raise CapscanError("-m/--model goes with --llama-bench PATH")
+    from analyzer.remedy.runner import Runner
+    from analyzer.remedy.selftest import WORKS, run_selftest
+
+    db = open_db(opts)
+    report = run_selftest(db, runner=Runner(), family_spec=family_spec, dylib_path=dylib_path,
+                          probe_path=probe_path, llama_bench=llama_bench, model=model, compare_shim=compare_shim)
+    doc = report.to_json()
+    if opts.as_json:
+        echo_json(doc)
+    else:
+        for c in report.checks:
+            if c.status in ("fail", "warn"):
+                click.echo(_printable(c.line()).replace("?        instead", "\n        instead"), err=True)
+        _print_selftest(doc)
+    if report.verdict != WORKS:
+        sys.exit(EXIT_UNVERIFIED)
