@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from analyzer.cli.exits import EXIT_FAIL_ON, EXIT_INTERRUPTED, CapscanError
-from analyzer.cli.options import Options, open_db, shared_options
+from analyzer.cli.options import Options, open_db, open_existing_db, shared_options
 from analyzer.cli.output import echo_json
 
 
@@ -38,12 +38,12 @@ def _constant_labels(labels: tuple[str, ...]) -> dict[str, str]:
 
 
 def _snapshot(opts: Options):
-    """The metrics of the database; an empty snapshot when there is no database yet (none is created)."""
+    """The metrics of the database. Nothing is created: a missing default database is an
+    empty snapshot (nothing stored yet), a missing --db/$CAPSCAN_DB file a one-line error."""
     from analyzer.export.metrics import Snapshot, collect
 
-    if not _db_file(opts).exists():
-        return Snapshot()
-    return collect(open_db(opts))
+    database = open_existing_db(opts)
+    return Snapshot() if database is None else collect(database)
 
 
 def _write_prometheus(snap, path: str, const: dict[str, str]) -> None:
@@ -271,8 +271,8 @@ def export_otlp(opts: Options, timeout: float) -> None:
 def db_serve(opts: Options, host: str, port: int) -> None:
     """Browse the database in Datasette, read-only (extra: capscan[datasette])."""
     path = _db_file(opts)
-    if not path.is_file():
-        raise CapscanError(f"no database at {path} yet (store a run first)")
+    if open_existing_db(opts) is None:  # a mistyped --db is an error there; nothing is ever created
+        raise CapscanError(f"no database at {path} yet: nothing stored (pipe a log in first)")
     try:
         import datasette.app  # noqa: F401
         import uvicorn  # noqa: F401

@@ -200,12 +200,12 @@ def test_cli_watch_bad_label_is_a_usage_error(tmp_path, db_path):
     assert proc.returncode == 2 and b"Traceback" not in proc.stderr
 
 
-def test_cli_export_prometheus_labels_and_empty_database(tmp_path):
+def test_cli_export_never_creates_a_database(tmp_path):
     out = tmp_path / "empty.prom"
-    db = tmp_path / "never.db"
+    db = tmp_path / "typo" / "never.db"
     proc = run_capscan("export", "prometheus", "--out", str(out), db=db)
-    assert proc.returncode == 0 and out.exists() and not db.exists()  # nothing stored yet: nothing created
-    assert samples(out.read_text()) == {}
+    assert proc.returncode == 2 and b"nothing was created" in proc.stderr  # a mistyped --db, as for `runs`
+    assert not out.exists() and not (tmp_path / "typo").exists()
 
 
 def test_cli_db_serve_real_server_on_loopback(tmp_path, db_path):
