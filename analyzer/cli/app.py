@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("analyzer.cli.compare", "compare"), "db": ("analyzer.cli.db", "db"),
     "formats": ("analyzer.cli.formats", "formats"), "tui": ("analyzer.cli.tui", "tui"),
     "remedy": ("analyzer.cli.remedy", "remedy"), "probe": ("analyzer.cli.probe", "probe"),
+    "sources": ("analyzer.cli.fleet", "sources"), "watch": ("analyzer.cli.fleet", "watch"),
+    "export": ("analyzer.cli.fleet", "export"),
 }
 
 
