@@ -83,6 +83,21 @@ class RunBuilder:
         self.setup_counts: dict[str, int] = {}
         self._series: dict[tuple, tuple[array, int | None, float | None]] = {}  # (model, test, kind) -> speeds
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
+        self.flag_seen: dict[str, tuple[bool, int]] = {}  # flag -> (first value printed, its line)
+
+    def saw_device(self, name: str | None) -> None:
+        """Keep every GPU name the run mentions (evidence of the machine, even when not the chosen device)."""
+        if name and name not in self.facts.seen_devices and len(self.facts.seen_devices) < 32:
+            self.facts.seen_devices.append(name)
+
+    def saw_flag(self, flag: str, value: bool, line: int) -> None:
+        """A flag printed again with another value is a contradiction, recorded, never resolved by order."""
+        first = self.flag_seen.get(flag)
+        if first is None:
+            self.flag_seen[flag] = (value, line)
+        elif first[0] != value and not any(c["flag"] == flag for c in self.facts.flag_conflicts):
+            self.facts.flag_conflicts.append({"flag": flag, "value": first[0], "line": first[1], "other": value,
+                                              "other_line": line})
 
     # -- bookkeeping --------------------------------------------------------
     def touch(self, ev: Event, evidence: bool = True) -> None:
@@ -294,6 +309,7 @@ class Assembler:
             run.facts.metal_era = era
         if name:
             run.facts.device.name = name
+            run.saw_device(name)
         run.touch(ev)
 
     def _on_metal_family(self, ev: Event) -> None:
@@ -304,6 +320,8 @@ class Assembler:
     def _on_metal_flag(self, ev: Event) -> None:
         run = self._metal_run()
         flag, value = ev.data["flag"], ev.data["value"]
+        if flag in Capabilities.model_fields or flag == "unified_memory":
+            run.saw_flag(flag, value, ev.line)
         if flag in Capabilities.model_fields:
             setattr(run.facts.capabilities, flag, value)
         elif flag == "unified_memory":
@@ -332,8 +350,10 @@ class Assembler:
 
     def _device_hint(self, ev: Event, name: str | None) -> None:
         run = self.run
-        if name and run.facts.device.name is None and not re.fullmatch(r"MTL\d+|Metal|CPU", name):
-            run.facts.device.name = name
+        if name and not re.fullmatch(r"MTL\d+|Metal|CPU", name):
+            if run.facts.device.name is None:
+                run.facts.device.name = name
+            run.saw_device(name)
         run.touch(ev)
 
     def _on_metal_found_device(self, ev: Event) -> None:
@@ -471,6 +491,7 @@ class Assembler:
         if run.facts.listed_devices is None:
             run.facts.listed_devices = []
         run.facts.listed_devices.append(f"{ev.data['id']}: {ev.data['description']}")
+        run.saw_device(ev.data["description"])
         run.touch(ev)
 
     def _on_devices_none(self, ev: Event) -> None:
@@ -498,6 +519,7 @@ class Assembler:
         if run.facts.ollama_library is None or lib != "cpu":
             run.facts.ollama_library = lib
             run.facts.ollama_description = ev.data.get("description")
+        run.saw_device(ev.data.get("description"))
         run.touch(ev)
 
     # Benchmarks and timings --------------------------------------------------
@@ -701,6 +723,7 @@ class Assembler:
         self.run.touch(ev)
 
     def _on_probe_unified_memory(self, ev: Event) -> None:
+        self.run.saw_flag("unified_memory", ev.data["value"], ev.line)
         self.run.facts.device.unified_memory = ev.data["value"]
         self.run.touch(ev)
 

@@ -94,6 +94,12 @@ class RunFacts(BaseModel):
     sysprof_chipsets: list[str] = Field(default_factory=list)
     sysprof_metal: str | None = None
     processes: list[str] = Field(default_factory=list)
+    # Every GPU name the run mentions (device, found/picking device, model device lines): a name that
+    # is not the chosen device is still evidence of the machine (an AMD GPU listed beside others).
+    seen_devices: list[str] = Field(default_factory=list)
+    # A flag printed twice in one run with different values (blocks of two machines merged):
+    # {"flag", "value", "line", "other", "other_line"}. Never resolved by order.
+    flag_conflicts: list[dict] = Field(default_factory=list)
     # Per (model, test, kind): the speed (median of several rows), n, first line. None in
     # runs stored before it existed: readers then aggregate the throughput table.
     throughput_summary: list[dict] | None = None

@@ -34,15 +34,31 @@ def finding(message: str, evidence: list[dict[str, Any]], **extra: Any) -> Findi
 # ---------------------------------------------------------------------------
 
 
+ENVIRONMENT_DECIDERS = ("the Metal start-up block (its `GPU name:` line), llama-bench `-o json` (its cpu_info reads "
+                        "'(Virtual)' in a guest) or `capscan probe` run on the same machine")
+
+
 def _environment(v: RunView) -> Finding | None:
     if v.environment == "vm":
         host = f" on an {v.host_chip} host" if v.host_chip else ""
-        return finding(f"Runs in a virtual machine{host}.", v.vm_evidence[:3])
+        return finding(f"Runs in a virtual machine{host} ({v.vm_signs[0][0]}).", v.vm_evidence[:3])
     if v.environment == "bare-metal":
-        return finding(f"Runs on bare metal ({v.host_chip or v.device_names[0]}).",
-                       v.lines("metal.device", "bench.device", "vulkan.device", "cuda.device", "sysprof.chipset",
-                               "probe.device", limit=1))
-    return None
+        why, lines = v.bare_metal_signs[0]
+        return finding(f"Runs on bare metal ({v.host_chip or why}).", lines)
+    if v.contradictions:
+        return None  # contradictory-evidence says what the run shows
+    return finding("Whether this ran in a VM or on bare metal is not shown; " + ENVIRONMENT_DECIDERS + " would decide "
+                   "it.", [])
+
+
+def _contradictory(v: RunView) -> Finding | None:
+    if not v.contradictions:
+        return None
+    parts = [what for what, _ in v.contradictions]
+    lines = [line for _, ls in v.contradictions for line in ls]
+    return finding("The run's evidence contradicts itself: " + "; ".join(parts) + ". Lines of two machines or "
+                   "processes were probably merged (pasted or interleaved logs); capscan never picks one by order, "
+                   "so nothing here is marked fixable. Ingest each machine's log on its own.", lines)
 
 
 def _inferred_capabilities(v: RunView) -> Finding | None:
@@ -174,25 +190,53 @@ def _paravirtual_clamp(v: RunView) -> Finding | None:
     return finding(msg, ev)
 
 
-def _downgrade_symptoms(v: RunView) -> Finding | None:
-    """No capability block, but the consequences of one are visible."""
+def _symptom(v: RunView) -> tuple[str, str, list[dict[str, Any]]] | None:
+    """(what was seen, what it means in a VM, lines) for the visible consequences of a clamp, or None.
+    Only when no capability block decides (a printed reduction flag)."""
     f = v.facts
-    if v.facts.metal_era is not None and v.caps.simdgroup_reduction is not None:
-        return None  # the block is there: _paravirtual_clamp decides
-    if MAC_DISCRETE & v.vendors:
-        return None
+    if f.metal_era is not None and f.capabilities.simdgroup_reduction is not None or v.family_basis == "printed":
+        return None  # the capability block decides
     if f.unsupported_ops:
-        return finding(f"Metal rejected op(s) {', '.join(f.unsupported_ops)} as unsupported: the device reports no "
-                       "simdgroup reduction, the signature of a VM's paravirtual GPU (Apple5).",
-                       v.lines("metal.unsupported_op", limit=3))
+        return (f"Metal rejected op(s) {', '.join(f.unsupported_ops)} as unsupported",
+                "the device reports no simdgroup reduction, the signature of a VM's paravirtual GPU (Apple5)",
+                v.lines("metal.unsupported_op", limit=3))
     if f.skipped_kernels_non_bf16 >= 50:
-        return finding(f"{f.skipped_kernels} Metal kernels were skipped as unsupported ({f.skipped_kernels_non_bf16} "
-                       "not bf16): the device lacks simdgroup reduction/matrix multiply, the signature of a VM's "
-                       "paravirtual GPU.", v.lines("metal.skip_kernel", limit=3))
+        return (f"{f.skipped_kernels} Metal kernels were skipped as unsupported ({f.skipped_kernels_non_bf16} not "
+                "bf16)", "the device lacks simdgroup reduction/matrix multiply, the signature of a VM's paravirtual "
+                "GPU", v.lines("metal.skip_kernel", limit=3))
     if f.family_fallback:
-        return finding("whisper.cpp fell back to the CPU because the GPU does not report family 7.",
-                       v.lines("metal.family_fallback", limit=1))
+        return ("whisper.cpp fell back to the CPU because the GPU does not report family 7",
+                "the paravirtual GPU reports Apple5", v.lines("metal.family_fallback", limit=1))
     return None
+
+
+def _downgrade_symptoms(v: RunView) -> Finding | None:
+    """No capability block, but the consequences of one are visible, in a VM."""
+    if MAC_DISCRETE & v.vendors or v.environment != "vm":
+        return None  # the same symptoms elsewhere decide nothing: _symptoms_without_vm says so
+    seen = _symptom(v)
+    if seen is None:
+        return None
+    what, meaning, lines = seen
+    return finding(f"{what} in a VM guest: {meaning}.", lines + v.vm_evidence[:1])
+
+
+def _symptoms_without_vm(v: RunView) -> Finding | None:
+    """The symptoms of a clamp without evidence of a VM: AMD/Intel Mac GPUs and pre-M1 Apple GPUs
+    lack simdgroup reduction too, so the symptoms alone decide nothing."""
+    if v.environment == "vm" or MAC_DISCRETE & v.vendors:
+        return None
+    seen = _symptom(v)
+    if seen is None:
+        return None
+    what, _, lines = seen
+    if v.environment == "bare-metal":
+        return finding(f"{what}, on bare metal ({v.host_chip or v.device_names[0]}): not a VM's family clamp and "
+                       "nothing a shim could restore; an op this llama.cpp build does not run on this GPU, or a broken "
+                       "build.", lines)
+    return finding(f"{what}, but nothing in the log names the device: a VM's paravirtual GPU (Apple5) does this, and "
+                   "so do AMD/Intel Mac GPUs and pre-M1 Apple GPUs, so capscan does not guess.", lines,
+                   next="start-up-block")
 
 
 def _slower_than_cpu(v: RunView) -> Finding | None:
@@ -350,9 +394,9 @@ def _virtualization_overhead(v: RunView) -> Finding | None:
 
 
 def _healthy(v: RunView) -> Finding | None:
-    if not v.gpu_offload:
-        return None
     f = v.facts
+    if not v.gpu_offload or f.unsupported_ops:
+        return None  # a run that crashed on an op is not healthy, whatever its capabilities
     if v.is_metal and v.full_caps and not (MAC_DISCRETE & v.vendors):
         return finding("Full capabilities: simdgroup reduction and matrix multiply are on.",
                        v.lines("metal.flag", contains="simdgroup", limit=2) or v.lines("metal.family", limit=1))
@@ -364,6 +408,7 @@ def _healthy(v: RunView) -> Finding | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("environment", None, "info", _environment),
+    Rule("contradictory-evidence", None, "warning", _contradictory),
     Rule("capabilities-inferred", None, "info", _inferred_capabilities),
     Rule("amd-intel-gpu", "hardware-limit", "error", _non_apple_gpu),
     Rule("old-apple-gpu", "hardware-limit", "error", _old_apple_gpu),
@@ -373,6 +418,7 @@ RULES: tuple[Rule, ...] = (
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
     Rule("paravirtual-family-clamp", "capability-downgrade", "error", _paravirtual_clamp),
     Rule("downgrade-symptoms", "capability-downgrade", "error", _downgrade_symptoms),
+    Rule("symptoms-without-vm", None, "info", _symptoms_without_vm),
     Rule("metal-slower-than-cpu", "capability-downgrade", "error", _slower_than_cpu),
     Rule("gap-to-bare-metal", "capability-downgrade", "warning", _gap_to_host),
     Rule("near-bare-metal", None, "info", _near_bare_metal),

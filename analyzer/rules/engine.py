@@ -66,7 +66,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "capabilities_inferred": sorted(view.inferred),
         "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None, findings),
         "findings": findings,
-        "next_steps": next_steps(view, verdict, fixable, why_fixable),
+        "next_steps": next_steps(view, verdict, fixable, why_fixable, {f["rule"] for f in findings}),
         "paired": paired_with_bare_metal(view),
         "rules_version": RULES_VERSION,
     }
@@ -102,7 +102,7 @@ def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | Non
     return "high"
 
 
-_EXPLAINS_UNKNOWN = ("mlx-unaffected", "near-bare-metal", "venus-guest")
+_EXPLAINS_UNKNOWN = ("contradictory-evidence", "symptoms-without-vm", "mlx-unaffected", "near-bare-metal", "venus-guest")
 
 
 def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisive: dict | None,
@@ -117,7 +117,13 @@ def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisi
     return text
 
 
-def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None) -> list[str]:
+START_UP_BLOCK = ("Paste the start-up block too: the ggml_metal_device_init: (or ggml_metal_init:) lines printed before "
+                  "the model loads (llama-bench prints them; llama-cli/llama-server need -v), or run `capscan probe` "
+                  "on the same machine, then pipe it into capscan.")
+
+
+def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
+               findings: set[str] | frozenset[str] = frozenset()) -> list[str]:
     cap = view.host_family or chips.APPLE7
     if verdict == "capability-downgrade" and fixable:
         why = ("the host's real one" if view.host_family else
@@ -137,6 +143,8 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None) -> l
     if verdict == "virtualization-overhead":
         return ["Nothing to fix in capabilities. Fewer, larger dispatches help: bigger batches (-b/-ub), "
                 "larger models amortise the fixed per-token cost."]
+    if verdict == "unknown" and "symptoms-without-vm" in findings and view.environment is None:
+        return [START_UP_BLOCK]
     if verdict == "unknown":
         return ["Pipe the full stderr (2>&1) so the Metal init lines are included, or run `capscan probe`."]
     return []

@@ -85,9 +85,17 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("metal/whisper-family-fallback.log",), "capability-downgrade", True),
     ],
     "downgrade-symptoms": [
-        (("metal/m2-2024-05-instructlab-unsupported-op.log",), "capability-downgrade", False),
-        (("metal/symptoms-only-skipping.log",), "capability-downgrade", False),
-        (("rules/whisper-fallback-only.log",), "capability-downgrade", False),
+        (("rules/unsupported-op-paravirtual-listed.log",), "capability-downgrade", False),
+    ],
+    # the same symptoms without evidence of a VM decide nothing (AMD/Intel and pre-M1 GPUs show them too)
+    "symptoms-without-vm": [
+        (("metal/m2-2024-05-instructlab-unsupported-op.log",), "unknown", False),
+        (("metal/symptoms-only-skipping.log",), "unknown", False),
+        (("rules/whisper-fallback-only.log",), "unknown", False),
+        (("rules/bare-metal-m2max-unsupported-op.log",), "unknown", False),
+    ],
+    "contradictory-evidence": [
+        (("rules/contradictory-merged-legacy-blocks.log",), "capability-downgrade", False),
     ],
     "metal-slower-than-cpu": [
         (("bench/anka-m3pro-guest-cpu.json", "bench/anka-m3pro-stock.json"), "capability-downgrade", True),
