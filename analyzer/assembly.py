@@ -508,6 +508,12 @@ class Assembler:
             run.facts.model = ev.data["name"]
         run.touch(ev)
 
+    def _on_model_ftype(self, ev: Event) -> None:
+        run = self.run
+        if run.facts.quant is None:
+            run.facts.quant = ev.data["ftype"]
+        run.touch(ev)
+
     def _on_offload(self, ev: Event) -> None:
         self.run.facts.offload = (ev.data["offloaded"], ev.data["total"])
         self.run.touch(ev)

@@ -69,6 +69,7 @@ class RunFacts(BaseModel):
     shim: Shim | None = None
     shim_messages: list[str] = Field(default_factory=list)
     model: str | None = None
+    quant: str | None = None  # the model's quantization when printed apart from its name (`model ftype`)
     cpu_info: str | None = None
     gpu_info: str | None = None
     bench_backends: str | None = None

@@ -75,7 +75,7 @@ SYSTEM = Format(
     name="system",
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
     literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name", "using device",
-              "layers to GPU"),
+              "layers to GPU", "model ftype", "file type   ="),
     patterns=(
         Pattern("process.start", rx(r"^main: build = (?P<number>\d+) \((?P<commit>[0-9a-f]+)\)\s*$")),
         # llama-bench's last line (md and sql output): closes the run it ends.
@@ -87,6 +87,8 @@ SYSTEM = Format(
                 collector=lambda m, n, t: _DeviceListCollector(n, t)),
         Pattern("build.target", rx(r"built with (?P<compiler>.+?) for (?P<target>[\w.-]+)\s*$")),
         Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S.*?)\s*$")),
+        # the quantization, printed apart from the model name (llm_load_print_meta 2023-24, print_info 2025 on)
+        Pattern("model.ftype", rx(r"(?:llm_load_print_meta: model ftype|print_info: file type)\s+=\s+(?P<ftype>\S.*?)\s*$")),
         Pattern("model.device",
                 rx(r"using device (?P<device>\S+) \((?P<description>[^()]*(?:\([^()]*\))?[^()]*)\)")),
         Pattern("offload", rx(r"offloaded (?P<offloaded>\d+)/(?P<total>\d+) layers to GPU"),
@@ -94,6 +96,8 @@ SYSTEM = Format(
     ),
     samples=(
         Sample("main: build = 1015 (226255b)", "process.start", {"number": "1015", "commit": "226255b"}),
+        Sample("llm_load_print_meta: model ftype      = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
+        Sample("print_info: file type   = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
         Sample("build: ee3d1b54c (10167)", "build.footer", {"commit": "ee3d1b54c", "number": "10167"}),
         Sample("system_info: n_threads = 24 (n_threads_batch = 24) / 32 | Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | "
                "ARM_FMA = 1 | ACCELERATE = 1 | REPACK = 1 |", "system_info", {"n_threads": 24, "backends": ["Metal", "CPU"]}),

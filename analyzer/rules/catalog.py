@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from analyzer.rules import chips
+from analyzer.rules import baseline, chips
 from analyzer.rules.view import RunView
 
 Finding = dict[str, Any]
@@ -245,7 +245,8 @@ def _slower_than_cpu(v: RunView) -> Finding | None:
         return None
     mine = v.best()
     for p in v.peers:
-        if p.environment == "vm" and not p.gpu_offload and p.model == v.facts.model:
+        if p.environment == "vm" and not p.gpu_offload and p.model == v.facts.model and p.quant == v.facts.quant \
+                and v.host_chip is not None and p.host_chip == v.host_chip:
             slower = [t for t in mine if t in p.throughput and mine[t] < p.throughput[t]]
             if slower:
                 t = slower[0]
@@ -357,20 +358,19 @@ def _venus(v: RunView) -> Finding | None:
 
 
 def bare_metal_baseline(v: RunView):
-    """The closest bare-metal run of the same model with full capabilities:
-    (peer, test, my_tok_s / its_tok_s) on the first shared test."""
-    mine = v.best()
-    for p in v.peers:
-        if p.environment != "bare-metal" or p.full_caps is False or not p.gpu_offload:
-            continue
-        if not v.facts.model or p.model != v.facts.model:
-            continue
-        shared = [t for t in mine if t in p.throughput and p.throughput[t] > 0]
-        gen = [t for t in shared if t.startswith("tg") or t == "generation"]
-        if shared:
-            t = (gen or shared)[0]
-            return p, t, mine[t] / p.throughput[t]
-    return None
+    """The guest's bare-metal baseline (same model and quantization, same host chip; see
+    analyzer.rules.baseline): (peer, test, my_tok_s / its_tok_s) on the first shared test
+    (generation first), or None."""
+    found = baseline.choose(v)
+    if found is None or found.peer is None:
+        return None
+    peer, mine = found.peer, v.best()
+    shared = [t for t in mine if t in peer.throughput and peer.throughput[t] > 0]
+    gen = [t for t in shared if t.startswith("tg") or t == "generation"]
+    if not shared:
+        return None
+    t = (gen or shared)[0]
+    return peer, t, mine[t] / peer.throughput[t]
 
 
 def _virtualization_overhead(v: RunView) -> Finding | None:

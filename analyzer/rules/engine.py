@@ -12,7 +12,8 @@ from typing import Any
 
 from analyzer.rules import chips
 from analyzer.compare import per_token_cost
-from analyzer.rules.catalog import RULES, bare_metal_baseline
+from analyzer.rules import baseline
+from analyzer.rules.catalog import RULES
 from analyzer.rules.view import RunView
 
 RULES_VERSION = "1"
@@ -67,25 +68,24 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None, findings),
         "findings": findings,
         "next_steps": next_steps(view, verdict, fixable, why_fixable, {f["rule"] for f in findings}),
-        "paired": paired_with_bare_metal(view),
+        **_baseline(view),
         "rules_version": RULES_VERSION,
     }
 
 
-def paired_with_bare_metal(view: RunView) -> dict[str, Any] | None:
-    """A VM run paired with the bare-metal run of the same model: per shared
-    test, the ratio and the per-token cost 1/vm - 1/host."""
-    if view.environment != "vm":
-        return None
-    found = bare_metal_baseline(view)
+def _baseline(view: RunView) -> dict[str, Any]:
+    """`baseline`: which bare-metal run a guest is measured against and why (or why none);
+    `paired`: per shared test, the ratio and the per-token cost 1/vm - 1/host."""
+    found = baseline.choose(view)
     if found is None:
-        return None
-    peer = found[0]
-    mine = view.best()
-    tests = [{"test": t, "tok_s": mine[t], "baseline_tok_s": peer.throughput[t], "ratio": mine[t] / peer.throughput[t],
-              "per_token_s": per_token_cost(mine[t], peer.throughput[t])}
-             for t in mine if t in peer.throughput and peer.throughput[t] > 0 and mine[t] > 0]
-    return {"run": peer.id, "tests": tests} if tests else None
+        return {"baseline": None, "paired": None}
+    peer, mine = found.peer, view.best()
+    tests = [] if peer is None else [
+        {"test": t, "tok_s": mine[t], "baseline_tok_s": peer.throughput[t], "ratio": mine[t] / peer.throughput[t],
+         "per_token_s": per_token_cost(mine[t], peer.throughput[t])}
+        for t in mine if t in peer.throughput and peer.throughput[t] > 0 and mine[t] > 0]
+    paired = {"run": peer.id, "why": found.why, "tests": tests} if tests else None
+    return {"baseline": found.as_dict(view), "paired": paired}
 
 
 def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | None:

@@ -30,6 +30,10 @@ class Peer:
     backend: str | None
     gpu_offload: bool
     throughput: dict[str, float]  # test -> best tok/s
+    host_chip: str | None = None  # the hardware: a guest's host chip, a bare-metal run's own GPU
+    quant: str | None = None
+    build: str | None = None
+    created_at: str | None = None
 
 
 @dataclass
@@ -39,6 +43,7 @@ class RunView:
     throughput: list[dict[str, Any]]
     evidence: list[Evidence]
     peers: list[Peer] = field(default_factory=list)
+    created_at: str | None = None
 
     # -- evidence helpers --------------------------------------------------
     def lines(self, *kinds: str, contains: str | None = None, limit: int = 6) -> list[dict[str, Any]]:
@@ -172,23 +177,36 @@ class RunView:
     # -- host chip --------------------------------------------------------------
     @cached_property
     def host_chip(self) -> str | None:
+        return self._host_chip[0]
+
+    @property
+    def host_chip_basis(self) -> str | None:
+        """Where the host chip comes from, in words (for the report's baseline line)."""
+        return self._host_chip[1]
+
+    @cached_property
+    def _host_chip(self) -> tuple[str | None, str | None]:
         f = self.facts
         if self.environment == "vm":
-            for text in (f.cpu_info, *[d.get("name") for d in f.vulkan_devices]):
+            # only the guest's own evidence names its host: its CPU name, its Venus device
+            for text, basis in ((f.cpu_info, "the guest's cpu_info"),
+                                *[(d.get("name"), "the guest's Venus device") for d in f.vulkan_devices]):
                 chip = chips.apple_chip(text)
                 if chip:
-                    return chip
+                    return chip, basis
             if chips.is_intel_cpu(f.cpu_info):
-                return (f.cpu_info or "").split(",")[-1].replace("(Virtual)", "").strip() or "Intel"
-            return None
+                return ((f.cpu_info or "").split(",")[-1].replace("(Virtual)", "").strip() or "Intel",
+                        "the guest's cpu_info")
+            return None, None
         if self.environment == "bare-metal":
             for name in self.device_names:
                 chip = chips.apple_chip(name)
                 if chip:
-                    return chip
+                    return chip, "its GPU"
             if "amd" in self.vendors or "intel" in self.vendors or "nvidia" in self.vendors:
-                return next((n for n in self.device_names if chips.vendor(n) in ("amd", "intel", "nvidia")), None)
-        return None
+                return next((n for n in self.device_names if chips.vendor(n) in ("amd", "intel", "nvidia")),
+                            None), "its GPU"
+        return None, None
 
     @property
     def host_family(self) -> int | None:
@@ -347,7 +365,8 @@ class RunView:
     def peer(self) -> Peer:
         return Peer(id=self.id, environment=self.environment, full_caps=self.full_caps, host_family=self.host_family,
                     remedied=self.remedied, model=self.facts.model, backend=self.facts.backend,
-                    gpu_offload=self.gpu_offload, throughput=self.best())
+                    gpu_offload=self.gpu_offload, throughput=self.best(), host_chip=self.host_chip,
+                    quant=self.facts.quant, build=self.facts.build_commit, created_at=self.created_at)
 
 
 METAL3_CODE = chips.METAL3
