@@ -16,7 +16,7 @@ from analyzer.rules import baseline
 from analyzer.rules.catalog import RULES
 from analyzer.rules.view import RunView
 
-RULES_VERSION = "1"
+RULES_VERSION = "2"  # 2: contradictions veto fixable, same-hardware baselines
 _PRECEDENCE = ("hardware-limit", "no-gpu-offload", "capability-downgrade", "virtualization-overhead", "healthy")
 
 SUMMARY = {

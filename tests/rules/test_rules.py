@@ -126,7 +126,7 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("backends/vulkan-2024-02-found.log",), "healthy", False),
     ],
     "virtualization-overhead": [
-        (("metal/m4-2026-08-host-m1-ultra.log", "metal/m4-2026-08-guest-lume-shim.log"),
+        (("metal/m4-2026-08-host-m1-ultra.log", "shims/lume-shim-apple9-on-m1.log"),
          "virtualization-overhead", False),
         (("bench/host-m1-ultra.json", "shims/lume-shim-apple9-on-m1.log"), "virtualization-overhead", False),
     ],
