@@ -145,6 +145,9 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
                 "larger models amortise the fixed per-token cost."]
     if verdict == "unknown" and "symptoms-without-vm" in findings and view.environment is None:
         return [START_UP_BLOCK]
+    if verdict == "unknown" and not view.gates_on_family:
+        return ["Nothing to remedy for MLX. To check llama.cpp on the same machine, run llama-bench and pipe "
+                "it in: llama-bench -m model.gguf 2>&1 | capscan"]
     if verdict == "unknown":
         return ["Pipe the full stderr (2>&1) so the Metal init lines are included, or run `capscan probe`."]
     return []

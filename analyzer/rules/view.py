@@ -101,7 +101,11 @@ class RunView:
 
     @property
     def vm_evidence(self) -> list[dict[str, Any]]:
-        return [line for _, lines in self.vm_signs for line in lines]
+        seen: dict[int, dict[str, Any]] = {}
+        for _, lines in self.vm_signs:
+            for line in lines:
+                seen.setdefault(line["line"], line)
+        return list(seen.values())
 
     @cached_property
     def bare_metal_signs(self) -> list[tuple[str, list[dict[str, Any]]]]:
