@@ -363,6 +363,8 @@ class Assembler:
         self._device_hint(ev, ev.data.get("name"))
 
     def _on_model_device(self, ev: Event) -> None:
+        if re.fullmatch(r"MTL\d+|Metal", ev.data.get("device") or ""):
+            self.run.facts.backend = self.run.facts.backend or "metal"
         self.run.facts.model_device = ev.data.get("description")
         self._device_hint(ev, ev.data.get("description"))
 
@@ -374,6 +376,18 @@ class Assembler:
     def _on_metal_error(self, ev: Event) -> None:
         self.run.facts.metal_errors.append(ev.data["message"])
         self.run.touch(ev)
+
+    def _on_metal_library_failed(self, ev: Event) -> None:
+        run = self.run
+        if run.facts.metal_library_failed is None:
+            run.facts.metal_library_failed = ev.data["what"][:160]
+        run.touch(ev)
+
+    def _on_metal_agx_error(self, ev: Event) -> None:
+        run = self.run
+        run.facts.agx_domain = run.facts.agx_domain or ev.data["domain"]
+        run.facts.metal_errors.append(ev.text[:300])
+        run.touch(ev)
 
     def _on_metal_library_loaded(self, ev: Event) -> None:
         if self.pending_gate:
@@ -528,6 +542,55 @@ class Assembler:
         run.saw_device(ev.data.get("description"))
         run.touch(ev)
 
+    def _on_ollama_offload(self, ev: Event) -> None:
+        run = self.run
+        run.explicit_program = "ollama"
+        d = ev.data
+        run.facts.offload = (d["offloaded"], d["total"])
+        if d.get("library") and (run.facts.ollama_library is None or d["library"] != "cpu"):
+            run.facts.ollama_library = d["library"]
+        run.touch(ev)
+
+    # Context: the machine around the run, and wrappers ----------------------
+    def _on_host_chip(self, ev: Event) -> None:
+        self.run.facts.host_chip_line = self.run.facts.host_chip_line or ev.data["chip"]
+        self.run.touch(ev)
+
+    def _on_host_model_name(self, ev: Event) -> None:
+        self.run.facts.host_model_name = self.run.facts.host_model_name or ev.data["name"]
+        self.run.touch(ev)
+
+    def _on_host_macos(self, ev: Event) -> None:
+        self.run.facts.macos_version = self.run.facts.macos_version or ev.data["version"]
+        self.run.touch(ev)
+
+    def _on_mlx_device(self, ev: Event) -> None:
+        run = self.run
+        run.explicit_program = run.explicit_program or "mlx_lm"
+        if run.facts.device.name is None:
+            run.facts.device.name = ev.data["name"]
+        run.saw_device(ev.data["name"])
+        run.touch(ev)
+
+    def _on_memory_device(self, ev: Event) -> None:
+        run = self.run
+        if ev.data["id"].startswith("MTL"):
+            run.facts.backend = run.facts.backend or "metal"
+        self._device_hint(ev, ev.data["name"])
+
+    def _on_model_mapped(self, ev: Event) -> None:
+        self.run.facts.mmap = True
+        self.run.touch(ev)
+
+    def _on_wrapper_virtualised(self, ev: Event) -> None:
+        run = self.run
+        run.facts.wrapper_virtualised = ev.data["name"]
+        self._device_hint(ev, ev.data["name"])
+
+    def _on_wrapper_gpu_layers(self, ev: Event) -> None:
+        self.run.facts.n_gpu_layers = ev.data["layers"]
+        self.run.touch(ev)
+
     # Benchmarks and timings --------------------------------------------------
     def _on_bench_md_header(self, ev: Event) -> None:
         self.md_columns = ev.data["columns"]
@@ -541,6 +604,10 @@ class Assembler:
 
     def _on_bench_row(self, ev: Event) -> None:
         self._bench(ev, ev.data)
+
+    def _on_bench_row_list(self, ev: Event) -> None:
+        for row in ev.data["rows"]:
+            self._bench(ev, row)
 
     def _on_bench_rows(self, ev: Event) -> None:
         """Consecutive llama-bench rows of one configuration (the dense JSONL path):
@@ -607,8 +674,10 @@ class Assembler:
             f.program = "llama-bench"
         run.bench_model = row.get("model")
         run.touch(ev, evidence=False)
+        label = row.get("label")  # rows of a hand-edited table told apart by a label ('master', 'PR')
         run.add_throughput(Throughput(
-            test=row["test"], tok_s=row["tok_s"], stddev=row.get("stddev"), model=row.get("model"), line=ev.line,
+            test=row["test"], tok_s=row["tok_s"], stddev=row.get("stddev"),
+            model=f"{row.get('model')} ({label})" if label else row.get("model"), line=ev.line,
             kind="bench", n_prompt=row.get("n_prompt"), n_gen=row.get("n_gen"), n_depth=row.get("n_depth")))
         self._spill()
 

@@ -80,6 +80,13 @@ class RunFacts(BaseModel):
     unsupported_ops: list[str] = Field(default_factory=list)
     metal_errors: list[str] = Field(default_factory=list)
     family_fallback: bool = False
+    host_chip_line: str | None = None  # 'Chip:' of a Hardware Overview (system_profiler SPHardwareDataType)
+    host_model_name: str | None = None  # its 'Model Name:' ('MacBook Pro', 'Apple Virtual Machine 1')
+    macos_version: str | None = None
+    mmap: bool | None = None  # weights read through memory-mapped buffers (`*_Mapped model buffer`)
+    wrapper_virtualised: str | None = None  # an app said the Metal device looks virtualised (and names it)
+    metal_library_failed: str | None = None  # the first line saying the Metal library did not load
+    agx_domain: str | None = None  # an AGXMetal* error domain: Apple's own GPU driver answered (bare metal)
     library_load_s: float | None = None
     offload: tuple[int, int] | None = None
     vulkan_devices: list[dict] = Field(default_factory=list)

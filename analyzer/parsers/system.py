@@ -51,10 +51,9 @@ class _DeviceListCollector:
         return []
 
 
-def _kv_line(m: re.Match) -> dict | None:
-    """ollama slog: time=... level=INFO source=types.go:130 msg="inference compute" id=0 library=metal ..."""
+def _slog(text: str) -> dict | None:
     try:
-        parts = shlex.split(m.string, posix=True)
+        parts = shlex.split(text, posix=True)
     except ValueError:
         return None
     data = {}
@@ -62,7 +61,27 @@ def _kv_line(m: re.Match) -> dict | None:
         if "=" in part:
             key, _, value = part.partition("=")
             data[key] = value
-    if data.get("msg") != "inference compute" or "library" not in data:
+    return data
+
+
+def _offload_line(m: re.Match) -> dict | None:
+    """ollama's layer placement: msg="offload to cpu" (2024) or msg=offload library=cpu (2025), layers.offload=N."""
+    data = _slog(m.string)
+    if not data or not (data.get("msg") or "").startswith("offload"):
+        return None
+    library = data.get("library") or (data["msg"][len("offload to "):] if data["msg"].startswith("offload to ") else "")
+    try:
+        offloaded, total = int(data["layers.offload"]), int(data["layers.model"])
+    except (KeyError, ValueError):
+        return None
+    return {"library": library.lower() or None, "offloaded": offloaded, "total": total,
+            "requested": data.get("layers.requested")}
+
+
+def _kv_line(m: re.Match) -> dict | None:
+    """ollama slog: time=... level=INFO source=types.go:130 msg="inference compute" id=0 library=metal ..."""
+    data = _slog(m.string)
+    if not data or data.get("msg") != "inference compute" or "library" not in data:
         return None
     out = {"library": data["library"].lower()}
     for key in ("name", "description", "total", "available", "type"):
@@ -123,8 +142,9 @@ SYSTEM = Format(
 OLLAMA = Format(
     name="ollama",
     description="ollama server.log device summary (msg=\"inference compute\" library=metal|cpu|cuda|rocm)",
-    literals=("inference compute",),
-    patterns=(Pattern("ollama.compute", rx(r"inference compute"), _kv_line),),
+    literals=("inference compute", "layers.offload="),
+    patterns=(Pattern("ollama.compute", rx(r"inference compute"), _kv_line),
+              Pattern("ollama.offload", rx(r"msg=\"?offload\b.*layers\.offload=\d+"), _offload_line)),
     samples=(
         Sample('time=2025-02-16T20:51:57.943-06:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
                'library=metal variant="" compute="" driver=0.0 name="" total="16.0 GiB" available="16.0 GiB"',
@@ -132,5 +152,11 @@ OLLAMA = Format(
         Sample('time=2025-05-01T10:00:00.000Z level=INFO source=types.go:130 msg="inference compute" id=cpu '
                'library=cpu compute="" name=cpu description=cpu total="15.5 GiB" available="12.0 GiB"',
                "ollama.compute", {"library": "cpu"}),
+        Sample('time=2024-08-21T14:03:40.112Z level=INFO source=memory.go:309 msg="offload to cpu" layers.requested=-1 '
+               'layers.model=29 layers.offload=0 layers.split="" memory.available="[6.8 GiB]"', "ollama.offload",
+               {"library": "cpu", "offloaded": 0, "total": 29}),
+        Sample('time=2025-04-02T08:15:31.779-04:00 level=INFO source=server.go:138 msg=offload library=cpu '
+               'layers.requested=0 layers.model=29 layers.offload=0 layers.split="" memory.available="[9.1 GiB]"',
+               "ollama.offload", {"library": "cpu", "offloaded": 0, "total": 29, "requested": "0"}),
     ),
 )

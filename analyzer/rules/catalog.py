@@ -88,7 +88,16 @@ _DO_NOT_FORCE = ("Do not force capabilities with a shim here: this GPU really la
 
 
 def _non_apple_gpu(v: RunView) -> Finding | None:
-    if not v.is_metal or not (MAC_DISCRETE & v.vendors):
+    if not v.is_metal:
+        return None
+    if v.unnamed_non_apple_gpu:
+        return finding(f"The Metal device is not named ('MTL0' only), but it reports {chips.family_name(v.metal_family)} "
+                       "with no Apple family" + (", has no unified memory" if v.facts.device.unified_memory is False else "")
+                       + ((f", and the build targets {v.facts.build_target}") if (v.facts.build_target or "").startswith(
+                           "x86_64") else "") + ": an AMD or Intel GPU of an Intel Mac, so llama.cpp rightly runs "
+                       "without simdgroup matrix multiply. " + _DO_NOT_FORCE,
+                       v.lines("metal.device", "metal.family", "metal.flag", "build.target", limit=5))
+    if not (MAC_DISCRETE & v.vendors):
         return None
     kind = "AMD" if "amd" in v.vendors else "NVIDIA" if "nvidia" in v.vendors else "Intel"
     return finding(f"{kind} GPU on an Intel Mac: it is not an Apple GPU and has no Apple7 family, so llama.cpp rightly "
@@ -127,7 +136,7 @@ def _no_metal_device(v: RunView) -> Finding | None:
         why = " (an x86_64 build running under Rosetta cannot use Metal)" if target.startswith("x86_64-apple") else ""
         return finding("No GPU device was found: everything ran on the CPU" + why + ".",
                        v.lines("devices.header", "build.target", limit=2))
-    if target.startswith("x86_64-apple") and not v.device_names:
+    if target.startswith("x86_64-apple") and not v.device_names and f.metal_era is None:
         return finding("An x86_64 build on macOS (Rosetta on Apple silicon): Metal is unavailable, everything ran on "
                        "the CPU. Install an arm64 build.", v.lines("build.target", limit=1))
     if f.cuda_failed and not v.device_names:
@@ -139,12 +148,23 @@ def _no_metal_device(v: RunView) -> Finding | None:
     return None
 
 
+def _metal_library_failed(v: RunView) -> Finding | None:
+    f = v.facts
+    if not f.metal_library_failed:
+        return None
+    return finding(f"The Metal library did not load ({f.metal_library_failed}): Metal was never used, whatever the GPU. "
+                   "This is a packaging or toolchain problem, not a capability one.",
+                   v.lines("metal.library_failed", limit=3))
+
+
 def _zero_layers(v: RunView) -> Finding | None:
     f = v.facts
     if f.offload and f.offload[0] == 0 and f.offload[1] > 0:
         return finding(f"0 of {f.offload[1]} layers were offloaded to the GPU: the model ran on the CPU.",
                        v.lines("offload", limit=1))
     if f.n_gpu_layers == 0:
+        if f.wrapper_virtualised:
+            return finding("The app forced gpu_layers=0: the model ran on the CPU.", v.lines("wrapper.gpu_layers", limit=1))
         return finding("llama-bench ran with n_gpu_layers = 0: the model ran on the CPU.",
                        v.lines("bench.device", limit=1))
     if f.ollama_library == "cpu":
@@ -346,6 +366,25 @@ def _mlx(v: RunView) -> Finding | None:
                    v.lines("timing", limit=2))
 
 
+def _wrapper_disabled_gpu(v: RunView) -> Finding | None:
+    f = v.facts
+    if not f.wrapper_virtualised:
+        return None
+    return finding(f"The app itself says the Metal device looks virtualised ({f.wrapper_virtualised}) and runs on the "
+                   "CPU: it gave up on the GPU because the VM's paravirtual device under-reports its family. With the "
+                   "remedy the device reports the host chip's real family, and the app can offload again.",
+                   v.lines("wrapper.virtualised", "wrapper.gpu_layers", limit=2))
+
+
+def _macos14_mmap(v: RunView) -> Finding | None:
+    f = v.facts
+    if v.environment != "vm" or not f.mmap or not (f.macos_version or "").startswith("14."):
+        return None
+    return finding(f"A macOS {f.macos_version} guest reads the weights through memory-mapped (no-copy) buffers: on "
+                   "macOS 14 paravirtual GPUs this has been reported to give wrong output (stale data). Run with "
+                   "--no-mmap.", v.lines("host.macos", "model.mapped", limit=2), next="--no-mmap")
+
+
 def _venus(v: RunView) -> Finding | None:
     if "venus" not in v.vendors:
         return None
@@ -396,8 +435,11 @@ def _virtualization_overhead(v: RunView) -> Finding | None:
 
 def _healthy(v: RunView) -> Finding | None:
     f = v.facts
-    if not v.gpu_offload or f.unsupported_ops:
-        return None  # a run that crashed on an op is not healthy, whatever its capabilities
+    if not v.gpu_offload or f.unsupported_ops or f.metal_library_failed:
+        return None  # a run that crashed on an op, or whose Metal library failed, is not healthy
+    if not v.gates_on_family and v.environment == "vm" and v.throughput:
+        return finding("MLX in a VM: MLX does not gate its kernels on supportsFamily, so the paravirtual GPU's family "
+                       "does not slow it; nothing to remedy.", v.vm_evidence[:1] + v.lines("timing", limit=1))
     if v.is_metal and v.full_caps and not (MAC_DISCRETE & v.vendors):
         return finding("Full capabilities: simdgroup reduction and matrix multiply are on.",
                        v.lines("metal.flag", contains="simdgroup", limit=2) or v.lines("metal.family", limit=1))
@@ -417,6 +459,7 @@ RULES: tuple[Rule, ...] = (
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
     Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
+    Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed),
     Rule("paravirtual-family-clamp", "capability-downgrade", "error", _paravirtual_clamp),
     Rule("downgrade-symptoms", "capability-downgrade", "error", _downgrade_symptoms),
     Rule("symptoms-without-vm", None, "info", _symptoms_without_vm),
@@ -427,6 +470,8 @@ RULES: tuple[Rule, ...] = (
     Rule("capability-overclaim", None, "warning", _shim_overclaim),
     Rule("mlx-unaffected", None, "info", _mlx),
     Rule("venus-guest", None, "info", _venus),
+    Rule("wrapper-disabled-gpu", None, "warning", _wrapper_disabled_gpu),
+    Rule("macos14-mmap", None, "warning", _macos14_mmap),
     Rule("virtualization-overhead", "virtualization-overhead", "warning", _virtualization_overhead),
     Rule("full-capabilities", "healthy", "info", _healthy),
 )

@@ -42,7 +42,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
         if rule.verdict and rule.verdict not in fired:
             fired[rule.verdict] = rule.id
     verdict = next((v for v in _PRECEDENCE if v in fired), "unknown")
-    if verdict == "healthy" and not view.full_caps and view.is_metal and view.paravirtual:
+    if verdict == "healthy" and not view.full_caps and view.is_metal and view.paravirtual and view.gates_on_family:
         verdict = "unknown"  # never call a clamped guest healthy
     fixable, why_fixable = False, None
     if verdict == "capability-downgrade":
@@ -67,7 +67,9 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "capabilities_inferred": sorted(view.inferred),
         "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None, findings),
         "findings": findings,
-        "next_steps": next_steps(view, verdict, fixable, why_fixable, {f["rule"] for f in findings}),
+        "next_steps": next_steps(view, verdict, fixable, why_fixable, {f["rule"] for f in findings})
+        + (["Run with --no-mmap: macOS 14 guests have read stale weights through no-copy mmap buffers."]
+           if any(f["rule"] == "macos14-mmap" for f in findings) else []),
         **_baseline(view),
         "rules_version": RULES_VERSION,
     }
@@ -137,6 +139,15 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
     if verdict == "hardware-limit":
         return ["Nothing to remedy: do not force capabilities on this GPU. For speed, use a smaller or more "
                 "quantized model, or an Apple-silicon Mac."]
+    if verdict == "no-gpu-offload" and "metal-library-failed" in findings:
+        return ["The Metal library did not load: use a build with the library embedded (GGML_METAL_EMBED_LIBRARY=ON, "
+                "the default of release builds), or set GGML_METAL_PATH_RESOURCES to the folder holding "
+                "default.metallib / ggml-metal.metal; compile errors need matching Xcode command line tools. Then "
+                "run again and pipe the log in."]
+    if verdict == "no-gpu-offload" and "wrapper-disabled-gpu" in findings and view.environment == "vm":
+        return [f"The app gave up on the VM's GPU: capscan remedy plan --run {view.id}, then "
+                f"capscan remedy run --family {view.host_family or chips.APPLE7} -- <the app> and let it offload "
+                "again (drop the forced gpu_layers=0)."]
     if verdict == "no-gpu-offload":
         return ["Make the GPU visible: an arm64 build with Metal (`llama-cli --list-devices` should list it), "
                 "and -ngl 99 (or ollama with a Metal library)."]

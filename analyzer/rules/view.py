@@ -78,6 +78,15 @@ class RunView:
     def paravirtual(self) -> bool:
         return "paravirtual" in self.vendors
 
+    @property
+    def unnamed_non_apple_gpu(self) -> bool:
+        """A Metal device that names no model (2026 builds print only 'MTL0') but lists its families with
+        Metal3 or Metal4 and no Apple family at all: an AMD or Intel GPU of an Intel Mac."""
+        f = self.facts
+        if self.paravirtual or f.shim is not None or f.metal_era is None or self.vendors:
+            return False
+        return (self._full_family_listing and self.apple_family is None and self.metal_family is not None)
+
     # -- environment ----------------------------------------------------------
     # Each reading is a list of signs: (what it shows, the lines that show it). A sign counts
     # wherever it appears in the run: contradictory evidence is never resolved by order.
@@ -97,7 +106,22 @@ class RunView:
                           self.lines("vulkan.device", contains="venus", limit=1) or self.lines("vulkan.device", limit=1)))
         if f.shim is not None:
             signs.append((f"the {f.shim.name} capability shim runs only in guests", self.lines("shim.banner", limit=1)))
+        if self._hardware_overview_virtual is True:
+            signs.append((f"the Hardware Overview reads {f.host_chip_line or f.host_model_name!r}",
+                          self.lines("host.chip", "host.model_name", limit=1)))
         return signs
+
+    @property
+    def _hardware_overview_virtual(self) -> bool | None:
+        """system_profiler SPHardwareDataType: 'Chip: Apple M1 Ultra (Virtual)' / 'Apple Virtual Machine' in a
+        guest; a plain chip on a Mac. None when not shown."""
+        f = self.facts
+        if f.host_chip_line is None and f.host_model_name is None:
+            return None
+        text = f"{f.host_chip_line or ''} {f.host_model_name or ''}".lower()
+        if "(virtual)" in text or "virtual machine" in text:
+            return True
+        return False if f.host_chip_line else None
 
     @property
     def vm_evidence(self) -> list[dict[str, Any]]:
@@ -118,6 +142,12 @@ class RunView:
                 "metal.device", "metal.found_device", "metal.picking_device", "model.device", "bench.device",
                 "vulkan.device", "cuda.device", "sysprof.chipset", "probe.device", "probe.json", "ollama.compute",
                 "devices.item", contains=physical[0], limit=1)))
+        if f.agx_domain:
+            signs.append((f"Apple's own GPU driver answered ({f.agx_domain} error domain)",
+                          self.lines("metal.agx_error", limit=1)))
+        if self._hardware_overview_virtual is False:
+            signs.append((f"the Hardware Overview names the Mac's chip, {f.host_chip_line}",
+                          self.lines("host.chip", limit=1)))
         if not self.paravirtual and f.shim is None and f.device.name is None and f.metal_era is not None:
             never = [c for c in self.families if 1006 <= c <= 1999 or 5001 <= c <= 5999]
             if never:
@@ -147,6 +177,9 @@ class RunView:
                     "sysprof.chipset", "ollama.compute", "vulkan.device", "cuda.device", contains=name, limit=1)))
         if chips.is_intel_cpu(f.cpu_info):
             signs.append((f"the host is an Intel Mac (CPU {f.cpu_info!r})", self.lines("bench.device", limit=1)))
+        if self.unnamed_non_apple_gpu:
+            signs.append((f"the Metal device reports {chips.family_name(self.metal_family)} and no Apple family, so it "
+                          "is an Intel-Mac GPU (AMD or Intel)", self.lines("metal.family", limit=2)))
         if self.saw_value("unified_memory", False):
             signs.append(("the GPU has no unified memory, which every Apple-silicon host gives (an Intel-Mac GPU, "
                           "or a VM on an Intel host)", self.lines("metal.flag", "probe.unified_memory",
@@ -194,7 +227,8 @@ class RunView:
         if self.environment == "vm":
             # only the guest's own evidence names its host: its CPU name, its Venus device
             for text, basis in ((f.cpu_info, "the guest's cpu_info"),
-                                *[(d.get("name"), "the guest's Venus device") for d in f.vulkan_devices]):
+                                *[(d.get("name"), "the guest's Venus device") for d in f.vulkan_devices],
+                                (f.host_chip_line, "the guest's Hardware Overview")):
                 chip = chips.apple_chip(text)
                 if chip:
                     return chip, basis
@@ -207,6 +241,9 @@ class RunView:
                 chip = chips.apple_chip(name)
                 if chip:
                     return chip, "its GPU"
+            chip = chips.apple_chip(f.host_chip_line)
+            if chip and not self.vendors - {"apple"}:
+                return chip, "the Mac's Hardware Overview"
             if "amd" in self.vendors or "intel" in self.vendors or "nvidia" in self.vendors:
                 return next((n for n in self.device_names if chips.vendor(n) in ("amd", "intel", "nvidia")),
                             None), "its GPU"
@@ -349,6 +386,11 @@ class RunView:
     def remedied(self) -> bool:
         f = self.facts
         return f.shim is not None or (self.paravirtual and (self.apple_family or 0) > chips.PARAVIRTUAL_DEFAULT)
+
+    @property
+    def physical_gpus(self) -> list[str]:
+        """Distinct GPU names: GGML_METAL_DEVICES's MTL0..MTL3 on one Mac are one GPU."""
+        return list(dict.fromkeys(n for n in self.device_names if chips.vendor(n) not in (None, "software")))
 
     @property
     def gpu_offload(self) -> bool:

@@ -70,6 +70,16 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("bench/anka-m3pro-guest-cpu.json",), "no-gpu-offload", False),
         (("timings/ollama-server-cpu.log",), "no-gpu-offload", False),
     ],
+    "metal-library-failed": [
+        (("shapes/metal-library-null-2024.log",), "no-gpu-offload", False),
+        (("shapes/metal-library-create-failed-2025.log",), "no-gpu-offload", False),
+    ],
+    "wrapper-disabled-gpu": [
+        (("shapes/wrapper-virtualised-forced-cpu.log",), "no-gpu-offload", False),
+    ],
+    "macos14-mmap": [
+        (("shapes/macos14-guest-mmap.log",), "healthy", False),
+    ],
     "cpu-only-build": [
         (("rules/cpu-only-build-2025.log",), "no-gpu-offload", False),
     ],
