@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from analyzer.assembly import Assembler, RunBuilder
 from analyzer.models import Throughput
@@ -13,6 +11,9 @@ from analyzer.parsers import Dispatcher
 from analyzer.reader import Input, PartialInputError
 from analyzer.scanner import Scanner
 from analyzer.store.writer import SourceWriter
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 
 @dataclass
