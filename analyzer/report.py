@@ -106,6 +106,11 @@ def render_run(out: Console, run: StoredRun, *, max_evidence: int = 10) -> None:
         for fnd in diag.get("findings", [])[1:]:
             if fnd["severity"] in ("error", "warning"):
                 out.print(Text(f"  {fnd['severity']}: ", style="yellow") + Text(fnd["message"]))
+        if not diag.get("environment"):
+            # environment is shown only on evidence: say what would decide it
+            env = next((f for f in diag.get("findings", []) if f["rule"] == "environment"), None)
+            if env:
+                out.print(Text("  environment: ", style="dim") + Text(env["message"], style="dim"))
     for line in facts_lines(run):
         out.print("  " + line, style="dim" if diag else "")
     for line in baseline_lines(diag):

@@ -139,3 +139,12 @@ def test_four_virtual_devices_of_one_mac_are_one_gpu(tmp_path):
 
 def test_every_shape_fixture_has_a_case():
     assert {p.name for p in FIX.iterdir() if p.is_file() and p.name != "README.md"} == set(CASES)
+
+
+def test_the_report_says_what_would_decide_an_unknown_environment(tmp_path):
+    from tests.conftest import run_capscan
+
+    out = run_capscan("diagnose", str(FIX / "md-2023-08-first-layout.md"), db=tmp_path / "e.db", check=True)
+    text = out.stdout.decode()
+    assert "llama-bench / metal\n" in text  # no environment claimed
+    assert "environment: Whether this ran in a VM or on bare metal is not shown; the Metal start-up block" in text
