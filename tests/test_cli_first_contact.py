@@ -169,3 +169,14 @@ def test_shell_completion_as_documented(tmp_path):
     env.update({"_CAPSCAN_COMPLETE": "bash_complete", "COMP_WORDS": "capscan runs --verdict ca", "COMP_CWORD": "3"})
     words = subprocess.run([sys.executable, "-m", "analyzer"], env=env, capture_output=True, cwd=tmp_path)
     assert words.stdout.decode().split() == ["plain,capability-downgrade"]
+
+
+def test_closed_stdin_is_no_traceback(tmp_path):
+    """A CI step may run capscan with stdin closed: help (bare) or a usage error (diagnose), never a traceback."""
+    db = tmp_path / "closed.db"
+    for args, code in (((), 0), (("diagnose",), 2)):
+        r = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), *args], capture_output=True,
+                           stdin=None, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                           preexec_fn=lambda: os.close(0))
+        assert r.returncode == code and b"Traceback" not in r.stderr, r.stderr
+    assert not db.exists()

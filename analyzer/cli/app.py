@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("analyzer.cli.compare", "compare"), "db": ("analyzer.cli.db", "db"),
     "formats": ("analyzer.cli.formats", "formats"), "tui": ("analyzer.cli.tui", "tui"),
     "remedy": ("analyzer.cli.remedy", "remedy"), "probe": ("analyzer.cli.probe", "probe"),
+    "sources": ("analyzer.cli.fleet", "sources"), "watch": ("analyzer.cli.fleet", "watch"),
+    "export": ("analyzer.cli.fleet", "export"),
 }
 
 
@@ -57,7 +59,7 @@ def cli(ctx: click.Context, db, as_json, tee, fail_on, force, keep_raw) -> None:
     ctx.obj = Options().merged(db=db, as_json=as_json, tee=tee, fail_on=fail_on)
     if ctx.invoked_subcommand is not None:
         return
-    if sys.stdin.isatty():
+    if sys.stdin is None or sys.stdin.isatty():  # a terminal, or no stdin at all (closed in a CI step)
         click.echo(ctx.get_help())
         return
     from analyzer.cli.ingest import pipe_mode

@@ -195,6 +195,30 @@ def m004_tui_indexes(db: Database) -> None:
 
 
 @MIGRATIONS()
+def m005_watch_cursors(db: Database) -> None:
+    """Where `capscan watch` stopped in each followed file: everything before
+    ``offset`` (line ``line``) is stored. A file is recognised by a sha256 of
+    its first ``head_len`` bytes (up to 1 KiB), so a cursor follows its content
+    when a runtime renames server.log to server-1.log; ``path`` is where it was
+    last seen."""
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS watch_cursors (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            head_len INTEGER NOT NULL,
+            head_sha256 TEXT NOT NULL,
+            offset INTEGER NOT NULL,
+            line INTEGER NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS watch_cursors_path ON watch_cursors(path);
+        CREATE INDEX IF NOT EXISTS watch_cursors_head ON watch_cursors(head_sha256);
+        """
+    )
+
+
+@MIGRATIONS()
 def m006_listing_indexes(db: Database) -> None:
     """`capscan runs -n 0` over 10^5 runs reads only indexes: every listed column
     of runs in one covering index (it supersedes m004's runs_list, which lacked

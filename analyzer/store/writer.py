@@ -89,8 +89,10 @@ class SourceWriter:
         return row[0], runs
 
     def commit(self, *, size: int, sha256: str, lines: int, recognised: int, unrecognised: int, overlong: int,
-               raw_gzip: bytes | None) -> int:
+               raw_gzip: bytes | None, before_commit=None) -> int:
         self._begin()
+        if before_commit is not None:
+            before_commit()
         self.conn.execute(
             "UPDATE sources SET size=?, sha256=?, lines=?, recognised_lines=?, unrecognised_lines=?, overlong_lines=?, "
             "raw_gzip=? WHERE id=?",
