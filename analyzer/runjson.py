@@ -35,4 +35,7 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "fixable": bool(diag.get("fixable", False)),
         "confidence": diag.get("confidence"),
         "findings": diag.get("findings", []),
+        # a guest's bare-metal baseline (same model and quantization, same host chip) and why, or why none;
+        # null for runs that are not guests
+        "baseline": diag.get("baseline"),
     }
