@@ -35,4 +35,8 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "fixable": bool(diag.get("fixable", False)),
         "confidence": diag.get("confidence"),
         "findings": diag.get("findings", []),
+        # what the human report shows beside the verdict
+        "next": diag.get("next_steps", []),
+        "baseline": diag.get("paired"),
+        "prediction": diag.get("prediction", []),
     }

@@ -9,7 +9,7 @@ from analyzer.cli.output import echo_json
 
 
 @click.command()
-@shared_options()
+@shared_options("json")
 def formats(opts: Options) -> None:
     """Every input format recognised, with a sample line each."""
     from analyzer.parsers import FORMATS

@@ -21,7 +21,7 @@ import click
 from analyzer.cli.exits import EXIT_REFUSED, EXIT_UNVERIFIED, CapscanError
 from analyzer.cli.options import open_db, shared_options
 from analyzer.cli.output import echo_json
-from analyzer.cli.via import forward, via_options
+from analyzer.cli.via import via_options
 
 if TYPE_CHECKING:
     from analyzer.remedy.check import Check
@@ -70,13 +70,11 @@ def remedy() -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @via_options
 @shared_options("db", "json")
-def plan_cmd(opts, run_id, last, command, via, vm, guest_capscan) -> None:
+def plan_cmd(opts, run_id, last, command) -> None:
     """The exact steps `remedy run` would take here for a run, or why nothing should be done.
 
     Optionally the command to remedy after --: capscan remedy plan --run 7 -- llama-bench -m m.gguf
     """
-    forward(opts, via, vm, guest_capscan, ["remedy", "plan", *(["--run", str(run_id)] if run_id else []),
-                                        *(["--last"] if last else []), *(["--", *command] if command else [])])
     from analyzer.remedy.plan import build_plan
     from analyzer.remedy.runner import Runner
 
@@ -134,7 +132,7 @@ def _print_compare(cmp: dict[str, Any], out) -> None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @via_options
 @shared_options("db", "json")
-def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest_capscan) -> None:
+def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> None:
     """Launch CMD with the interposer injected, store and verify the new run.
 
     capscan remedy run [--family auto|N] -- CMD ARGS...
@@ -144,9 +142,6 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
         cmd = cmd[1:]
     if not cmd:
         raise CapscanError("nothing to run: capscan remedy run -- CMD ARGS...")
-    forward(opts, via, vm, guest_capscan, ["remedy", "run", "--family", family_spec,
-                                        *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else []),
-                                        "--", *cmd])
     from analyzer.diagnose import diagnose_runs
     from analyzer.remedy import launch as L
     from analyzer.remedy import platform as plat
@@ -223,10 +218,8 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None)
 @via_options
 @shared_options("db", "json")
-def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, via, vm, guest_capscan) -> None:
+def env_cmd(opts, shell, family_spec, run_id, last, dylib_path) -> None:
     """The environment lines for launching things yourself: eval "$(capscan remedy env)"."""
-    forward(opts, via, vm, guest_capscan, ["remedy", "env", "--shell", shell, "--family", family_spec,
-                                        *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else [])])
     from analyzer.diagnose import diagnose_runs
     from analyzer.remedy.plan import refusal_for
     from analyzer.remedy.preflight import run_preflight

@@ -6,7 +6,7 @@ import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from sqlite_utils import Database
 
@@ -65,8 +65,18 @@ def last_run_id(db: Database) -> int | None:
     return row[0] if row else None
 
 
+RUN_COLUMNS = ("id", "created_at", "source", "program", "backend", "device", "apple_family", "model", "verdict",
+               "fixable", "environment", "best_pp", "best_tg")
+
+
 def list_runs(db: Database, limit: int | None = 50, verdict: str | None = None, text: str | None = None,
               offset: int = 0) -> list[dict[str, Any]]:
+    return list(iter_runs(db, limit, verdict, text, offset))
+
+
+def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, text: str | None = None,
+              offset: int = 0) -> Iterator[dict[str, Any]]:
+    """The runs list, newest first, one row at a time (all 100,000 runs never sit in memory)."""
     where, args = [], []
     if verdict:
         where.append("d.verdict = ?")
@@ -86,9 +96,8 @@ def list_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
     sql += " ORDER BY r.id DESC"
     if limit:
         sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
-    cols = ["id", "created_at", "source", "program", "backend", "device", "apple_family", "model", "verdict",
-            "fixable", "environment", "best_pp", "best_tg"]
-    return [dict(zip(cols, r)) for r in db.conn.execute(sql, args)]
+    for r in db.conn.execute(sql, args):
+        yield dict(zip(RUN_COLUMNS, r))
 
 
 def run_ids_of_source(db: Database, source_id: int) -> list[int]:
