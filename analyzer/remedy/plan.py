@@ -82,8 +82,11 @@ def plan_family(diag: dict[str, Any], runner: Runner | None) -> tuple[str, str]:
         bf = chips.chip_family(brand) if brand else None
         if bf:
             return str(bf), f"{chips.family_name(bf)}, from this guest's CPU ({brand})"
-    return "auto", ("the host chip is not in the log: in the guest, auto reads it from "
-                    "`sysctl -n machdep.cpu.brand_string`; elsewhere pass --family N (M1 1007, M2 1008, M3/M4 1009)")
+    # The host chip is unknown here, so `--family auto` would fail preflight; Apple7 is what the report
+    # suggests too: the lowest family of any Apple-silicon host, and all llama.cpp needs.
+    return str(chips.APPLE7), (f"{chips.family_name(chips.APPLE7)}: the host chip is not in the log, and Apple7 is "
+                               "the lowest family of any Apple-silicon host and all llama.cpp needs (pass the "
+                               "host's own with --family N: M1 1007, M2 1008, M3/M4 1009)")
 
 
 def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
