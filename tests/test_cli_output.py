@@ -311,3 +311,22 @@ def test_every_command_appears_in_the_readme_usage_block():
                 listed.add(" ".join([*head, alt]))
     missing = [p for p in _command_paths(cli) if p not in listed]
     assert not missing, f"add these to the README's usage block: {missing}"
+
+
+def test_db_and_formats_json(db):
+    assert json.loads(invoke("--db", db, "db", "path", "--json")[1])["path"] == db
+    stats = json.loads(invoke("--db", db, "db", "stats", "--json")[1])
+    assert stats["runs"] == 3 and "runs" in invoke("--db", db, "db", "stats")[1]
+    names = [f["name"] for f in json.loads(invoke("formats", "--json")[1])]
+    assert "metal" in names and "metal:" in invoke("formats")[1]
+
+
+def test_json_streams_with_non_finite_numbers_as_null():
+    from analyzer import tabular
+
+    out = io.StringIO()
+    tabular.write_json_array(out, iter([{"a": float("inf")}, {"b": [1.5, float("nan")]}]))
+    assert json.loads(out.getvalue()) == [{"a": None}, {"b": [1.5, None]}]
+    out = io.StringIO()
+    tabular.write_json_array(out, iter([]))
+    assert json.loads(out.getvalue()) == []

@@ -41,18 +41,31 @@ def data_out(opts: Options):
     return sys.stderr if opts.tee else sys.stdout
 
 
+def count_runs(ids: list[int]) -> str:
+    """'no runs', '1 run (id 7)', '3 runs (ids 7, 8, 9)', '20,000 runs (ids 1-20000)': a
+    notice stays one line however many runs an input holds."""
+    if not ids:
+        return "no runs"
+    if len(ids) == 1:
+        return f"1 run (id {ids[0]})"
+    if len(ids) <= 5:
+        return f"{len(ids)} runs (ids {', '.join(str(i) for i in ids)})"
+    lo, hi = min(ids), max(ids)
+    span = f"{lo}-{hi}" if hi - lo + 1 == len(ids) else f"{lo} to {hi}"
+    return f"{len(ids):,} runs (ids {span})"
+
+
 def notice(result) -> None:
     """One stderr line on what an ingest stored (the path made inert: a file name can hold a
     newline, which under GitHub Actions would start a workflow command)."""
     from analyzer.tabular import safe_text
 
     path = safe_text(result.path)
-    ids = ", ".join(str(i) for i in result.run_ids)
     if result.duplicate:
-        click.echo(f"capscan: {path}: already ingested (source {result.duplicate_of}"
-                   f"{', runs ' + ids if ids else ', no runs'}); use --force to ingest it again", err=True)
+        click.echo(f"capscan: {path}: already ingested (source {result.duplicate_of}, "
+                   f"{count_runs(result.run_ids)}); use --force to ingest it again", err=True)
         return
-    msg = f"capscan: {path}: {len(result.run_ids)} run(s)" + (f" ({ids})" if ids else "")
+    msg = f"capscan: {path}: {count_runs(result.run_ids)}"
     msg += f", {result.lines:,} lines, {result.recognised:,} recognised"
     if result.overlong:
         msg += f", {result.overlong} overlong line(s) skipped"
@@ -204,9 +217,11 @@ def render_report(out: TextIO, runs: list, *, max_evidence: int = 10, overall: b
     if runs and overall:
         verdicts = [verdict_of(r) for r in runs]
         fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
+        worst_verdict = summary_verdict(verdicts)
+        worst = next((r for r, v in zip(runs, verdicts) if v == worst_verdict), runs[-1])  # where the verdict comes from
         con.print()
-        con.print(f"overall: {summary_verdict(verdicts)}" + ("  (fixable)" if fixable else "")
-                  + f"   browse: capscan tui --run {runs[-1].id}", style="dim")
+        con.print(f"overall: {worst_verdict}" + ("  (fixable)" if fixable else "")
+                  + f"   browse: capscan tui --run {worst.id}", style="dim")
 
 
 def markdown_report(runs: list) -> str:

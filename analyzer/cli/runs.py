@@ -10,8 +10,9 @@ import click
 
 from analyzer.cli.exits import CapscanError
 from analyzer.cli.ingest import diagnose_runs
-from analyzer.cli.options import Options, open_db
+from analyzer.cli.options import Options, open_existing_db
 from analyzer.cli.output import Result, output_options, report_result
+from analyzer.verdicts import VERDICTS
 
 
 def resolve_run(database, ref: str) -> int:
@@ -42,7 +43,7 @@ SAMPLE = 200  # rows read ahead to size the columns; the rest stream
 
 @click.command()
 @click.option("--limit", "-n", default=50, show_default=True, help="How many runs (0 = all).")
-@click.option("--verdict", default=None, help="Only runs with this verdict.")
+@click.option("--verdict", default=None, type=click.Choice(VERDICTS), help="Only runs with this verdict.")
 @click.option("--search", default=None, help="Only runs whose device, source, program or model contains this text.")
 @output_options("db", "formats", "fail_on")
 def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> Result:
@@ -52,10 +53,12 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> 
     tab-separated (or --json, --nl, --csv, --tsv, --markdown). Rows stream."""
     from analyzer.store.queries import RUN_COLUMNS, iter_runs
 
-    database = open_db(opts)
+    database = open_existing_db(opts)
     seen: list[str] = []
 
     def rows() -> Iterator[dict[str, Any]]:
+        if database is None:
+            return
         for row in iter_runs(database, limit=limit or None, verdict=verdict, text=search):
             seen.append(row["verdict"] or "unknown")
             yield row
@@ -64,7 +67,7 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> 
         stream = rows()
         first = next(stream, None)
         if first is None:
-            click.echo("No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan", err=True)
+            click.echo(empty_runs_notice(database, verdict, search), err=True)
             return
         _write_runs(out, _chain(first, stream))
 
@@ -158,6 +161,16 @@ def _line(cells: dict[str, str], widths: dict[str, int], right: set[str], *, col
     return "  ".join(parts).rstrip()
 
 
+def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
+    """Why the list is empty: nothing stored at all, or nothing matching the filter."""
+    stored = database.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if database else 0
+    if not stored:
+        return "No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan"
+    flt = " and ".join(x for x in (verdict and f"--verdict {verdict}", search and f"--search {search!r}") if x)
+    return (f"No run matches {flt} ({stored:,} run{'s' if stored != 1 else ''} stored; "
+            "`capscan runs` lists them all).")
+
+
 @click.command()
 @click.argument("run_ref", metavar="RUN")
 @output_options("db", "formats", "fail_on")
@@ -165,7 +178,9 @@ def show(opts: Options, run_ref: str) -> Result:
     """One run: device, capabilities, throughput, findings, evidence lines."""
     from analyzer.runjson import run_to_json
 
-    database = open_db(opts)
+    database = open_existing_db(opts)
+    if database is None:
+        raise CapscanError("no runs stored yet")
     runs_ = diagnose_runs(database, [resolve_run(database, run_ref)])
     if not runs_:
         raise CapscanError(f"no run {run_ref}")
