@@ -150,7 +150,7 @@ def test_a_flag_a_command_cannot_use_is_refused_not_ignored(db):
         code, _, err = invoke("--db", db, *args)
         assert code == 2, args
     for cmd in ("formats", "tui", "db", "remedy"):  # not offered at all on the command itself
-        params = {p.name for p in cli.commands[cmd].params}
+        params = {p.name for p in cli.get_command(click.Context(cli), cmd).params}
         assert "fail_on" not in params and "tee" not in params
 
 
@@ -291,7 +291,9 @@ def test_github_actions_summary_and_annotations(tmp_path):
 
 def _command_paths(group: click.Group, prefix: str = "capscan") -> list[str]:
     out = []
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         path = f"{prefix} {name}"
         out += _command_paths(command, path) if isinstance(command, click.Group) else [path]
     return out

@@ -8,18 +8,41 @@ error or unreadable input, 130 interrupted, 141 the reader of stdout went away.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 import click
 
 from analyzer import __version__
-from analyzer.cli import compare, db, formats, ingest, probe, remedy, runs, tui
 from analyzer.cli.exits import EXIT_BROKEN_PIPE, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_USAGE, FailOn
 from analyzer.cli.options import Options, add_shared, chosen_format
 
+# Each command's module is imported only when that command runs (or --help lists
+# them): start-up is the interpreter, click, and the one command.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("analyzer.cli.ingest", "ingest"), "runs": ("analyzer.cli.runs", "runs"),
+    "show": ("analyzer.cli.runs", "show"), "diagnose": ("analyzer.cli.ingest", "diagnose"),
+    "compare": ("analyzer.cli.compare", "compare"), "db": ("analyzer.cli.db", "db"),
+    "formats": ("analyzer.cli.formats", "formats"), "tui": ("analyzer.cli.tui", "tui"),
+    "remedy": ("analyzer.cli.remedy", "remedy"), "probe": ("analyzer.cli.probe", "probe"),
+    "sources": ("analyzer.cli.fleet", "sources"), "watch": ("analyzer.cli.fleet", "watch"),
+    "export": ("analyzer.cli.fleet", "export"),
+}
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, attr = COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok, 1 a --fail-on verdict was found, 2 usage error or unreadable input, "
                     "130 interrupted.")
 @add_shared("db", "formats", "tee", "fail_on", "gha")
@@ -36,18 +59,19 @@ def cli(ctx: click.Context, db, tee, fail_on, gha, force, keep_raw, **formats) -
     """
     ctx.obj = Options().merged(db=db, fmt=chosen_format(formats), tee=tee, fail_on=fail_on, gha=gha)
     if ctx.invoked_subcommand is not None:
-        _group_flags_fit(ctx.obj, ctx.invoked_subcommand)
+        _group_flags_fit(ctx, ctx.obj, ctx.invoked_subcommand)
         return
-    if sys.stdin.isatty():
+    if sys.stdin is None or sys.stdin.isatty():  # a terminal, or no stdin at all (closed in a CI step)
         click.echo(ctx.get_help())
         return
-    ingest.pipe_mode(ctx.obj, force=force, keep_raw=keep_raw)
+    from analyzer.cli.ingest import pipe_mode
 
+    pipe_mode(ctx.obj, force=force, keep_raw=keep_raw)
 
-def _group_flags_fit(opts: Options, name: str) -> None:
+def _group_flags_fit(ctx: click.Context, opts: Options, name: str) -> None:
     """`capscan --fail-on X runs` is `capscan runs --fail-on X`; a flag the command has no use for
     is a usage error rather than silently ignored (a gate that cannot fire must not look armed)."""
-    command = cli.commands.get(name)
+    command = cli.get_command(ctx, name)
     if command is None:
         return
     takes = {p.name for p in command.params}
@@ -60,11 +84,6 @@ def _group_flags_fit(opts: Options, name: str) -> None:
              if given and param not in takes]
     if wrong:
         raise click.UsageError(f"{', '.join(wrong)} has no meaning for `capscan {name}`")
-
-
-for _command in (ingest.ingest, runs.runs, runs.show, ingest.diagnose, compare.compare, db.db, formats.formats,
-                 tui.tui, remedy.remedy, probe.probe):
-    cli.add_command(_command)
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from sqlite_utils import Database
+from typing import Any
 
 from analyzer.store.migrations import MIGRATIONS
 
@@ -16,6 +16,33 @@ BUSY_TIMEOUT_MS = 120_000
 
 class StoreError(Exception):
     """The database cannot be opened or written; the message is one line."""
+
+
+class Database:
+    """The open database: ``conn`` is the sqlite3 connection, which is all the
+    core uses. Anything else (``db["table"]``, ``db.executescript`` ...) is
+    sqlite-utils' ``Database`` on the same connection, imported and built on
+    first use: reading an up-to-date database never imports sqlite-utils."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self._sqlite_utils: Any = None
+
+    @property
+    def sqlite_utils(self) -> Any:
+        if self._sqlite_utils is None:
+            from sqlite_utils import Database as SqliteUtilsDatabase
+
+            self._sqlite_utils = SqliteUtilsDatabase(self.conn)
+        return self._sqlite_utils
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") or attr in ("_real", "_registered", "_sqlite_utils"):
+            raise AttributeError(attr)
+        return getattr(self.sqlite_utils, attr)
+
+    def __getitem__(self, table: str) -> Any:
+        return self.sqlite_utils[table]
 
 
 def _create_private(path: Path) -> None:
@@ -40,6 +67,7 @@ def open_db(path: str | Path) -> Database:
         _retry(lambda: _enable_wal(conn))
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA recursive_triggers = ON")  # as sqlite-utils' Database sets it
         _retry(lambda: _migrate(db))
     except sqlite3.OperationalError as exc:
         raise StoreError(f"{path}: cannot use the database ({exc})") from None
@@ -74,8 +102,8 @@ def _migrate(db: Database) -> None:
     """Apply pending migrations. Each migration and its record are one
     transaction, so a lost race leaves nothing half done."""
     try:
-        if MIGRATIONS.pending(db):
-            MIGRATIONS.apply(db)
+        if MIGRATIONS.pending_names(db.conn):  # one query; sqlite-utils only when there is work
+            MIGRATIONS.apply(db.sqlite_utils)
     except BaseException:
         if db.conn.in_transaction:
             db.conn.execute("ROLLBACK")

@@ -14,7 +14,9 @@ USER_CMD = ["llama-bench", "-m", "a b.gguf", "--json"]
 
 
 def _commands_with_via(group: click.Group, path: tuple[str, ...] = ()):
-    for name, command in group.commands.items():
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         if isinstance(command, click.Group):
             yield from _commands_with_via(command, (*path, name))
         elif any(p.name == "via" for p in command.params):
@@ -61,7 +63,7 @@ def _every_option(command: click.Command) -> tuple[list[str], list[list[str]]]:
 def _context(path: tuple[str, ...], command: click.Command, args: list[str]) -> click.Context:
     ctx = click.Context(cli, info_name="capscan")
     for name in path[:-1]:
-        ctx = click.Context(cli.commands[name], info_name=name, parent=ctx)
+        ctx = click.Context(cli.get_command(ctx, name), info_name=name, parent=ctx)
     return command.make_context(path[-1], args, parent=ctx)
 
 
@@ -88,8 +90,9 @@ def test_via_forwards_every_option_of_the_command(path, command):
 
 def test_group_level_flags_are_forwarded_too_and_never_after_the_users_command():
     root = cli.make_context("capscan", ["--json", "--fail-on", "healthy", "remedy"])
-    remedy = click.Context(cli.commands["remedy"], info_name="remedy", parent=root)
-    ctx = cli.commands["remedy"].commands["plan"].make_context("plan", ["--via", "ssh", "--vm", "h", "--", *USER_CMD],
+    group = cli.get_command(root, "remedy")
+    remedy = click.Context(group, info_name="remedy", parent=root)
+    ctx = group.get_command(remedy, "plan").make_context("plan", ["--via", "ssh", "--vm", "h", "--", *USER_CMD],
                                                               parent=remedy)
     guest = guest_argv(ctx)
     assert guest == ["capscan", "--json", "--fail-on", "healthy", "remedy", "plan", "--", *USER_CMD]
