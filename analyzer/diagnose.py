@@ -23,24 +23,33 @@ MAX_PEERS = 200
 
 
 def view_of(run: StoredRun, peers: list[Peer] | None = None) -> RunView:
-    return RunView(id=run.id, facts=run.facts, throughput=run.throughput, evidence=run.evidence, peers=peers or [])
+    return RunView(id=run.id, facts=run.facts, throughput=run.throughput, evidence=run.evidence, peers=peers or [],
+                   created_at=run.created_at)
 
 
 def _peers(db: Database, run: StoredRun, cache: dict[int, Peer],
            loaded: dict[int, StoredRun] | None = None) -> list[Peer]:
-    if not run.facts.model:
+    """Possible baselines: runs of the same model on the same hardware (the host chip). Runs of
+    other hardware are never candidates, so however many are stored they cannot crowd out or
+    replace the right one."""
+    chip = view_of(run).host_chip
+    if not run.facts.model or chip is None:
         return []
     ids = [r[0] for r in db.conn.execute(
-        "SELECT id FROM runs WHERE model = ? AND id != ? ORDER BY id DESC LIMIT ?",
-        (run.facts.model, run.id, MAX_PEERS))]
+        "SELECT r.id FROM runs r LEFT JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND r.id != ? "
+        "AND (d.run_id IS NULL OR d.host_chip = ?) ORDER BY r.id DESC LIMIT ?",
+        (run.facts.model, run.id, chip, MAX_PEERS))]
+    # the runs diagnosed together may carry no stored diagnosis yet, or one from older rules
+    ids += [rid for rid, other in (loaded or {}).items() if rid != run.id and other.facts.model == run.facts.model]
     out = []
-    for rid in ids:
+    for rid in dict.fromkeys(ids):
         if rid not in cache:
             other = (loaded or {}).get(rid) or load_run(db, rid)
             if other is None:
                 continue
             cache[rid] = view_of(other).peer()
-        out.append(cache[rid])
+        if cache[rid].host_chip == chip:
+            out.append(cache[rid])
     return out
 
 
@@ -59,11 +68,14 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
     ids = list(dict.fromkeys(run_ids))
     out = _diagnose_and_store(db, ids, cache)
     if refresh_peers:
-        models = {r.facts.model for r in out if r.facts.model}
+        # only runs of the same model on the same hardware can have a new run as their baseline
+        keys = {(r.facts.model, r.diagnosis.get("host_chip")) for r in out
+                if r.facts.model and r.diagnosis and r.diagnosis.get("host_chip")}
         others: list[int] = []
-        for model in models:
+        for model, chip in keys:
             others += [row[0] for row in db.conn.execute(
-                "SELECT id FROM runs WHERE model = ? ORDER BY id DESC LIMIT ?", (model, MAX_PEERS))]
+                "SELECT r.id FROM runs r JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND d.host_chip = ? "
+                "ORDER BY r.id DESC LIMIT ?", (model, chip, MAX_PEERS))]
         others = [i for i in dict.fromkeys(others) if i not in ids]
         if others:
             _diagnose_and_store(db, others, cache)

@@ -190,6 +190,13 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
         click.echo(f"capscan: {_plain(message)}", err=True)
 
     watcher = Watcher(database, targets, settle=settle, on_runs=on_runs, on_notice=on_notice, discover=discover)
+
+    def on_term(signum, frame):  # launchd and systemd stop a job with SIGTERM: stop as on Ctrl-C
+        raise KeyboardInterrupt
+
+    import signal
+
+    signal.signal(signal.SIGTERM, on_term)
     try:
         if once:
             watcher.poll(final=True)

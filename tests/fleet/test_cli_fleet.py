@@ -97,8 +97,9 @@ def test_cli_watch_once_prints_one_line_per_verdict(tmp_path, db_path):
     assert again.returncode == 0 and again.stdout == b""
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child")
-def test_cli_watch_follows_and_exits_130_on_sigint(tmp_path, db_path):
+@pytest.mark.skipif(sys.platform == "win32", reason="signals to a child")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "launchd-stop"])
+def test_cli_watch_follows_and_exits_130_on_sigint(tmp_path, db_path, sig):
     log = tmp_path / "server.log"
     log.write_bytes(b"")
     proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db_path), "watch", "--interval", "0.05",
@@ -107,7 +108,7 @@ def test_cli_watch_follows_and_exits_130_on_sigint(tmp_path, db_path):
         time.sleep(1.0)
         append(log, GUEST)  # written while it follows
         assert b"capability-downgrade" in _read_until(proc, b"\n")
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         rc = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
@@ -172,8 +173,10 @@ def test_cli_db_serve_missing_database(tmp_path):
 
 
 def test_cli_watch_nl_events_and_prometheus_textfile(tmp_path, db_path):
+    from tests.fleet.dbutil import GUEST_NAMING_HOST
+
     log = tmp_path / "server.log"
-    log.write_bytes(GUEST + HOST)
+    log.write_bytes(GUEST_NAMING_HOST.read_bytes() + HOST)  # a guest that names its host: paired, so every metric
     prom = tmp_path / "guest.prom"
     proc = run_capscan("watch", "--once", "--nl", "--prometheus", str(prom), "--label", "guest=tart-1", str(log),
                        db=db_path)
