@@ -56,7 +56,9 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069
 
 def safe_text(value: Any) -> str:
     """One line of inert text: whitespace runs and control/bidi characters become one space."""
-    text = str(value)
+    from analyzer.safe_text import clean
+
+    text = clean(str(value))  # escape sequences removed whole, with their bodies (the one sanitizer)
     return _UNSAFE.sub(" ", text) if _UNSAFE.search(text) else text
 
 

@@ -43,10 +43,11 @@ ISOLATE = "\u2066"
 PAYLOADS = (OSC52, OSC0, ERASE, DCS, C1_CSI, RLO, ISOLATE, "\r", "\x08", "\x07")
 MARKUP = "[/] [link=https://evil.example]x[/link] [conceal]secret[/conceal] [bold red]:warning:"
 
-_UNSAFE = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f{BIDI}\\ud800-\\udfff]")
+_UNSAFE = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{BIDI}\\ud800-\\udfff]")
 
 
 def assert_terminal_safe(data: bytes | str, what: str = "output") -> None:
+    """No control (a tab, layout of piped tables, aside), escape or bidi character; no sequence body."""
     text = data.decode("utf-8", errors="strict") if isinstance(data, bytes) else data
     bad = _UNSAFE.search(text)
     assert bad is None, f"{what}: {bad.group(0)!r} at {bad.start()}: {text[max(0, bad.start() - 60):bad.start() + 40]!r}"
