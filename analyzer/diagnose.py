@@ -15,6 +15,7 @@ from sqlite_utils import Database
 from analyzer.compare import per_token_cost, predict_tok_s
 from analyzer.rules.engine import RULES_VERSION, diagnose
 from analyzer.rules.view import Peer, RunView
+from analyzer.store.db import is_read_only
 from analyzer.store.queries import StoredRun, load_run
 from analyzer.store.writer import now
 
@@ -49,27 +50,45 @@ def diagnose_stored_run(db: Database, run: StoredRun) -> dict:
     return diagnose(view_of(run, _peers(db, run, {})))
 
 
-def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool = False) -> list[StoredRun]:
+def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool = False,
+                  keep: bool = True) -> list[StoredRun]:
     """Diagnose (again) and store; returns the runs with their diagnosis attached.
 
     With ``refresh_peers``, stored runs of the same models are diagnosed again
-    too: a host log arriving today is the baseline of yesterday's guest log."""
-    cache: dict[int, Peer] = {}
+    too: a host log arriving today is the baseline of yesterday's guest log.
+    Runs are loaded BATCH at a time; with ``keep=False`` none is returned, so
+    an input of 60,000 runs is diagnosed in bounded memory."""
     ids = list(dict.fromkeys(run_ids))
-    out = _diagnose_and_store(db, ids, cache)
-    if refresh_peers:
-        models = {r.facts.model for r in out if r.facts.model}
-        others: list[int] = []
+    out: list[StoredRun] = []
+    models: set[str] = set()
+    for batch in _batches(ids):
+        for run in _diagnose_and_store(db, batch, {}):
+            if run.facts.model:
+                models.add(run.facts.model)
+            if keep:
+                out.append(run)
+    if refresh_peers and models:
+        wanted = set(ids)
+        others: dict[int, None] = {}
         for model in models:
-            others += [row[0] for row in db.conn.execute(
-                "SELECT id FROM runs WHERE model = ? ORDER BY id DESC LIMIT ?", (model, MAX_PEERS))]
-        others = [i for i in dict.fromkeys(others) if i not in ids]
-        if others:
-            _diagnose_and_store(db, others, cache)
+            for (rid,) in db.conn.execute(
+                    "SELECT id FROM runs WHERE model = ? ORDER BY id DESC LIMIT ?", (model, MAX_PEERS)):
+                if rid not in wanted:
+                    others[rid] = None
+        for batch in _batches(list(others)):
+            _diagnose_and_store(db, batch, {})
         # predictions read the other runs' diagnoses, so they come after the refresh
         for run in out:
             _attach_prediction(db, run)
     return out
+
+
+BATCH = 500
+
+
+def _batches(ids: list[int]) -> Iterable[list[int]]:
+    for i in range(0, len(ids), BATCH):
+        yield ids[i:i + BATCH]
 
 
 def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer]) -> list[StoredRun]:
@@ -96,7 +115,7 @@ def _row(run: StoredRun) -> tuple:
 
 
 def _store(db: Database, rows: list[tuple]) -> None:
-    if rows:
+    if rows and not is_read_only(db):  # a read-only database: diagnosed in memory, not kept
         with db.conn:  # one short write transaction
             db.conn.executemany(
                 "INSERT OR REPLACE INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
@@ -26,9 +27,17 @@ def _create_private(path: Path) -> None:
 
 
 def open_db(path: str | Path) -> Database:
+    """The database at ``path``, created and migrated as needed.
+
+    A file capscan may not write (a read-only file or mount) is opened
+    read-only: reading commands work, writes fail with a one-line
+    ``StoreError``. A database from a newer capscan (migrations this version
+    does not know) is refused rather than written with an older schema."""
     path = Path(path)
     if path.is_dir():
         raise StoreError(f"{path}: is a directory, not a database file")
+    if _read_only(path):
+        return _open_read_only(path)
     try:
         _create_private(path)
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
@@ -40,12 +49,73 @@ def open_db(path: str | Path) -> Database:
         _retry(lambda: _enable_wal(conn))
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        _refuse_newer(db, path)
         _retry(lambda: _migrate(db))
     except sqlite3.OperationalError as exc:
         raise StoreError(f"{path}: cannot use the database ({exc})") from None
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not a capscan database or corrupt ({exc})") from None
     return db
+
+
+def is_read_only(db: Database) -> bool:
+    """Opened read-only (see ``open_db``): results are computed, not stored."""
+    return bool(db.conn.execute("PRAGMA query_only").fetchone()[0])
+
+
+def _read_only(path: Path) -> bool:
+    """An existing database this process cannot write: the file, or the
+    directory that must hold its -wal and -shm files, is not writable."""
+    if not path.exists():
+        return False
+    return not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _open_read_only(path: Path) -> Database:
+    """Read-only: ``mode=ro``; where SQLite cannot create the -shm file a WAL
+    database needs (a read-only directory or mount), ``immutable=1``."""
+    last: Exception | None = None
+    for flags in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True, isolation_level=None,
+                                   timeout=BUSY_TIMEOUT_MS / 1000)
+            conn.execute("PRAGMA query_only = 1")
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            last = exc
+            continue
+        db = Database(conn)
+        try:
+            _refuse_newer(db, path)
+            if MIGRATIONS.pending(db):
+                raise StoreError(f"{path}: read-only, and written by an older capscan: it needs an upgrade that "
+                                 "cannot be written here (open it once where it is writable)")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: not a capscan database or corrupt ({exc})") from None
+        return db
+    raise StoreError(f"{path}: cannot open the read-only database ({last})")
+
+
+@functools.lru_cache(maxsize=1)
+def _known_migrations() -> frozenset[str]:
+    return frozenset(m.name for m in MIGRATIONS.pending(Database(memory=True)))
+
+
+def _refuse_newer(db: Database, path: Path) -> None:
+    """Migrations recorded in the database that this capscan does not have
+    mean a newer capscan wrote it: its schema may differ in ways this version
+    would misread or damage."""
+    unknown = [m.name for m in MIGRATIONS.applied(db) if m.name not in _known_migrations()]
+    if unknown:
+        raise StoreError(f"{path}: written by a newer capscan (schema {', '.join(unknown[:3])}"
+                         f"{'...' if len(unknown) > 3 else ''} unknown to capscan {_version()}); refusing to use it: "
+                         "upgrade capscan, or use another --db")
+
+
+def _version() -> str:
+    from analyzer import __version__
+
+    return __version__
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:
