@@ -31,7 +31,7 @@ LLVM_BIN = Path(os.environ.get("LLVM_BIN", "/usr/lib/llvm-14/bin"))
 sys.path.insert(0, str(NATIVE / "tests"))
 import macho  # noqa: E402
 
-FAMILIES = [*range(1001, 1013), 2001, 2002, *range(3001, 3007), 5001, 5002]
+FAMILIES = [*range(1001, 1011), 2001, 2002, 3001, 3002, 3003, 4001, 4002, 5001, 5002]  # Apple's header
 PARAVIRTUAL_TRUE = {1001, 1002, 1003, 1004, 1005, 2002, 3001, 3002, 3003}
 BANNER = "[capscan-interposer] enabled for {proc} (apple_family_max={fam} threadgroup_memory={tg})"
 SHIM_ENV_PREFIXES = ("CAPSCAN_", "LUME_", "TART_", "LD_PRELOAD", "GGML_")
@@ -165,7 +165,7 @@ def test_probe_with_interposer_preloaded(built):
     assert all(values[f"supports_family.{f}"] == "true" for f in range(1001, 1008))
     assert values["supports_family.1008"] == "false"
     assert values["supports_family.5001"] == "false" and values["supports_family.5002"] == "false"
-    assert values["supports_family.2002"] == "true" and values["supports_family.3004"] == "false"
+    assert values["supports_family.2002"] == "true" and values["supports_family.4001"] == "false"
     assert values["max_threadgroup_memory"] == "32768"
     assert r.stderr == BANNER.format(proc="capscan-probe", fam=1007, tg="stock") + "\n"
 
@@ -275,15 +275,11 @@ def test_universal_dylib_and_probe(built):
 
 def test_cross_build_never_mislabels_arm64e(built):
     """Debian's LLVM cannot emit Apple's arm64e ABI, so the cross build must
-    not ship a file that claims it (see README, "arm64e")."""
-    assert not (MACOS / "libcapscan_interposer.arm64e.dylib").exists() or _native_build_present()
+    not ship a file that claims it (see README, "arm64e"); the native build
+    writes to its own directory (build/macos-native)."""
+    assert not (MACOS / "libcapscan_interposer.arm64e.dylib").exists()
     for path in MACOS.glob("*.dylib"):
         assert all(s.cpusubtype != macho.CPU_SUBTYPE_ARM64E for s in macho.parse(path))
-
-
-def _native_build_present() -> bool:
-    return (MACOS / "libcapscan_interposer.arm64e.dylib").exists() and \
-        "arm64e" in (MACOS / "SHA256SUMS").read_text()
 
 
 def test_checksums_cover_every_artifact(built):

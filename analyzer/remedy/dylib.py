@@ -195,3 +195,16 @@ def prepare(runner: Runner, inj: Injection, db: Database | None, *, exe_archs: l
     cs = checksum_check(db, choice.path, may_record=may_record)
     checks.append(cs)
     return DylibResult(checks, choice, cs.data.get("sha256") or (sha256_of(choice.path) if not cs.failed else None))
+
+
+def probe_binary(runner: Runner) -> tuple[Path, str | None]:
+    """The built capscan-probe (building it when missing), and why it is not there when that failed."""
+    from analyzer.remedy import platform as plat
+
+    inj = plat.injection("darwin")
+    path = native_dir() / "build" / "macos" / "capscan-probe"
+    if not path.exists():
+        check = build(runner, inj)  # type: ignore[arg-type]
+        if check.failed or not path.exists():
+            return path, check.reason
+    return path, None

@@ -99,3 +99,17 @@ def undo_action(runner: Runner, db: Database, action: dict[str, Any]) -> tuple[b
         return False, f"`{' '.join(argv)}` failed: {result.output.strip()[:200]}"
     records.mark_undone(db, action["id"])
     return True, f"ran `{' '.join(argv)}`; the default is now {read(runner).describe()}."
+
+
+def why_not_host(runner: Runner) -> str | None:
+    """None when this is a macOS host (where the default is read); else why not."""
+    from analyzer.remedy import platform as plat
+
+    if plat.system() != "darwin":
+        return (f"the ParavirtualizedGraphics default exists only on the macOS host that runs the VMs, and this is "
+                f"{plat.system()}")
+    brand = plat.brand_string(runner)
+    if brand and "(virtual)" in brand.lower():
+        return (f"this is a guest ({brand}); the default is read by the host's ParavirtualizedGraphics, so set it "
+                "on the host")
+    return None

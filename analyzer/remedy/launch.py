@@ -278,3 +278,23 @@ def record_run(db: Database, *, cmd: list[str], family: int, library: str, sha25
         "argv": cmd, "family": family, "library": library, "sha256": sha256, "env_var": inj.env_var,
         "stock_run_id": stock_run_id, "run_ids": []}, "running",
         {"why": "nothing to undo: only the child's environment was changed"})
+
+
+def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat.Injection,
+           action_id: int) -> dict[str, Any] | None:
+    """After the launch: link the new runs to the stock run, diagnose and verify
+    them, record the result. Returns the before/after comparison (None without a new run)."""
+    from analyzer.diagnose import diagnose_runs
+
+    if outcome.run_ids:
+        records.link_runs(db, outcome.run_ids, stock.id, RELATION, action_id)
+    new_runs = diagnose_runs(db, outcome.run_ids)
+    outcome.checks = verify(outcome, new_runs, family, inj)
+    main = _main_run(new_runs)
+    cmp = compare(stock, main) if main is not None else None
+    failed_checks = [c for c in outcome.checks if c.failed]
+    result = "verified" if outcome.verified else "failed: " + ", ".join(c.name for c in failed_checks)
+    rec = records.get(db, action_id)
+    args = {**(rec["args"] if rec else {}), "run_ids": outcome.run_ids, "returncode": outcome.returncode}
+    records.set_result(db, action_id, result, args)
+    return cmp

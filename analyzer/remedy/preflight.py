@@ -341,3 +341,44 @@ def check_already_injected(env: Mapping[str, str], stock_shim: dict | None, dyli
 
 def banner_seen(text: str) -> bool:
     return f"[{BANNER_NAME}] enabled for" in text
+
+
+def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, stock_shim: dict | None,
+                  dylib_path: str | None, runner: Runner, record_checksum: bool = True):
+    """All checks for launching cmd (or, with cmd None, for printing env lines).
+
+    Returns (checks, injection, family, dylib result); the last three are None
+    when an early check makes the rest meaningless."""
+    from analyzer.remedy import dylib as dylibmod
+    from analyzer.remedy import family as famod
+    from analyzer.remedy import platform as plat
+
+    system, machine = plat.system(), plat.machine()
+    inj = plat.injection(system)
+    brand = plat.brand_string(runner)
+    checks: list[Check] = [check_platform(inj, system, machine, brand)]
+    if inj is None or checks[0].failed:
+        return checks, None, None, None
+    if system == "darwin":
+        checks.append(check_guest(system, brand))
+    fam, fcheck = famod.resolve(family_spec, diag.get("host_family"), brand)
+    checks.append(fcheck)
+    sip, sip_line = sip_state(runner) if system == "darwin" else ("n/a", "")
+    checks.append(check_sip(system, sip, sip_line))
+    archs = None
+    if cmd is not None:
+        target, tcheck = resolve_target(cmd[0], runner.env)
+        checks.append(tcheck)
+        if not tcheck.failed and target.real is not None:
+            checks.append(check_protected(system, target, sip))
+            checks.append(check_setid(target))
+            exe = target.real
+            checks.append(check_codesign(system, runner, exe))
+            checks.append(check_restrict_segment(system, runner, exe))
+            archs, acheck = check_archs(system, runner, exe)
+            checks.append(acheck)
+    checks.extend(check_already_injected(runner.env, stock_shim))
+    lib = dylibmod.prepare(runner, inj, db, exe_archs=archs, explicit=Path(dylib_path) if dylib_path else None,
+                           may_record=record_checksum)
+    checks.extend(lib.checks)
+    return checks, inj, fam, lib

@@ -52,6 +52,8 @@ def family_name(code: int | None) -> str:
         return f"Mac{code - 2000}"
     if 3001 <= code <= 3999:
         return f"Common{code - 3000}"
+    if 4001 <= code <= 4999:
+        return f"MacCatalyst{code - 4000}"
     if 5001 <= code <= 5999:
         return f"Metal{code - 4998}"
     return str(code)

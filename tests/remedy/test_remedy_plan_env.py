@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from analyzer.remedy import family, preflight, transport
-from analyzer.remedy.commands import env_lines
+from analyzer.remedy.shellenv import env_lines
 from analyzer.remedy.plan import build_plan
 from analyzer.store.db import open_db
 from conftest import FIXTURES, stock_fake_llama_log

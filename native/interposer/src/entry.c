@@ -2,6 +2,7 @@
 #include "capscan/entry.h"
 #include "capscan/objc_call.h"
 #include "capscan/runtime.h"
+#include "capscan/scrub.h"
 #include "capscan/spinlock.h"
 #include "capscan/textbuf.h"
 
@@ -10,6 +11,7 @@ static struct capscan_policy policy;
 static int initialised;
 static int banner_printed;
 static int failure_printed;
+static int init_hooked;
 static int lock;
 
 static void emit(struct capscan_buf *line)
@@ -84,7 +86,7 @@ static void report_failed(Class cls, const char *reason)
     emit(&line);
 }
 
-static void report_patched(Class cls)
+static void report_patched(Class cls, const char *via)
 {
     char storage[256];
     struct capscan_buf line;
@@ -92,7 +94,44 @@ static void report_patched(Class cls)
     capscan_buf_init(&line, storage, sizeof storage);
     capscan_buf_str(&line, CAPSCAN_LOG_PREFIX "patched device class ");
     capscan_buf_clean(&line, class_getName(cls), 80);
+    capscan_buf_str(&line, " (from ");
+    capscan_buf_str(&line, via);
+    capscan_buf_char(&line, ')');
     emit(&line);
+}
+
+static void report_line(const char *what, const char *rest)
+{
+    char storage[320];
+    struct capscan_buf line;
+
+    capscan_buf_init(&line, storage, sizeof storage);
+    start_line(&line, what);
+    capscan_buf_str(&line, rest);
+    emit(&line);
+}
+
+/* CAPSCAN_INTERPOSER_SCRUB=1: drop capscan's entry from the injection
+ * variable, so programs this process starts do not load the library. */
+static void scrub(void)
+{
+    char value[1024];
+    const char *current;
+    int removed;
+
+    if (!platform.injection_variable || !platform.set_env)
+        return;
+    current = platform.getenv(platform.injection_variable);
+    removed = capscan_scrub_list(current, platform.separators ? platform.separators : ":", value, sizeof value);
+    if (removed <= 0) {
+        if (removed < 0)
+            report_line("could not scrub the injection variable in ", ": it is too long; children inherit it");
+        return;
+    }
+    platform.set_env(platform.injection_variable, value[0] ? value : 0);
+    if (policy.verbose)
+        report_line("scrubbed the injection variable in ", " (" CAPSCAN_ENV_SCRUB "=1): the programs it starts "
+                    "do not load the interposer");
 }
 
 void capscan_entry_init(const struct capscan_platform *p)
@@ -104,6 +143,8 @@ void capscan_entry_init(const struct capscan_platform *p)
         initialised = 1;
         if (!capscan_policy_active(&policy) && policy.verbose)
             report_inactive();
+        if (policy.scrub)
+            scrub();
     }
     capscan_unlock(&lock);
 }
@@ -113,7 +154,7 @@ static int ready(void)
     return __atomic_load_n(&initialised, __ATOMIC_ACQUIRE) && capscan_policy_active(&policy);
 }
 
-id capscan_entry_patch_device(id device)
+static id patch_device(id device, const char *via)
 {
     const char *reason = 0;
     Class cls;
@@ -126,7 +167,7 @@ id capscan_entry_patch_device(id device)
     capscan_lock(&lock);
     if (result == CAPSCAN_PATCH_INSTALLED) {
         if (policy.verbose)
-            report_patched(cls);
+            report_patched(cls, via);
         if (!banner_printed)
             report_enabled();
         banner_printed = 1;
@@ -136,6 +177,56 @@ id capscan_entry_patch_device(id device)
     }
     capscan_unlock(&lock);
     return device;
+}
+
+id capscan_entry_patch_device(id device)
+{
+    return patch_device(device, "the device factory");
+}
+
+static void patch_during_init(id device)
+{
+    patch_device(device, "-[" CAPSCAN_INIT_CLASS " " CAPSCAN_INIT_SELECTOR "]");
+}
+
+int capscan_entry_install_init_hook(void)
+{
+    enum capscan_init_hook_result result;
+
+    if (!ready())
+        return 0;
+    result = capscan_runtime_hook_init(objc_lookUpClass(CAPSCAN_INIT_CLASS), CAPSCAN_INIT_SELECTOR,
+                                       patch_during_init);
+    __atomic_store_n(&init_hooked, result == CAPSCAN_INIT_HOOKED, __ATOMIC_RELEASE);
+    if (policy.verbose) {
+        static const char *const why[] = {
+            ": hooked -[" CAPSCAN_INIT_CLASS " " CAPSCAN_INIT_SELECTOR "] (the published shims' hook point); "
+            "the device factories are the fallback",
+            ": no " CAPSCAN_INIT_CLASS " class; patching devices as the device factories return them",
+            ": " CAPSCAN_INIT_CLASS " has no " CAPSCAN_INIT_SELECTOR "; patching devices as the device factories "
+            "return them",
+            ": the runtime refused the " CAPSCAN_INIT_SELECTOR " hook; patching devices as the device factories "
+            "return them",
+        };
+        report_line("hook point in ", why[result]);
+    }
+    return result == CAPSCAN_INIT_HOOKED;
+}
+
+void capscan_entry_report_interposing(int interposed)
+{
+    if (interposed || !__atomic_load_n(&initialised, __ATOMIC_ACQUIRE))
+        return;
+    if (!capscan_policy_active(&policy) && !policy.verbose)
+        return;
+    if (__atomic_load_n(&init_hooked, __ATOMIC_ACQUIRE))
+        report_line("interposing is disabled in ", ": MTLCreateSystemDefaultDevice is not capscan's wrapper "
+                    "(the loader did not apply __interpose); devices are still patched through -["
+                    CAPSCAN_INIT_CLASS " " CAPSCAN_INIT_SELECTOR "]");
+    else
+        report_line("interposing is disabled in ", ": MTLCreateSystemDefaultDevice is not capscan's wrapper "
+                    "(the loader did not apply __interpose) and there is no -[" CAPSCAN_INIT_CLASS " "
+                    CAPSCAN_INIT_SELECTOR "] to hook; Metal answers stay stock");
 }
 
 id capscan_entry_patch_devices(id devices)
@@ -150,4 +241,13 @@ id capscan_entry_patch_devices(id devices)
     for (i = 0; i < count; i++)
         capscan_entry_patch_device(capscan_send_id_ulong(devices, "objectAtIndex:", i));
     return devices;
+}
+
+void capscan_entry_reset(void)
+{
+    capscan_runtime_unhook_init();
+    capscan_runtime_reset();
+    capscan_lock(&lock);
+    initialised = banner_printed = failure_printed = init_hooked = 0;
+    capscan_unlock(&lock);
 }

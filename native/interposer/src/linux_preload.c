@@ -1,7 +1,9 @@
 /* Linux LD_PRELOAD stand-in for the macOS dylib: the same entry, runtime
  * and policy layers; the real factory functions come from dlsym(RTLD_NEXT)
- * instead of dyld's __interpose tuples.  Used to test the whole injection
- * path against libfakemetal.so. */
+ * instead of dyld's __interpose tuples.  Linked against libfakemetal.so the
+ * way the dylib is linked against Metal, so the fake _MTLDevice class is
+ * registered before the constructor looks for it.  Used to test the whole
+ * injection path. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -35,12 +37,15 @@ static void write_stderr(const char *text, unsigned long length)
     }
 }
 
-static const struct capscan_platform platform = {env, progname, write_stderr};
-
-__attribute__((constructor)) static void capscan_load(void)
+static int set_env(const char *name, const char *value)
 {
-    capscan_entry_init(&platform);
+    return value ? setenv(name, value, 1) : unsetenv(name);
 }
+
+/* ld.so separates LD_PRELOAD entries with colons or whitespace. */
+static const struct capscan_platform platform = {
+    env, progname, write_stderr, set_env, "LD_PRELOAD", ": \t"
+};
 
 static id call_next(const char *name)
 {
@@ -53,12 +58,31 @@ static id call_next(const char *name)
     return next();
 }
 
-CAPSCAN_EXPORT id MTLCreateSystemDefaultDevice(void)
+/* The wrappers are defined under local names and exported as aliases, so
+ * the self-check compares with this library's own code (a plain reference
+ * to an exported name could itself be resolved to another library's). */
+static id capscan_create_system_default_device(void)
 {
     return capscan_entry_patch_device(call_next("MTLCreateSystemDefaultDevice"));
 }
 
-CAPSCAN_EXPORT id MTLCopyAllDevices(void)
+static id capscan_copy_all_devices(void)
 {
     return capscan_entry_patch_devices(call_next("MTLCopyAllDevices"));
+}
+
+CAPSCAN_EXPORT id MTLCreateSystemDefaultDevice(void) __attribute__((alias("capscan_create_system_default_device")));
+CAPSCAN_EXPORT id MTLCopyAllDevices(void) __attribute__((alias("capscan_copy_all_devices")));
+
+__attribute__((constructor)) static void capscan_load(void)
+{
+    void *resolved;
+
+    capscan_entry_init(&platform);
+    capscan_entry_install_init_hook();
+    /* Preloaded, the global lookup finds our wrapper first; loaded any other
+     * way (dlopen), it finds the real one: the stand-in for dyld's
+     * interposing being switched off. */
+    resolved = dlsym(RTLD_DEFAULT, "MTLCreateSystemDefaultDevice");
+    capscan_entry_report_interposing(resolved == (void *)(factory_fn)capscan_create_system_default_device);
 }

@@ -73,6 +73,7 @@ void capscan_policy_from_env(struct capscan_policy *policy, capscan_getenv_fn en
     policy->tg_floor = 0;
     policy->value = 0;
     policy->verbose = is_one(env(CAPSCAN_ENV_VERBOSE));
+    policy->scrub = is_one(env(CAPSCAN_ENV_SCRUB));
     policy->variable = family_variable(env, &value);
     if (!policy->variable)
         return;

@@ -11,11 +11,13 @@
 
 extern id MTLCreateSystemDefaultDevice(void);
 
+/* Every MTLGPUFamily in Apple's <Metal/MTLDevice.h>, nothing more. */
 static const long families[] = {
-    1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, 1011, 1012, /* Apple1-12 */
-    2001, 2002,                                                             /* Mac1-2 */
-    3001, 3002, 3003, 3004, 3005, 3006,                                     /* Common1-6 */
-    5001, 5002                                                              /* Metal3-4 */
+    1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010, /* Apple1-10 */
+    2001, 2002,                                                 /* Mac1-2 */
+    3001, 3002, 3003,                                           /* Common1-3 */
+    4001, 4002,                                                 /* MacCatalyst1-2 */
+    5001, 5002                                                  /* Metal3, Metal4 (macOS 26+; NO before) */
 };
 #define FAMILY_COUNT (sizeof families / sizeof families[0])
 

@@ -208,3 +208,86 @@ void capscan_runtime_reset(void)
     failed = 0;
     capscan_unlock(&lock);
 }
+
+/* ---------------------------------------------------------------- init hook */
+
+typedef void *(*init_fn)(id, SEL);
+
+static struct {
+    Method method;            /* the method now answering with init_hook */
+    IMP original;             /* what it answered with before */
+    void (*on_init)(id);
+    int installed;
+} init_state;
+static int init_lock;
+
+/* The private method's return type is not public: passing a pointer-sized
+ * value through covers void and any integer or pointer result. */
+static void *init_hook(id self, SEL cmd)
+{
+    IMP original = __atomic_load_n(&init_state.original, __ATOMIC_ACQUIRE);
+
+    if (init_state.on_init)
+        init_state.on_init(self);
+    return original ? CAPSCAN_CALLABLE(init_fn, original)(self, cmd) : 0;
+}
+
+enum capscan_init_hook_result capscan_runtime_hook_init(Class cls, const char *selector, void (*on_init)(id self))
+{
+    enum capscan_init_hook_result result = CAPSCAN_INIT_HOOKED;
+    IMP hook = CAPSCAN_IMP(init_hook);
+    SEL sel;
+    Method current;
+    IMP original;
+
+    if (!cls)
+        return CAPSCAN_INIT_NO_CLASS;
+    capscan_lock(&init_lock);
+    if (init_state.installed)
+        goto done;
+    sel = sel_registerName(selector);
+    current = class_getInstanceMethod(cls, sel);
+    if (!current) {
+        result = CAPSCAN_INIT_NO_METHOD;
+        goto done;
+    }
+    original = method_getImplementation(current);
+    if (original == hook) {
+        init_state.installed = 1;
+        goto done;
+    }
+    init_state.on_init = on_init;
+    __atomic_store_n(&init_state.original, original, __ATOMIC_RELEASE);
+    if (class_addMethod(cls, sel, hook, method_getTypeEncoding(current))) {
+        init_state.method = class_getInstanceMethod(cls, sel);
+    } else {
+        init_state.method = current;
+        method_setImplementation(current, hook);
+    }
+    /* (method_getImplementation, not class_getMethodImplementation: GCC's
+     * runtime answers the latter from a dispatch table that a class never
+     * messaged yet does not have.) */
+    if (!init_state.method || method_getImplementation(class_getInstanceMethod(cls, sel)) != hook) {
+        if (init_state.method)
+            method_setImplementation(init_state.method, original);
+        init_state.method = 0;
+        result = CAPSCAN_INIT_REFUSED;
+        goto done;
+    }
+    init_state.installed = 1;
+done:
+    capscan_unlock(&init_lock);
+    return result;
+}
+
+void capscan_runtime_unhook_init(void)
+{
+    capscan_lock(&init_lock);
+    if (init_state.installed && init_state.method)
+        method_setImplementation(init_state.method, init_state.original);
+    init_state.method = 0;
+    init_state.on_init = 0;
+    init_state.installed = 0;
+    __atomic_store_n(&init_state.original, (IMP)0, __ATOMIC_RELEASE);
+    capscan_unlock(&init_lock);
+}

@@ -22,7 +22,8 @@ COREGRAPHICS = "/System/Library/Frameworks/CoreGraphics.framework/Versions/A/Cor
 DYLIB_ARCHS = ["arm64", "x86_64"]
 OBJC_IMPORTS = {"_class_addMethod", "_class_getInstanceMethod", "_class_getMethodImplementation",
                 "_class_getName", "_method_getImplementation", "_method_getTypeEncoding",
-                "_method_setImplementation", "_object_getClass", "_sel_registerName"}
+                "_method_setImplementation", "_object_getClass", "_sel_registerName",
+                "_objc_lookUpClass"}
 METAL_IMPORTS = {"_MTLCreateSystemDefaultDevice", "_MTLCopyAllDevices"}
 ARTIFACTS = ["libcapscan_interposer.arm64.dylib", "libcapscan_interposer.x86_64.dylib",
              "libcapscan_interposer.universal.dylib", "capscan-probe"]
@@ -61,9 +62,8 @@ def check_dylib_slice(check, sl, arch, where):
     others = {lib for lib in sl.imports.values()} - {METAL, LIBOBJC, LIBSYSTEM}
     check(not others, f"{where}: imports from unexpected libraries {others}")
     check(sl.exports == [], f"{where}: exports nothing ({sl.exports})")
-    if arch == "arm64":
-        ok, info = macho.verify_adhoc_signature(sl)
-        check(ok, f"{where}: ad-hoc signature ({info})")
+    ok, info = macho.verify_adhoc_signature(sl)      # every slice, x86_64 too
+    check(ok, f"{where}: ad-hoc signature ({info})")
 
 
 def check_interpose_binds(check, path, objdump):
@@ -115,9 +115,8 @@ def main(argv):
             check(set(sl.dylibs) == {METAL, LIBOBJC, LIBSYSTEM, COREGRAPHICS}, f"{where}: dylibs {sl.dylibs}")
             check(sl.imports.get("_MTLCreateSystemDefaultDevice") == METAL, f"{where}: imports Metal device factory")
             check(sl.minos == "13.0", f"{where}: minos {sl.minos}")
-            if sl.arch == "arm64":
-                ok, info = macho.verify_adhoc_signature(sl)
-                check(ok, f"{where}: ad-hoc signature ({info})")
+            ok, info = macho.verify_adhoc_signature(sl)
+            check(ok, f"{where}: ad-hoc signature ({info})")
     else:
         check(False, f"missing {probe}")
 

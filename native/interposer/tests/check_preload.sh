@@ -25,6 +25,9 @@ count() { local n; n=$(grep -cF -- "$2" <<<"$out"); if [ "$n" = "$3" ]; then ok;
 same() { if [ "$out" = "$2" ]; then ok; else bad "$1: output differs from stock"; diff <(echo "$2") <(echo "$out") >&2; fi; }
 
 BANNER7='[capscan-interposer] enabled for fake-llama (apple_family_max=1007 threadgroup_memory=stock)'
+HOOKED="[capscan-interposer] hook point in fake-llama: hooked -[_MTLDevice initGPUFamilySupport] (the published shims' hook point); the device factories are the fallback"
+OFF_INIT="[capscan-interposer] interposing is disabled in dlopen-late: MTLCreateSystemDefaultDevice is not capscan's wrapper (the loader did not apply __interpose); devices are still patched through -[_MTLDevice initGPUFamilySupport]"
+BANNER_LATE='[capscan-interposer] enabled for dlopen-late (apple_family_max=1007 threadgroup_memory=stock)'
 FAM5='ggml_metal_device_init: GPU family: MTLGPUFamilyApple5  (1005)'
 FAM7='ggml_metal_device_init: GPU family: MTLGPUFamilyApple7  (1007)'
 RED_F='ggml_metal_device_init: simdgroup reduction   = false'
@@ -69,10 +72,12 @@ if [ "$(head -n1 <<<"$out")" = "$BANNER7" ]; then ok; else bad "enabled: banner 
 run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- ./fake-llama --devices=all
 has "copy-all" "$BANNER7"; has "copy-all" "$RED_T"; has "copy-all" "$FAM7"
 
-# 5. verbose success names the patched class
+# 5. verbose success names the patched class and the hook point that took it
 run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=0x3ef CAPSCAN_INTERPOSER_VERBOSE=1 -- ./fake-llama
-has verbose '[capscan-interposer] patched device class FakeMTLParavirtualDevice'
+has verbose "$HOOKED"
+has verbose '[capscan-interposer] patched device class FakeMTLParavirtualDevice (from -[_MTLDevice initGPUFamilySupport])'
 has verbose "$BANNER7"
+lacks verbose 'interposing is disabled'
 
 # 6. aliases and precedence
 run LD_PRELOAD="$SHIM" LUME_METAL_APPLE_FAMILY_MAX=1008 -- ./fake-llama
@@ -98,7 +103,7 @@ run -- ./capscan-probe
 probe_stock="$out"
 expected="probe=capscan-probe 1
 device=Apple Paravirtual device"
-for f in 1001 1002 1003 1004 1005 1006 1007 1008 1009 1010 1011 1012 2001 2002 3001 3002 3003 3004 3005 3006 5001 5002; do
+for f in 1001 1002 1003 1004 1005 1006 1007 1008 1009 1010 2001 2002 3001 3002 3003 4001 4002 5001 5002; do
     case $f in 100[1-5]|2002|300[1-3]) val=true ;; *) val=false ;; esac
     expected+=$'\n'"supports_family.$f=$val"
 done
@@ -139,6 +144,48 @@ run LD_PRELOAD="$SHIM" CAPSCAN_FAKE_METAL_DEVICE=none CAPSCAN_METAL_APPLE_FAMILY
 if [ "$rc" = 1 ] && [ "$out" = "Metal device unavailable" ]; then ok; else bad "no device: rc=$rc out=$out"; fi
 run LD_PRELOAD="$SHIM" CAPSCAN_FAKE_METAL_DEVICE=none CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- ./fake-llama --devices=all
 if [ "$rc" = 1 ]; then ok; else bad "no device fake-llama rc=$rc"; fi
+
+# 12. the proven hook point alone: a device made without the interposed factories
+run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_INTERPOSER_VERBOSE=1 -- ./fake-llama --devices=internal
+has "init path" '[capscan-interposer] patched device class FakeMTLParavirtualDevice (from -[_MTLDevice initGPUFamilySupport])'
+has "init path" "$FAM7"; has "init path" "$RED_T"; lacks "init path" 'MTLGPUFamilyMetal'
+
+# 13. the fallback: a device created without initGPUFamilySupport is patched as the factory returns it
+run LD_PRELOAD="$SHIM" CAPSCAN_FAKE_METAL_DEVICE=paravirtual-no-init CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_INTERPOSER_VERBOSE=1 -- ./fake-llama
+has fallback '[capscan-interposer] patched device class FakeMTLParavirtualDevice (from the device factory)'
+has fallback "$FAM7"; has fallback "$BANNER7"
+# ... and neither path reaches a device made without both (the documented gap)
+run LD_PRELOAD="$SHIM" CAPSCAN_FAKE_METAL_DEVICE=paravirtual-no-init CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- ./fake-llama --devices=internal
+has "neither path" "$FAM5"; has "neither path" "$RED_F"
+
+# 14. the self-check: loaded but not interposed (dlopen, RTLD_LOCAL) -> one line; the init hook still works
+run CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- ./dlopen-late "$SHIM"
+has "not interposed" "$OFF_INIT"
+has "not interposed" "$BANNER_LATE"
+has "not interposed" 'apple7=1 apple8=0 metal3=0 tg=32768'
+count "not interposed" '[capscan-interposer]' 2
+run -- ./dlopen-late "$SHIM"          # inactive policy: silent, stock
+same "not interposed, inactive" 'apple7=0 apple8=0 metal3=0 tg=32768'
+
+# 15. scrub (opt-in): children of an injected process start without the library
+run LD_PRELOAD="$SHIM" CAPSCAN_INTERPOSER_SCRUB=1 -- sh -c 'env'
+lacks scrub 'LD_PRELOAD='
+run LD_PRELOAD="$SHIM" -- sh -c 'env'
+has "no scrub by default" "LD_PRELOAD=$SHIM"
+
+# 16. the same paths with every piece under ASan+UBSan
+ASAN=../linux-asan
+AOPT='ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:halt_on_error=1'
+UOPT='UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1'
+run "$AOPT" "$UOPT" LD_PRELOAD="$PWD/$ASAN/libcapscan_interposer.so" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- $ASAN/fake-llama --bench
+has "asan init path" "$BANNER7"; has "asan init path" "$FAM7"; lacks "asan init path" 'ERROR: AddressSanitizer'
+if [ "$rc" = 0 ]; then ok; else bad "asan init path exit $rc"; fi
+run "$AOPT" "$UOPT" LD_PRELOAD="$PWD/$ASAN/libcapscan_interposer.so" CAPSCAN_FAKE_METAL_DEVICE=paravirtual-no-init CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_INTERPOSER_VERBOSE=1 -- $ASAN/fake-llama --devices=all
+has "asan fallback" '[capscan-interposer] patched device class FakeMTLParavirtualDevice (from the device factory)'
+if [ "$rc" = 0 ]; then ok; else bad "asan fallback exit $rc"; fi
+run "$AOPT" "$UOPT" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- $ASAN/dlopen-late "$PWD/$ASAN/libcapscan_interposer.so"
+has "asan not interposed" "$OFF_INIT"; has "asan not interposed" 'apple7=1 apple8=0 metal3=0 tg=32768'
+if [ "$rc" = 0 ]; then ok; else bad "asan dlopen-late exit $rc"; fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -6,10 +6,12 @@
  * and with --bench prints a llama-bench markdown table on stdout whose
  * speed depends on the flags, as the real kernels' availability does.
  *
- *   fake-llama [--bench] [--devices=default|all]
+ *   fake-llama [--bench] [--devices=default|all|internal]
  *
  * --devices=all takes the device from MTLCopyAllDevices() instead of
- * MTLCreateSystemDefaultDevice(), to exercise the other factory hook. */
+ * MTLCreateSystemDefaultDevice(), to exercise the other factory hook;
+ * --devices=internal from a function capscan does not interpose (a device a
+ * framework creates for itself), which only the init hook reaches. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,7 @@ static void print_bench(int fast)
 
 int main(int argc, char **argv)
 {
-    int bench = 0, from_all = 0, i;
+    int bench = 0, from_all = 0, internal = 0, i;
     id dev, all;
     const char *name;
     BOOL reduction, mm, unified, bfloat, tensor;
@@ -50,13 +52,17 @@ int main(int argc, char **argv)
             bench = 1;
         else if (strcmp(argv[i], "--devices=all") == 0)
             from_all = 1;
+        else if (strcmp(argv[i], "--devices=internal") == 0)
+            internal = 1;
         else if (strcmp(argv[i], "--devices=default") != 0) {
-            fprintf(stderr, "usage: fake-llama [--bench] [--devices=default|all]\n");
+            fprintf(stderr, "usage: fake-llama [--bench] [--devices=default|all|internal]\n");
             return 2;
         }
     }
 
-    if (from_all) {
+    if (internal) {
+        dev = FakeMTLCreateDeviceInternally();
+    } else if (from_all) {
         all = MTLCopyAllDevices();
         dev = [all count] ? [all objectAtIndex:0] : nil;
     } else {

@@ -8,7 +8,14 @@
  *                          Metal3 and Metal4 true
  *   incomplete             paravirtual answers from a class that lacks
  *                          maxThreadgroupMemoryLength
- *   none                   no device (nil, empty array) */
+ *   paravirtual-no-init    paravirtual, but created without calling
+ *                          -initGPUFamilySupport (the init hook never fires)
+ *   none                   no device (nil, empty array)
+ *
+ * Like Metal's, the concrete device classes inherit from a private base
+ * class _MTLDevice, and every factory calls -[_MTLDevice
+ * initGPUFamilySupport] while it creates the device (the hook point of the
+ * published shims). */
 #ifndef CAPSCAN_FAKE_METAL_H
 #define CAPSCAN_FAKE_METAL_H
 
@@ -43,11 +50,13 @@ __attribute__((objc_root_class))
 
 /* The private base class: the concrete device classes inherit all of
  * these, like Metal's concrete devices inherit from _MTLDevice. */
-@interface FakeMTLDeviceBase : FakeMTLObject
+@interface _MTLDevice : FakeMTLObject
 {
 @public
     const void *profile;
+    int family_support_initialised;
 }
+- (void)initGPUFamilySupport;
 - (id)name;
 - (BOOL)supportsFamily:(long)family;
 - (unsigned long)maxThreadgroupMemoryLength;
@@ -58,5 +67,8 @@ __attribute__((objc_root_class))
 
 id MTLCreateSystemDefaultDevice(void);
 id MTLCopyAllDevices(void);
+/* A device a framework creates for itself, without the two public factory
+ * functions (which capscan interposes): only the init hook can reach it. */
+id FakeMTLCreateDeviceInternally(void);
 
 #endif

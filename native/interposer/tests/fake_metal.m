@@ -56,7 +56,11 @@ static const struct profile m1_ultra = {
 }
 @end
 
-@implementation FakeMTLDeviceBase
+@implementation _MTLDevice
+- (void)initGPUFamilySupport
+{
+    family_support_initialised = 1;
+}
 - (id)name
 {
     return [FakeMTLString stringWithUTF8:((const struct profile *)profile)->name];
@@ -88,12 +92,12 @@ static const struct profile m1_ultra = {
 @end
 
 /* Concrete classes: everything inherited from the base. */
-@interface FakeMTLParavirtualDevice : FakeMTLDeviceBase
+@interface FakeMTLParavirtualDevice : _MTLDevice
 @end
 @implementation FakeMTLParavirtualDevice
 @end
 
-@interface FakeMTLHostDevice : FakeMTLDeviceBase
+@interface FakeMTLHostDevice : _MTLDevice
 @end
 @implementation FakeMTLHostDevice
 @end
@@ -135,11 +139,15 @@ static const struct profile m1_ultra = {
 static id make_device(void)
 {
     const char *kind = getenv("CAPSCAN_FAKE_METAL_DEVICE");
-    FakeMTLDeviceBase *device;
+    _MTLDevice *device;
 
     if (!kind || !*kind || strcmp(kind, "paravirtual") == 0) {
         device = [FakeMTLParavirtualDevice new];
         device->profile = &paravirtual;
+    } else if (strcmp(kind, "paravirtual-no-init") == 0) {
+        device = [FakeMTLParavirtualDevice new];
+        device->profile = &paravirtual;
+        return device;
     } else if (strcmp(kind, "m1-ultra") == 0) {
         device = [FakeMTLHostDevice new];
         device->profile = &m1_ultra;
@@ -150,7 +158,13 @@ static id make_device(void)
     } else {
         return nil;   /* "none", or anything unknown */
     }
+    [device initGPUFamilySupport];   /* as Metal does while creating a device */
     return device;
+}
+
+id FakeMTLCreateDeviceInternally(void)
+{
+    return make_device();
 }
 
 id MTLCreateSystemDefaultDevice(void)

@@ -33,7 +33,8 @@ suite() {
 
 suite "policy core (ASan+UBSan)" ./build/linux/test_policy
 suite "runtime layer on GCC libobjc (ASan+UBSan)" env ASAN_OPTIONS=detect_leaks=0 ./build/linux/test_runtime
-suite "LD_PRELOAD injection path" bash tests/check_preload.sh
+suite "entry layer: both hook paths, self-check, scrub (ASan+UBSan)" env ASAN_OPTIONS=detect_leaks=0 ./build/linux/test_entry
+suite "LD_PRELOAD injection path (plain and ASan+UBSan)" bash tests/check_preload.sh
 suite "macOS artifacts (Mach-O)" "$PYTHON" tests/check_macho.py build/macos
 
 echo "$total_passed passed, $total_failed failed"

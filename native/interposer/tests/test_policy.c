@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "capscan/policy.h"
+#include "capscan/scrub.h"
 #include "check.h"
 
 /* A fake environment: NULL-terminated name/value pairs. */
@@ -203,6 +204,41 @@ static void test_verbose(void)
     CHECK(strcmp(capscan_policy_status_text(CAPSCAN_POLICY_UNSET), "is not set") == 0);
 }
 
+static void test_scrub_switch(void)
+{
+    const char *on[] = {CAPSCAN_ENV_SCRUB, "1", CAPSCAN_ENV_FAMILY, "1007", NULL};
+    const char *other[] = {CAPSCAN_ENV_SCRUB, "yes", NULL};
+    struct capscan_policy p = with_env(on);
+    CHECK(p.scrub == 1 && capscan_policy_active(&p));
+    p = with_env(other);      /* only "1" switches it on */
+    CHECK(p.scrub == 0);
+    p = family_value("1007"); /* off by default */
+    CHECK(p.scrub == 0);
+}
+
+static void test_scrub_list(void)
+{
+    char out[128];
+    CHECK(capscan_scrub_list("/x/libcapscan_interposer.dylib", ":", out, sizeof out) == 1 && strcmp(out, "") == 0);
+    CHECK(capscan_scrub_list("/a/libA.dylib:/b b/libcapscan_interposer.universal.dylib:/c/libC.dylib", ":", out,
+                             sizeof out) == 1 && strcmp(out, "/a/libA.dylib:/c/libC.dylib") == 0);
+    /* DYLD paths may hold spaces: only ':' separates there */
+    CHECK(capscan_scrub_list("/Volumes/My Files/libother.dylib", ":", out, sizeof out) == 0 &&
+          strcmp(out, "/Volumes/My Files/libother.dylib") == 0);
+    /* LD_PRELOAD separates with ':' or whitespace; empty entries vanish */
+    CHECK(capscan_scrub_list("libcapscan_interposer.so /l/libx.so::/l/liby.so", ": ", out, sizeof out) == 1 &&
+          strcmp(out, "/l/libx.so:/l/liby.so") == 0);
+    /* a name that merely contains the stem is not ours */
+    CHECK(capscan_scrub_list("/l/mylibcapscan_interposer.so", ":", out, sizeof out) == 0 &&
+          strcmp(out, "/l/mylibcapscan_interposer.so") == 0);
+    CHECK(capscan_scrub_list("/libcapscan_interposer", ":", out, sizeof out) == 1);
+    CHECK(capscan_scrub_list("/libcapscan_interpose", ":", out, sizeof out) == 0);
+    CHECK(capscan_scrub_list(NULL, ":", out, sizeof out) == 0 && out[0] == '\0');
+    CHECK(capscan_scrub_list("", ":", out, sizeof out) == 0 && out[0] == '\0');
+    CHECK(capscan_scrub_list("/a/long-library-name.dylib", ":", out, 8) == -1 && out[0] == '\0');
+    CHECK(capscan_scrub_list("/a", ":", out, 0) == -1);
+}
+
 int main(void)
 {
     test_parse_uint();
@@ -213,5 +249,7 @@ int main(void)
     test_never_claims_metal3_or_metal4();
     test_threadgroup_floor();
     test_verbose();
+    test_scrub_switch();
+    test_scrub_list();
     return check_summary();
 }

@@ -13,14 +13,34 @@ struct capscan_platform {
     capscan_getenv_fn getenv;
     const char *(*progname)(void);
     void (*write_stderr)(const char *text, unsigned long length);
+    /* value 0 removes the variable; returns 0 on success */
+    int (*set_env)(const char *name, const char *value);
+    const char *injection_variable;   /* DYLD_INSERT_LIBRARIES or LD_PRELOAD */
+    const char *separators;           /* what separates its entries */
 };
 
 /* Idempotent; the first call wins.  Until it runs, the patch functions do
- * nothing (fail closed). */
+ * nothing (fail closed).  With CAPSCAN_INTERPOSER_SCRUB=1 it also removes
+ * the library from the injection variable (children do not inherit it). */
 void capscan_entry_init(const struct capscan_platform *platform);
+
+/* The proven hook point first: when _MTLDevice has initGPUFamilySupport,
+ * hook it so every device's concrete class is patched while Metal creates
+ * it (as Lume, Tart and Anka do).  Only when the policy is active.  Returns
+ * non-zero when the hook is in place.  The factory wrappers stay the
+ * fallback. */
+int capscan_entry_install_init_hook(void);
+
+/* The constructor's self-check: interposed is non-zero when the loader
+ * resolves MTLCreateSystemDefaultDevice to capscan's own wrapper.  When it
+ * does not, says so in one stderr line (policy active or verbose). */
+void capscan_entry_report_interposing(int interposed);
 
 /* Patch the class of device (may be nil); returns device unchanged. */
 id capscan_entry_patch_device(id device);
+
+/* Forget everything and undo every hook (tests use this between cases). */
+void capscan_entry_reset(void);
 
 /* Patch every element of an NSArray-like object; returns it unchanged. */
 id capscan_entry_patch_devices(id devices);

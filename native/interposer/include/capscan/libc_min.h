@@ -1,4 +1,4 @@
-/* The handful of libc functions capscan calls.  Real headers when they
+/* The handful of libc (and dyld) functions capscan calls.  Real headers when they
  * exist; hand-written declarations for the SDK-less macOS cross build. */
 #ifndef CAPSCAN_LIBC_MIN_H
 #define CAPSCAN_LIBC_MIN_H
@@ -9,7 +9,12 @@ typedef long ssize_t;
 char *getenv(const char *name);
 ssize_t write(int fd, const void *buf, size_t count);
 const char *getprogname(void);
+int setenv(const char *name, const char *value, int overwrite);
+int unsetenv(const char *name);
+void *dlsym(void *handle, const char *symbol);
+#define RTLD_DEFAULT ((void *)-2)   /* <dlfcn.h> on Apple platforms */
 #else
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 #endif

@@ -26,6 +26,7 @@ IMP method_getImplementation(Method method);
 IMP method_setImplementation(Method method, IMP imp);
 const char *method_getTypeEncoding(Method method);
 SEL sel_registerName(const char *name);
+Class objc_lookUpClass(const char *name);
 #else
 #include <objc/runtime.h>
 #endif

@@ -15,6 +15,7 @@
 #define CAPSCAN_ENV_FAMILY_TART "TART_METAL_APPLE_FAMILY_MAX"
 #define CAPSCAN_ENV_TG_FLOOR "CAPSCAN_METAL_MAX_THREADGROUP_MEMORY"
 #define CAPSCAN_ENV_VERBOSE "CAPSCAN_INTERPOSER_VERBOSE"
+#define CAPSCAN_ENV_SCRUB "CAPSCAN_INTERPOSER_SCRUB"
 
 typedef const char *(*capscan_getenv_fn)(const char *name);
 
@@ -33,6 +34,7 @@ struct capscan_policy {
     const char *variable;       /* the variable that decided the status, or 0 */
     const char *value;          /* its value (for diagnostics), or 0 */
     int verbose;                /* CAPSCAN_INTERPOSER_VERBOSE=1 */
+    int scrub;                  /* CAPSCAN_INTERPOSER_SCRUB=1: children do not inherit the library */
 };
 
 enum capscan_answer {

@@ -31,8 +31,30 @@ enum capscan_patch_result {
 enum capscan_patch_result capscan_runtime_patch_class(Class cls, const struct capscan_policy *policy,
                                                       const char **reason);
 
+/* The hook point the published shims (Lume, Tart, Anka) use: Metal calls
+ * -[_MTLDevice initGPUFamilySupport] while it creates a device, before the
+ * device is handed to anyone. */
+#define CAPSCAN_INIT_CLASS "_MTLDevice"
+#define CAPSCAN_INIT_SELECTOR "initGPUFamilySupport"
+
+enum capscan_init_hook_result {
+    CAPSCAN_INIT_HOOKED,      /* installed (now or earlier) */
+    CAPSCAN_INIT_NO_CLASS,    /* cls is nil: no such class in this process */
+    CAPSCAN_INIT_NO_METHOD,   /* the class has no such method */
+    CAPSCAN_INIT_REFUSED      /* the runtime refused; nothing changed */
+};
+
+/* Hook -[cls selector] (an override added on cls when the method is
+ * inherited, cls's own implementation replaced otherwise).  Every call of the
+ * hook first calls on_init(self), then the original implementation, and
+ * returns what it returned.  Once per process: later calls return HOOKED. */
+enum capscan_init_hook_result capscan_runtime_hook_init(Class cls, const char *selector, void (*on_init)(id self));
+
 /* Roll back every hook and forget all state (tests use this between cases). */
 void capscan_runtime_reset(void);
+
+/* Undo capscan_runtime_hook_init (tests use this between cases). */
+void capscan_runtime_unhook_init(void);
 
 /* Non-zero when imp is one of capscan's hook functions. */
 int capscan_runtime_is_hook(IMP imp);

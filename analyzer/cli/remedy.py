@@ -1,8 +1,8 @@
-"""The click commands: `capscan remedy plan|run|env|host-default|undo|status`
-and `capscan probe`.
+"""``capscan remedy plan|run|env|host-default|undo|status``: the click side.
 
-Nothing here imports analyzer.cli at module level (analyzer.cli imports this
-module at its end); its helpers are imported where they are used.
+What each step does lives in analyzer.remedy (plan, preflight, launch,
+hostdefault, records, shellenv); this module reads options, calls it, and
+prints the result.
 
 Exit codes: 0 done (remedy run: verified); 1 remedy run launched but the fix
 was not verified; 2 usage error, or a refusal (preflight failed, or the run is
@@ -11,71 +11,25 @@ not a fixable capability-downgrade); 130 interrupted.
 
 from __future__ import annotations
 
-import functools
-import io
 import os
 import shlex
 import sys
-from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from analyzer.remedy import platform as plat
-from analyzer.remedy import records, transport
-from analyzer.remedy.check import Check
-from analyzer.remedy.runner import Runner
+from analyzer.cli.exits import EXIT_REFUSED, EXIT_UNVERIFIED, CapscanError
+from analyzer.cli.options import open_db, shared_options
+from analyzer.cli.output import echo_json
+from analyzer.cli.via import forward, via_options
 
-EXIT_UNVERIFIED = 1
-EXIT_REFUSED = 2
-
-
-def _common(func: Callable) -> Callable:
-    @click.option("--db", "db", type=click.Path(dir_okay=False), default=None,
-                  help="Database file (else $CAPSCAN_DB, else the user data dir).")
-    @click.option("--json", "as_json", is_flag=True, default=False, help="Machine-readable output on stdout.")
-    @click.pass_context
-    @functools.wraps(func)
-    def wrapper(ctx: click.Context, db, as_json, **kwargs):
-        from analyzer.cli import Options
-
-        base = ctx.obj if ctx.obj is not None else Options()
-        ctx.obj = base.merged(db=db, as_json=as_json, fail_on=kwargs.pop("fail_on", None))
-        return func(ctx.obj, **kwargs)
-
-    return wrapper
-
-
-def _via_options(func: Callable) -> Callable:
-    func = click.option("--guest-capscan", default="capscan", show_default=True,
-                        help="With --via: the capscan command in the guest.")(func)
-    func = click.option("--vm", default=None, help="With --via: the VM name (ssh: the destination).")(func)
-    func = click.option("--via", type=click.Choice(transport.VIAS), default=None,
-                        help="Run the guest side from the host through lume ssh, tart exec, anka run or ssh.")(func)
-    return func
-
-
-def _open(opts):
-    from analyzer.cli import _open_db
-
-    return _open_db(opts)
-
-
-def _error(msg: str):
-    from analyzer.cli import CapscanError
-
-    return CapscanError(msg)
-
-
-def _dump(obj: Any) -> None:
-    from analyzer.cli import _dump_json
-
-    click.echo(_dump_json(obj))
+if TYPE_CHECKING:
+    from analyzer.remedy.check import Check
 
 
 def _refuse(opts, reason: str, *, checks: list[Check] | None = None, extra: dict | None = None) -> None:
     if opts.as_json:
-        _dump({"refused": True, "reason": reason, "checks": [c.to_json() for c in checks or []], **(extra or {})})
+        echo_json({"refused": True, "reason": reason, "checks": [c.to_json() for c in checks or []], **(extra or {})})
     else:
         for c in checks or []:
             click.echo(c.line(), err=True)
@@ -84,32 +38,15 @@ def _refuse(opts, reason: str, *, checks: list[Check] | None = None, extra: dict
 
 
 def _stock_run(db, run_id: int | None, last: bool) -> int:
+    from analyzer.remedy import records
     from analyzer.store.queries import last_run_id
 
     if run_id is not None:
         return run_id
     rid = last_run_id(db) if last else records.latest_stock_run(db)
     if rid is None:
-        raise _error("no stock run stored yet: run the command once on its own and pipe it in (CMD 2>&1 | capscan)")
+        raise CapscanError("no stock run stored yet: run the command once on its own and pipe it in (CMD 2>&1 | capscan)")
     return rid
-
-
-def _via(opts, via: str | None, vm: str | None, guest_capscan: str, guest_args: list[str]) -> None:
-    """Run `capscan <guest_args>` in the guest and exit with its status."""
-    if via is None:
-        return
-    if not vm:
-        raise _error("--via needs --vm NAME (ssh: the destination)")
-    argv = [guest_capscan, *guest_args] + (["--json"] if opts.as_json and "--json" not in guest_args else [])
-    try:
-        wrapped = transport.wrap(via, vm, argv)
-    except transport.TransportError as exc:
-        raise _error(str(exc)) from None
-    click.echo(f"capscan: via {via}: {shlex.join(wrapped)}", err=True)
-    code = Runner().passthrough(wrapped)
-    if code == 127:
-        raise _error(f"{wrapped[0]} not found on this host (the {via} transport needs it)")
-    sys.exit(code)
 
 
 # --------------------------------------------------------------------------- group
@@ -131,25 +68,26 @@ def remedy() -> None:
 @click.option("--run", "run_id", type=int, default=None, help="The stock run (default: newest run not made by remedy).")
 @click.option("--last", is_flag=True, help="The newest stored run.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@_via_options
-@_common
+@via_options
+@shared_options("db", "json")
 def plan_cmd(opts, run_id, last, command, via, vm, guest_capscan) -> None:
     """The exact steps `remedy run` would take here for a run, or why nothing should be done.
 
     Optionally the command to remedy after --: capscan remedy plan --run 7 -- llama-bench -m m.gguf
     """
-    _via(opts, via, vm, guest_capscan, ["remedy", "plan", *(["--run", str(run_id)] if run_id else []),
+    forward(opts, via, vm, guest_capscan, ["remedy", "plan", *(["--run", str(run_id)] if run_id else []),
                                         *(["--last"] if last else []), *(["--", *command] if command else [])])
     from analyzer.remedy.plan import build_plan
+    from analyzer.remedy.runner import Runner
 
-    db = _open(opts)
+    db = open_db(opts)
     rid = _stock_run(db, run_id, last)
     p = build_plan(db, rid, command=list(command) or None, runner=Runner())
     if opts.as_json:
-        _dump(p)
+        echo_json(p)
         return
     if p["verdict"] is None:
-        raise _error(p["refusal"])
+        raise CapscanError(p["refusal"])
     click.echo(f"run {rid}: {p['verdict']}" + ("  (fixable)" if p.get("fixable") else ""))
     if not p["actionable"]:
         click.echo(f"nothing to do: {p['refusal']}")
@@ -161,44 +99,6 @@ def plan_cmd(opts, run_id, last, command, via, vm, guest_capscan) -> None:
 
 
 # --------------------------------------------------------------------------- run
-
-
-def preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict[str, Any], stock_shim: dict | None,
-              dylib_path: str | None, runner: Runner, record_checksum: bool = True):
-    """All checks for launching cmd (or, with cmd None, for printing env lines)."""
-    from analyzer.remedy import dylib as dylibmod
-    from analyzer.remedy import family as famod
-    from analyzer.remedy import preflight as pf
-
-    system, machine = plat.system(), plat.machine()
-    inj = plat.injection(system)
-    brand = plat.brand_string(runner)
-    checks: list[Check] = [pf.check_platform(inj, system, machine, brand)]
-    if inj is None or checks[0].failed:
-        return checks, None, None, None
-    if system == "darwin":
-        checks.append(pf.check_guest(system, brand))
-    fam, fcheck = famod.resolve(family_spec, diag.get("host_family"), brand)
-    checks.append(fcheck)
-    sip, sip_line = pf.sip_state(runner) if system == "darwin" else ("n/a", "")
-    checks.append(pf.check_sip(system, sip, sip_line))
-    archs = None
-    if cmd is not None:
-        target, tcheck = pf.resolve_target(cmd[0], runner.env)
-        checks.append(tcheck)
-        if not tcheck.failed and target.real is not None:
-            checks.append(pf.check_protected(system, target, sip))
-            checks.append(pf.check_setid(target))
-            exe = target.real
-            checks.append(pf.check_codesign(system, runner, exe))
-            checks.append(pf.check_restrict_segment(system, runner, exe))
-            archs, acheck = pf.check_archs(system, runner, exe)
-            checks.append(acheck)
-    checks.extend(pf.check_already_injected(runner.env, stock_shim))
-    lib = dylibmod.prepare(runner, inj, db, exe_archs=archs, explicit=Path(dylib_path) if dylib_path else None,
-                           may_record=record_checksum)
-    checks.extend(lib.checks)
-    return checks, inj, fam, lib
 
 
 def _flag(v: Any) -> str:
@@ -232,8 +132,8 @@ def _print_compare(cmp: dict[str, Any], out) -> None:
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None,
               help="Inject this library instead of the one built from native/interposer/.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@_via_options
-@_common
+@via_options
+@shared_options("db", "json")
 def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest_capscan) -> None:
     """Launch CMD with the interposer injected, store and verify the new run.
 
@@ -243,27 +143,30 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        raise _error("nothing to run: capscan remedy run -- CMD ARGS...")
-    _via(opts, via, vm, guest_capscan, ["remedy", "run", "--family", family_spec,
+        raise CapscanError("nothing to run: capscan remedy run -- CMD ARGS...")
+    forward(opts, via, vm, guest_capscan, ["remedy", "run", "--family", family_spec,
                                         *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else []),
                                         "--", *cmd])
     from analyzer.diagnose import diagnose_runs
     from analyzer.remedy import launch as L
+    from analyzer.remedy import platform as plat
+    from analyzer.remedy.runner import Runner
     from analyzer.remedy.plan import refusal_for
+    from analyzer.remedy.preflight import run_preflight
 
-    db = _open(opts)
+    db = open_db(opts)
     stock_id = _stock_run(db, run_id, last)
     stock = next(iter(diagnose_runs(db, [stock_id])), None)
     if stock is None:
-        raise _error(f"no run {stock_id}")
+        raise CapscanError(f"no run {stock_id}")
     diag = stock.diagnosis or {}
     refusal = refusal_for(stock, diag)
     if refusal:
         _refuse(opts, f"run {stock_id} is {diag.get('verdict')}: {refusal}",
                 extra={"stock_run_id": stock_id, "verdict": diag.get("verdict")})
     runner = Runner()
-    shim = stock.facts.shim.model_dump() if stock.facts.shim else None
-    checks, inj, family, lib = preflight(db, cmd=cmd, family_spec=family_spec, diag=diag, stock_shim=shim,
+    shim = stock.facts.shim.modelecho_json() if stock.facts.shim else None
+    checks, inj, family, lib = run_preflight(db, cmd=cmd, family_spec=family_spec, diag=diag, stock_shim=shim,
                                          dylib_path=dylib_path, runner=runner)
     bad = [c for c in checks if c.failed]
     if bad or inj is None or family is None or lib is None or lib.choice is None:
@@ -283,19 +186,10 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
     sys.stdout.flush()
     sys.stderr.flush()
     outcome = L.launch(db, cmd, env, out=out_sink, err=sys.stderr.buffer)
-    if outcome.run_ids:
-        records.link_runs(db, outcome.run_ids, stock_id, L.RELATION, action_id)
-    new_runs = diagnose_runs(db, outcome.run_ids)
-    outcome.checks = L.verify(outcome, new_runs, family, inj)
-    main = L._main_run(new_runs)
-    cmp = L.compare(stock, main) if main is not None else None
+    cmp = L.settle(db, outcome, stock=stock, family=family, inj=inj, action_id=action_id)
     failed_checks = [c for c in outcome.checks if c.failed]
-    result = "verified" if outcome.verified else "failed: " + ", ".join(c.name for c in failed_checks)
-    rec = records.get(db, action_id)
-    args = {**(rec["args"] if rec else {}), "run_ids": outcome.run_ids, "returncode": outcome.returncode}
-    records.set_result(db, action_id, result, args)
     if opts.as_json:
-        _dump({"refused": False, "stock_run_id": stock_id, "run_ids": outcome.run_ids, "family": family,
+        echo_json({"refused": False, "stock_run_id": stock_id, "run_ids": outcome.run_ids, "family": family,
                "injection": {"env_var": inj.env_var, "library": library, "sha256": lib.sha256},
                "preflight": [c.to_json() for c in checks], "verification": [c.to_json() for c in outcome.checks],
                "verified": outcome.verified, "compare": cmp, "returncode": outcome.returncode,
@@ -321,56 +215,47 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
 # --------------------------------------------------------------------------- env
 
 
-def _sh_quote(value: str) -> str:
-    return shlex.quote(value)
-
-
-def _fish_quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def env_lines(shell: str, pairs: list[tuple[str, str]]) -> list[str]:
-    if shell == "fish":
-        return [f"set -gx {k} {_fish_quote(v)}" for k, v in pairs]
-    return [f"export {k}={_sh_quote(v)}" for k, v in pairs]
-
-
 @remedy.command("env")
 @click.option("--shell", type=click.Choice(["sh", "fish"]), default="sh", show_default=True)
 @click.option("--family", "family_spec", default="auto", show_default=True)
 @click.option("--run", "run_id", type=int, default=None, help="The stock run whose diagnosis applies.")
 @click.option("--last", is_flag=True)
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None)
-@_via_options
-@_common
+@via_options
+@shared_options("db", "json")
 def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, via, vm, guest_capscan) -> None:
     """The environment lines for launching things yourself: eval "$(capscan remedy env)"."""
-    _via(opts, via, vm, guest_capscan, ["remedy", "env", "--shell", shell, "--family", family_spec,
+    forward(opts, via, vm, guest_capscan, ["remedy", "env", "--shell", shell, "--family", family_spec,
                                         *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else [])])
     from analyzer.diagnose import diagnose_runs
     from analyzer.remedy.plan import refusal_for
+    from analyzer.remedy.preflight import run_preflight
+    from analyzer.remedy import platform as plat
+    from analyzer.remedy import records
+    from analyzer.remedy.runner import Runner
+    from analyzer.remedy.shellenv import env_lines
 
-    db = _open(opts)
+    db = open_db(opts)
     diag: dict[str, Any] = {}
     shim = None
     rid = run_id if run_id is not None else (_stock_run(db, None, True) if last else records.latest_stock_run(db))
     if rid is not None:
         stock = next(iter(diagnose_runs(db, [rid])), None)
         if stock is None:
-            raise _error(f"no run {rid}")
+            raise CapscanError(f"no run {rid}")
         diag = stock.diagnosis or {}
         refusal = refusal_for(stock, diag)
         if refusal:
             _refuse(opts, f"run {rid} is {diag.get('verdict')}: {refusal}")
-        shim = stock.facts.shim.model_dump() if stock.facts.shim else None
+        shim = stock.facts.shim.modelecho_json() if stock.facts.shim else None
     runner = Runner()
-    checks, inj, family, lib = preflight(db, cmd=None, family_spec=family_spec, diag=diag, stock_shim=shim,
+    checks, inj, family, lib = run_preflight(db, cmd=None, family_spec=family_spec, diag=diag, stock_shim=shim,
                                          dylib_path=dylib_path, runner=runner)
     if any(c.failed for c in checks) or family is None or lib is None or lib.choice is None or inj is None:
         _refuse(opts, "preflight failed; no environment lines printed", checks=checks)
     pairs = [(inj.env_var, str(lib.choice.path)), (plat.FAMILY_VAR, str(family))]
     if opts.as_json:
-        _dump({"shell": shell, "env": dict(pairs), "lines": env_lines(shell, pairs), "run_id": rid,
+        echo_json({"shell": shell, "env": dict(pairs), "lines": env_lines(shell, pairs), "run_id": rid,
                "checks": [c.to_json() for c in checks]})
         return
     for c in checks:
@@ -387,32 +272,22 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, via, vm, guest_c
 # --------------------------------------------------------------------------- host default
 
 
-def _on_host(runner: Runner) -> str | None:
-    """None when this is a macOS host; else why not."""
-    if plat.system() != "darwin":
-        return (f"the ParavirtualizedGraphics default exists only on the macOS host that runs the VMs, and this is "
-                f"{plat.system()}")
-    brand = plat.brand_string(runner)
-    if brand and "(virtual)" in brand.lower():
-        return (f"this is a guest ({brand}); the default is read by the host's ParavirtualizedGraphics, so set it "
-                "on the host")
-    return None
-
-
 @remedy.command("host-default")
 @click.option("--status", "mode", flag_value="status", default=True, help="Show the current value (default).")
 @click.option("--apply", "apply_", is_flag=True, help="Set it (records the value it replaces); with --undo: do it.")
 @click.option("--undo", "undo_", is_flag=True, help="Put back the value capscan replaced (dry run without --apply).")
-@_common
+@shared_options("db", "json")
 def host_default_cmd(opts, mode, apply_, undo_) -> None:
     """The host's com.apple.gpusw.ParavirtualizedGraphics ForceUnrestrictedDeviceFeatureLevel."""
     from analyzer.remedy import hostdefault as hd
+    from analyzer.remedy import records
+    from analyzer.remedy.runner import Runner
 
     runner = Runner()
-    db = _open(opts)
-    why_not = _on_host(runner)
+    db = open_db(opts)
+    why_not = hd.why_not_host(runner)
     if why_not and (apply_ or undo_):
-        raise _error(f"not changing it: {why_not}")
+        raise CapscanError(f"not changing it: {why_not}")
     current = hd.read(runner) if not why_not else None
     mine = [a for a in records.actions(db, hd.ACTION)]
     pending = [a for a in records.undoable(db) if a["action"] == hd.ACTION]
@@ -436,7 +311,7 @@ def host_default_cmd(opts, mode, apply_, undo_) -> None:
         ok, msg, aid = hd.apply(runner, db)
         doc["apply"] = {"done": ok, "message": msg, "action_id": aid}
     if opts.as_json:
-        _dump(doc)
+        echo_json(doc)
     else:
         if why_not:
             click.echo(f"not a macOS host: {why_not}.")
@@ -464,19 +339,21 @@ def host_default_cmd(opts, mode, apply_, undo_) -> None:
 @remedy.command("undo")
 @click.option("--apply", "apply_", is_flag=True, help="Do it (otherwise: show what would be put back).")
 @click.option("--id", "action_id", type=int, default=None, help="Only this recorded action.")
-@_common
+@shared_options("db", "json")
 def undo_cmd(opts, apply_, action_id) -> None:
     """Put back what capscan changed, from its records (dry run without --apply)."""
     from analyzer.remedy import hostdefault as hd
+    from analyzer.remedy import records
+    from analyzer.remedy.runner import Runner
 
-    db = _open(opts)
+    db = open_db(opts)
     runner = Runner()
     todo = records.undoable(db)
     if action_id is not None:
         todo = [a for a in todo if a["id"] == action_id]
         if not todo:
             a = records.get(db, action_id)
-            raise _error(f"action {action_id} " + ("does not exist" if a is None else
+            raise CapscanError(f"action {action_id} " + ("does not exist" if a is None else
                          "has nothing to undo" if not (a["undo"] or {}).get("argv") else "is already undone"))
     results = []
     for a in todo:
@@ -484,7 +361,7 @@ def undo_cmd(opts, apply_, action_id) -> None:
         if not apply_:
             entry.update(done=False, dry_run=True, message=f"would run `{shlex.join(a['undo']['argv'])}`")
         elif a["action"] == hd.ACTION:
-            why_not = _on_host(runner)
+            why_not = hd.why_not_host(runner)
             if why_not:
                 entry.update(done=False, message=f"skipped: {why_not}")
             else:
@@ -494,7 +371,7 @@ def undo_cmd(opts, apply_, action_id) -> None:
             entry.update(done=False, message=f"capscan does not know how to undo {a['action']!r}")
         results.append(entry)
     if opts.as_json:
-        _dump({"apply": apply_, "undo": results})
+        echo_json({"apply": apply_, "undo": results})
     else:
         if not results:
             click.echo("nothing to undo: capscan has no applied changes on record (remedy run changes only its "
@@ -508,17 +385,20 @@ def undo_cmd(opts, apply_, action_id) -> None:
 
 
 @remedy.command("status")
-@_common
+@shared_options("db", "json")
 def status_cmd(opts) -> None:
     """What capscan changed, from its records, and what is injected right now."""
-    db = _open(opts)
+    from analyzer.remedy import platform as plat
+    from analyzer.remedy import records
+
+    db = open_db(opts)
     acts = records.actions(db)
     links = records.links(db)
     injected = {v: os.environ[v] for v in plat.all_injection_vars() if os.environ.get(v)}
     shim_vars = {v: os.environ[v] for v in (plat.FAMILY_VAR, *plat.ALIAS_FAMILY_VARS) if v in os.environ}
     pending = records.undoable(db)
     if opts.as_json:
-        _dump({"actions": acts, "run_links": links, "pending_undo": [a["id"] for a in pending],
+        echo_json({"actions": acts, "run_links": links, "pending_undo": [a["id"] for a in pending],
                "environment": {**injected, **shim_vars}})
         return
     if not acts:
@@ -535,62 +415,3 @@ def status_cmd(opts) -> None:
         click.echo(f"in this shell: {k}={v}")
     if pending:
         click.echo(f"{len(pending)} change(s) can be put back: capscan remedy undo --apply")
-
-
-# --------------------------------------------------------------------------- probe
-
-
-def _probe_path(runner: Runner) -> Path:
-    from analyzer.remedy import dylib as dylibmod
-
-    inj = plat.injection("darwin")
-    path = dylibmod.native_dir() / "build" / "macos" / "capscan-probe"
-    if not path.exists():
-        check = dylibmod.build(runner, inj)  # type: ignore[arg-type]
-        if check.failed or not path.exists():
-            raise _error(f"capscan-probe is not built and building it failed: {check.reason}")
-    return path
-
-
-@click.command("probe", context_settings={"ignore_unknown_options": True})
-@click.option("--probe", "probe_path", type=click.Path(dir_okay=False), default=None,
-              help="Run this probe binary instead (e.g. the Linux fake in native/interposer/build/linux/).")
-@click.option("--force", is_flag=True, help="Store the output even if the same output was stored before.")
-@click.option("--fail-on", "fail_on", default=None, metavar="VERDICT[,VERDICT...]",
-              help="Exit 1 when the probe's run has one of these verdicts.")
-@click.argument("probe_args", nargs=-1, type=click.UNPROCESSED)
-@_via_options
-@_common
-def probe(opts, probe_path, force, probe_args, via, vm, guest_capscan) -> None:
-    """Run the native capability probe, store its output as a run, print the diagnosis."""
-    _via(opts, via, vm, guest_capscan, ["probe", *(["--force"] if force else []),
-                                        *(["--", *probe_args] if probe_args else [])])
-    from analyzer.cli import _notice, diagnose_runs, emit_report
-    from analyzer.ingest import ingest
-    from analyzer.reader import Input, InputError
-
-    runner = Runner(timeout=120)
-    if probe_path is None:
-        if plat.system() != "darwin":
-            raise _error(f"the Metal probe runs on macOS only (this is {plat.system()}); "
-                         "pass --probe PATH to run another probe binary")
-        exe = _probe_path(runner)
-    else:
-        exe = Path(probe_path)
-    args = [a for a in probe_args if a != "--"]
-    result = runner.run([str(exe), *args])
-    if result.stderr:
-        click.echo(result.stderr.rstrip("\n"), err=True)
-    if not result.found:
-        raise _error(f"{exe}: not found")
-    if result.returncode != 0:
-        msg = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
-        raise _error(f"{exe.name} failed: {msg}")
-    data = (result.stderr + result.stdout).encode()
-    db = _open(opts)
-    try:
-        res = ingest(db, Input("capscan-probe", io.BytesIO(data)), force=force)
-    except InputError as exc:
-        raise _error(str(exc)) from None
-    _notice(res)
-    emit_report(opts, diagnose_runs(db, res.run_ids))

@@ -1,0 +1,42 @@
+"""``db path`` and ``db stats``: where the database is, and what it holds."""
+
+from __future__ import annotations
+
+import click
+
+from analyzer.cli.options import Options, open_db, shared_options
+from analyzer.cli.output import echo_json
+
+
+@click.group()
+def db() -> None:
+    """Where the database is, and what it holds."""
+
+
+@db.command("path")
+@shared_options()
+def db_path(opts: Options) -> None:
+    """Print the database path."""
+    from analyzer.paths import resolve_db_path
+
+    click.echo(str(resolve_db_path(opts.db)))
+
+
+@db.command("stats")
+@shared_options()
+def db_stats(opts: Options) -> None:
+    """Sources, runs, rows and verdicts stored."""
+    from analyzer.paths import resolve_db_path
+    from analyzer.store.queries import stats
+
+    database = open_db(opts)
+    s = stats(database, resolve_db_path(opts.db))
+    if opts.as_json:
+        echo_json(s)
+        return
+    for key, value in s.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
+        elif isinstance(value, list):
+            value = ", ".join(value)
+        click.echo(f"{key:<18} {value}")

@@ -1,0 +1,151 @@
+"""Reading logs in: the pipe mode (bare ``capscan`` on a pipe), ``ingest`` and ``diagnose``."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from analyzer.cli.exits import EXIT_USAGE, CapscanError
+from analyzer.cli.options import Options, open_db, shared_options
+from analyzer.cli.output import echo_json, emit_report, notice
+
+
+def _progress_for(path: str):
+    """A rich progress bar on stderr for large files, only on a terminal."""
+    if path == "-" or not sys.stderr.isatty():
+        return None
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    if size < (64 << 20):
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    # The finished bar stays on screen (size and speed are worth seeing); stdout is untouched.
+    progress = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                        TransferSpeedColumn(), console=Console(file=sys.stderr))
+    return progress, size
+
+
+def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool) -> tuple[list, list[str]]:
+    """Ingest each path in its own transaction. Returns (results, errors);
+    a bad input does not stop the others or undo what they stored."""
+    from analyzer.ingest import ingest
+    from analyzer.reader import InputError, open_input
+
+    results, errors = [], []
+    for path in paths:
+        try:
+            source = open_input(path, keep_raw=keep_raw)
+        except InputError as exc:
+            errors.append(str(exc))
+            click.echo(f"capscan: {exc}", err=True)
+            continue
+        bar = _progress_for(path)
+        try:
+            tee_stream = sys.stdout.buffer if tee else None
+            if bar:
+                progress, size = bar
+                with progress:
+                    task = progress.add_task(os.path.basename(path), total=size)
+                    result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream,
+                                    progress=lambda n: progress.advance(task, n))
+            else:
+                result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream)
+        except InputError as exc:
+            errors.append(str(exc))
+            click.echo(f"capscan: {exc}", err=True)
+            salvaged = getattr(exc, "result", None)  # a truncated gzip: the lines before the damage were stored
+            if salvaged is not None:
+                results.append(salvaged)
+                notice(salvaged)
+            continue
+        finally:
+            source.close()
+        results.append(result)
+        notice(result)
+    return results, errors
+
+
+def diagnose_runs(db, run_ids: list[int]) -> list:
+    """Diagnose the runs (rules) and keep the diagnosis in the store."""
+    from analyzer.diagnose import diagnose_runs as run_rules
+
+    return run_rules(db, run_ids, refresh_peers=True)
+
+
+def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
+    """Bare ``capscan`` with stdin not a terminal: ingest stdin, store it, print the report."""
+    database = open_db(opts)
+    results, errors = ingest_paths(database, ["-"], force=force, keep_raw=keep_raw, tee=opts.tee)
+    if errors and not results:
+        sys.exit(EXIT_USAGE)  # the one-line reason was printed by ingest_paths
+    run_ids = [rid for r in results for rid in r.run_ids]
+    emit_report(opts, diagnose_runs(database, run_ids))
+    if errors:
+        sys.exit(EXIT_USAGE)  # what could be read was stored and reported
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--force", is_flag=True, help="Store again even if the same content was stored before.")
+@click.option("--keep-raw", is_flag=True, help="Also store the raw log (gzip); logs can hold prompts and answers.")
+@shared_options()
+def ingest(opts: Options, paths: tuple[str, ...], force: bool, keep_raw: bool) -> None:
+    """Store the runs found in files (or - for stdin); prints the new run ids."""
+    database = open_db(opts)
+    results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=False)
+    diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids])
+    if opts.as_json:
+        echo_json([{
+            "path": r.path, "source_id": r.source_id, "run_ids": r.run_ids, "duplicate_of": r.duplicate_of,
+            "lines": r.lines, "recognised_lines": r.recognised, "overlong_lines": r.overlong, "size": r.size,
+        } for r in results])
+    else:
+        for r in results:
+            if not r.duplicate:
+                for rid in r.run_ids:
+                    click.echo(rid)
+    if errors:
+        sys.exit(EXIT_USAGE)
+
+
+@click.command()
+@click.argument("paths", nargs=-1)
+@click.option("--run", "run_ids", type=int, multiple=True, help="Diagnose this stored run (repeatable).")
+@click.option("--last", is_flag=True, help="Diagnose the runs of the most recently stored source.")
+@click.option("--force", is_flag=True, help="Store the inputs again even if their content was stored before.")
+@click.option("--keep-raw", is_flag=True, help="Also store the raw logs (gzip).")
+@shared_options()
+def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool, force: bool,
+             keep_raw: bool) -> None:
+    """Diagnose stored runs, or ingest the inputs first and diagnose them."""
+    database = open_db(opts)
+    ids: list[int] = list(run_ids)
+    if last:
+        row = database.conn.execute(
+            "SELECT source_id FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+        if row is None:
+            raise CapscanError("no runs stored yet")
+        ids += [r[0] for r in database.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", row)]
+    if not paths and not ids:
+        if sys.stdin.isatty():
+            raise click.UsageError("give files, -, --run ID or --last (or pipe a log in)")
+        paths = ("-",)
+    if paths:
+        results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee)
+        if errors and not results and not ids:
+            sys.exit(EXIT_USAGE)
+        ids += [rid for r in results for rid in r.run_ids]
+    else:
+        errors = []
+        missing = [i for i in ids if database.conn.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone() is None]
+        if missing:
+            raise CapscanError("no run " + ", ".join(str(i) for i in missing))
+    emit_report(opts, diagnose_runs(database, list(dict.fromkeys(ids))))
+    if errors:
+        sys.exit(EXIT_USAGE)

@@ -1,0 +1,60 @@
+"""``probe``: run the native capability probe, store its output as a run, print the diagnosis."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import click
+
+from analyzer.cli.exits import CapscanError
+from analyzer.cli.ingest import diagnose_runs
+from analyzer.cli.options import open_db, shared_options
+from analyzer.cli.output import emit_report, notice
+from analyzer.cli.via import forward, via_options
+
+
+@click.command("probe", context_settings={"ignore_unknown_options": True})
+@click.option("--probe", "probe_path", type=click.Path(dir_okay=False), default=None,
+              help="Run this probe binary instead (e.g. the Linux fake in native/interposer/build/linux/).")
+@click.option("--force", is_flag=True, help="Store the output even if the same output was stored before.")
+@click.argument("probe_args", nargs=-1, type=click.UNPROCESSED)
+@via_options
+@shared_options("db", "json", "fail_on")
+def probe(opts, probe_path, force, probe_args, via, vm, guest_capscan) -> None:
+    """Run the native capability probe, store its output as a run, print the diagnosis."""
+    forward(opts, via, vm, guest_capscan, ["probe", *(["--force"] if force else []),
+                                           *(["--", *probe_args] if probe_args else [])])
+    from analyzer.ingest import ingest
+    from analyzer.reader import Input, InputError
+    from analyzer.remedy import platform as plat
+    from analyzer.remedy.dylib import probe_binary
+    from analyzer.remedy.runner import Runner
+
+    runner = Runner(timeout=120)
+    if probe_path is None:
+        if plat.system() != "darwin":
+            raise CapscanError(f"the Metal probe runs on macOS only (this is {plat.system()}); "
+                               "pass --probe PATH to run another probe binary")
+        exe, why_missing = probe_binary(runner)
+        if why_missing is not None:
+            raise CapscanError(f"capscan-probe is not built and building it failed: {why_missing}")
+    else:
+        exe = Path(probe_path)
+    args = [a for a in probe_args if a != "--"]
+    result = runner.run([str(exe), *args])
+    if result.stderr:
+        click.echo(result.stderr.rstrip("\n"), err=True)
+    if not result.found:
+        raise CapscanError(f"{exe}: not found")
+    if result.returncode != 0:
+        msg = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
+        raise CapscanError(f"{exe.name} failed: {msg}")
+    data = (result.stderr + result.stdout).encode()
+    db = open_db(opts)
+    try:
+        res = ingest(db, Input("capscan-probe", io.BytesIO(data)), force=force)
+    except InputError as exc:
+        raise CapscanError(str(exc)) from None
+    notice(res)
+    emit_report(opts, diagnose_runs(db, res.run_ids))

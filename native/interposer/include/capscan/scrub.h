@@ -1,0 +1,18 @@
+/* The opt-in scrub (CAPSCAN_INTERPOSER_SCRUB=1): once the library is loaded,
+ * remove it from the injection variable so the process's children do not
+ * inherit it.  Off by default, because some targets need their children
+ * injected (ollama's runner is a child of `ollama serve`).
+ *
+ * Freestanding C, like the policy core. */
+#ifndef CAPSCAN_SCRUB_H
+#define CAPSCAN_SCRUB_H
+
+#define CAPSCAN_LIBRARY_STEM "libcapscan_interposer"
+
+/* Copy the entries of list (separated by any character of separators) to
+ * out, joined by the first separator, leaving out every entry whose file name
+ * starts with CAPSCAN_LIBRARY_STEM.  Returns how many entries were removed,
+ * or -1 (out untouched except for an empty string) when out is too small. */
+int capscan_scrub_list(const char *list, const char *separators, char *out, unsigned long size);
+
+#endif
