@@ -236,15 +236,15 @@ def test_many_tiny_device_blocks_ingest_in_linear_time(tmp_path):
 
 
 def test_many_tiny_device_blocks_in_bounded_memory(tmp_path):
-    """The CLI's peak memory hardly grows from 2,000 to 8,000 runs (it grew by ~12 KB a run)."""
+    """The CLI's peak memory hardly grows from 1,000 to 5,000 runs (it grew by ~12 KB a run)."""
     rss = {}
-    for n in (2000, 8000):
+    for n in (1000, 5000):
         path = tmp_path / f"blocks{n}.log"
         path.write_bytes(_tiny_blocks(n))
         rc, err, rss[n] = run_measured("ingest", str(path), db=tmp_path / f"c{n}.db")
         assert rc == 0, err
-    assert rss[8000] - rss[2000] < 25, rss
-    assert rss[8000] < INGEST_BOUND_MB
+    assert rss[5000] - rss[1000] < 25, rss
+    assert rss[5000] < INGEST_BOUND_MB
 
 
 # -- --keep-raw ------------------------------------------------------------------------------------
@@ -322,16 +322,20 @@ def test_a_growing_file_is_fine(tmp_path, monkeypatch):
     db = open_db(tmp_path / "c.db")
     source = open_input(str(path))
 
+    calls = []
+
     def progress(n: int) -> None:
-        with open(path, "ab") as f:
-            f.write(b"more\n")
+        calls.append(n)
+        if len(calls) <= 3:  # a log still being written while capscan reads it
+            with open(path, "ab") as f:
+                f.write(b"more\n")
 
     result = ingest(db, source, progress=progress)
     source.close()
     assert result.source_id is not None and result.lines >= 2000
 
 
-@pytest.mark.parametrize("trial", range(3))
+@pytest.mark.parametrize("trial", range(2))
 def test_parallel_ingests_of_one_empty_file_store_it_once(tmp_path, trial):
     empty = tmp_path / "empty.log"
     empty.write_bytes(b"")

@@ -8,7 +8,9 @@ error or unreadable input, 130 interrupted, 141 the reader of stdout went away.
 
 from __future__ import annotations
 
+import errno
 import os
+import sqlite3
 import sys
 
 import click
@@ -17,6 +19,7 @@ from analyzer import __version__
 from analyzer.cli import compare, db, formats, ingest, probe, remedy, runs, tui
 from analyzer.cli.exits import EXIT_BROKEN_PIPE, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_USAGE, FailOn
 from analyzer.cli.options import Options, add_shared
+from analyzer.store.errors import StoreError
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
@@ -49,13 +52,8 @@ for _command in (ingest.ingest, runs.runs, runs.show, ingest.diagnose, compare.c
 
 def main() -> None:
     try:
-        try:
-            cli.main(standalone_mode=False, prog_name="capscan")
-        except SystemExit as exc:
-            # click turns EPIPE into exit 1, which would read as "a --fail-on verdict was found"
-            if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
-                sys.exit(EXIT_BROKEN_PIPE)
-            raise
+        _invoke()
+        sys.stdout.flush()  # a reader gone before the last buffered write shows up here, not at exit
     except FailOn:
         sys.exit(EXIT_FAIL_ON)
     except click.exceptions.Exit as exc:
@@ -63,15 +61,41 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code if exc.exit_code else EXIT_USAGE)
-    except click.exceptions.Abort:
-        click.echo("capscan: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("capscan: interrupted; the source being read was not stored", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except BrokenPipeError:
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        except OSError:
-            pass
-        sys.exit(EXIT_BROKEN_PIPE)
+    except StoreError as exc:
+        _error_line(str(exc))
+    except sqlite3.Error as exc:
+        _error_line(f"database error ({exc})")
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:  # BrokenPipeError is an OSError with EPIPE
+            raise
+        _reader_gone()
+
+
+def _invoke() -> None:
+    """Run the click group without click's own handling of EPIPE (which
+    exits 1 and depends on click's private classes): a reader of stdout that
+    goes away reaches main() as BrokenPipeError, whatever the click version."""
+    if any(k.startswith("_CAPSCAN_COMPLETE") for k in os.environ):
+        cli.main(prog_name="capscan")  # shell completion: click's own machinery
+        return
+    with cli.make_context("capscan", sys.argv[1:]) as ctx:
+        cli.invoke(ctx)
+
+
+def _error_line(message: str) -> None:
+    click.echo(f"capscan: {' '.join(message.split())}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def _reader_gone() -> None:
+    """Exit 141 (128 + SIGPIPE), quietly: stdout points at /dev/null so that
+    the interpreter's final flush does not complain about the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)

@@ -71,11 +71,12 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
     return results, errors
 
 
-def diagnose_runs(db, run_ids: list[int]) -> list:
-    """Diagnose the runs (rules) and keep the diagnosis in the store."""
+def diagnose_runs(db, run_ids: list[int], *, keep: bool = True) -> list:
+    """Diagnose the runs (rules) and keep the diagnosis in the store (with
+    ``keep=False`` the runs are not returned: bounded memory for any count)."""
     from analyzer.diagnose import diagnose_runs as run_rules
 
-    return run_rules(db, run_ids, refresh_peers=True)
+    return run_rules(db, run_ids, refresh_peers=True, keep=keep)
 
 
 def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
@@ -99,7 +100,7 @@ def ingest(opts: Options, paths: tuple[str, ...], force: bool, keep_raw: bool) -
     """Store the runs found in files (or - for stdin); prints the new run ids."""
     database = open_db(opts)
     results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=False)
-    diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids])
+    diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids], keep=False)
     if opts.as_json:
         echo_json([{
             "path": r.path, "source_id": r.source_id, "run_ids": r.run_ids, "duplicate_of": r.duplicate_of,
@@ -124,6 +125,8 @@ def ingest(opts: Options, paths: tuple[str, ...], force: bool, keep_raw: bool) -
 def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool, force: bool,
              keep_raw: bool) -> None:
     """Diagnose stored runs, or ingest the inputs first and diagnose them."""
+    from analyzer.store.queries import storable_id
+
     database = open_db(opts)
     ids: list[int] = list(run_ids)
     if last:
@@ -143,7 +146,8 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
         ids += [rid for r in results for rid in r.run_ids]
     else:
         errors = []
-        missing = [i for i in ids if database.conn.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone() is None]
+        missing = [i for i in ids if not storable_id(i)
+                   or database.conn.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone() is None]
         if missing:
             raise CapscanError("no run " + ", ".join(str(i) for i in missing))
     emit_report(opts, diagnose_runs(database, list(dict.fromkeys(ids))))

@@ -41,9 +41,16 @@ def data_out(opts: Options):
     return sys.stderr if opts.tee else sys.stdout
 
 
+def id_list(ids: list[int], most: int = 20) -> str:
+    """Run ids for a notice line; an input of 60,000 runs is not one line of 60,000 numbers."""
+    if len(ids) <= most:
+        return ", ".join(str(i) for i in ids)
+    return ", ".join(str(i) for i in ids[: most - 2]) + f", ... ({len(ids) - most + 1:,} more), {ids[-1]}"
+
+
 def notice(result) -> None:
     """One stderr line on what an ingest stored."""
-    ids = ", ".join(str(i) for i in result.run_ids)
+    ids = id_list(result.run_ids)
     if result.duplicate:
         click.echo(f"capscan: {result.path}: already ingested (source {result.duplicate_of}"
                    f"{', runs ' + ids if ids else ', no runs'}); use --force to ingest it again", err=True)

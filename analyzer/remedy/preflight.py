@@ -18,7 +18,7 @@ from typing import Mapping
 
 from analyzer.remedy.check import Check, failed, passed, skipped, warned
 from analyzer.remedy.platform import ALIAS_FAMILY_VARS, BANNER_NAME, TART_DYLIB, Injection, all_injection_vars
-from analyzer.remedy.runner import Runner
+from analyzer.remedy.runner import Runner, file_arg
 
 SF_RESTRICTED = 0x80000
 PROTECTED_PREFIXES = ("/System/", "/usr/", "/bin/", "/sbin/", "/private/var/db/")
@@ -229,7 +229,7 @@ def entitlement(text: str, key: str) -> bool:
 
 
 def check_codesign(system: str, runner: Runner, exe: Path) -> Check:
-    argv = ["codesign", "-dv", "--verbose=4", str(exe)]
+    argv = ["codesign", "-dv", "--verbose=4", file_arg(str(exe))]
     if system != "darwin":
         return skipped("hardened runtime", "Linux: no code signatures", command=argv)
     result = runner.run(argv)
@@ -246,7 +246,7 @@ def check_codesign(system: str, runner: Runner, exe: Path) -> Check:
                       "DYLD_* variables", "use a build of the program that is not restricted", command=argv)
     if not flags & (CS_RUNTIME | CS_LIBRARY_VALIDATION):
         return passed("hardened runtime", f"signed without hardened runtime (flags=0x{flags:x})", command=argv)
-    ent_argv = ["codesign", "-d", "--entitlements", "-", str(exe)]
+    ent_argv = ["codesign", "-d", "--entitlements", "-", file_arg(str(exe))]
     ents = runner.run(ent_argv).output
     allow, no_lv = entitlement(ents, ALLOW_DYLD), entitlement(ents, DISABLE_LV)
     data = {"flags": flags, "allow_dyld_environment_variables": allow, "disable_library_validation": no_lv}
@@ -265,7 +265,7 @@ def check_codesign(system: str, runner: Runner, exe: Path) -> Check:
 
 
 def check_restrict_segment(system: str, runner: Runner, exe: Path) -> Check:
-    argv = ["otool", "-l", str(exe)]
+    argv = ["otool", "-l", file_arg(str(exe))]
     if system != "darwin":
         return skipped("__RESTRICT segment", "Linux: no Mach-O", command=argv)
     result = runner.run(argv)
@@ -279,7 +279,7 @@ def check_restrict_segment(system: str, runner: Runner, exe: Path) -> Check:
 
 
 def check_archs(system: str, runner: Runner, exe: Path) -> tuple[list[str] | None, Check]:
-    argv = ["lipo", "-archs", str(exe)]
+    argv = ["lipo", "-archs", file_arg(str(exe))]
     if system != "darwin":
         return None, skipped("architectures", "Linux: an ELF program, one architecture", command=argv)
     result = runner.run(argv)

@@ -10,13 +10,10 @@ from pathlib import Path
 
 from sqlite_utils import Database
 
+from analyzer.store.errors import StoreError  # noqa: F401 - re-exported: callers import it from here
 from analyzer.store.migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 120_000
-
-
-class StoreError(Exception):
-    """The database cannot be opened or written; the message is one line."""
 
 
 def _create_private(path: Path) -> None:
