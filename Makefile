@@ -1,28 +1,46 @@
+# Both Quickstart commands install into the project's own virtual environment
+# (.venv, made with `$(PY) -m venv`): Homebrew and Debian Pythons refuse a global
+# `pip install` (PEP 668), and a venv leaves the system Python alone.
 PY ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
 DEMO_DB ?= .demo/capscan.db
 
-.PHONY: demo test test-fast bench native clean
+.PHONY: demo test test-fast test-floors bench native clean
 
-# Quickstart 1: install capscan and pipe the bundled guest log through it.
+# Quickstart 1: install capscan into .venv and pipe the bundled guest log through it.
 demo:
-	$(PY) -m pip install -q --disable-pip-version-check -e .
+	@PY="$(PY)" ./scripts/make-venv "$(VENV)"
+	$(VPY) -m pip install -q --disable-pip-version-check -e .
 	@mkdir -p $(dir $(DEMO_DB))
-	capscan --db $(DEMO_DB) --force < examples/m1-ultra-guest-stock.log
+	$(VENV)/bin/capscan --db $(DEMO_DB) --force < examples/m1-ultra-guest-stock.log
 
-# Quickstart 2: install everything the tests need and run the whole suite.
+# Quickstart 2: install everything the tests need into .venv and run the whole suite.
 test:
-	./scripts/install-test-deps
-	$(PY) -m pytest -q
+	PY="$(PY)" ./scripts/install-test-deps "$(VENV)"
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VPY) -m pytest -q
+
+# Developer shortcuts: the project venv when there is one, else $(PY).
+RUNPY = $(if $(wildcard $(VPY)),$(VPY),$(PY))
 
 test-fast:
-	$(PY) -m pytest -q -x --ignore=tests/test_native_interposer.py
+	$(RUNPY) -m pytest -q -x --ignore=tests/test_native_interposer.py
+
+# The declared minimum versions (constraints-min.txt) in their own venv, against the
+# suite minus the SVG snapshots (those are recorded with constraints-test.txt's versions)
+# and the native tests (no Python dependency).
+FLOORS_VENV ?= .venv-floors
+test-floors:
+	PY="$(PY)" CONSTRAINTS=constraints-min.txt NATIVE=0 ./scripts/install-test-deps "$(FLOORS_VENV)"
+	PATH="$(abspath $(FLOORS_VENV))/bin:$$PATH" $(FLOORS_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		--ignore=tests/tui/test_snapshots.py --ignore=tests/test_native_interposer.py
 
 bench:
-	$(PY) bench/run.py
+	$(RUNPY) bench/run.py
 
 native:
 	$(MAKE) -C native/interposer check
 
 clean:
-	rm -rf .demo .pytest_cache build *.egg-info
+	rm -rf .demo .pytest_cache build *.egg-info $(FLOORS_VENV)
 	-$(MAKE) -C native/interposer clean

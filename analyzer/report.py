@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analyzer.display import VERDICT_STYLE, cell, fmt_tps
+from analyzer.headline import confidence_clause, headline
 from analyzer.store.queries import StoredRun
 
 
@@ -84,6 +85,7 @@ def render_run(out: Console, run: StoredRun, *, max_evidence: int = 10) -> None:
     f = run.facts
     diag = run.diagnosis or {}
     verdict = diag.get("verdict", "unknown")
+    out.print(Text(headline(f.program, run.diagnosis, run.throughput), style="bold"))
     head = Text(f"run {run.id}", style="bold")
     where = [f.program or "?", f.backend or "?"]
     if diag.get("environment"):
@@ -93,8 +95,9 @@ def render_run(out: Console, run: StoredRun, *, max_evidence: int = 10) -> None:
     if diag:
         v = Text("  ")
         v.append(verdict.upper(), style=VERDICT_STYLE.get(verdict, ""))
-        notes = ["fixable" if diag.get("fixable") else None,
-                 f"{diag['confidence']} confidence" if diag.get("confidence") else None]
+        caps = f.capabilities
+        printed = caps.simdgroup_reduction is not None or bool(f.probe)
+        notes = ["fixable" if diag.get("fixable") else None, confidence_clause(diag, printed)]
         notes = [n for n in notes if n]
         if notes:
             v.append("  (" + ", ".join(notes) + ")")
@@ -135,8 +138,8 @@ def _evidence_for(run: StoredRun, diag: dict[str, Any]) -> list[tuple[int, str]]
             if ev["line"] not in seen:
                 seen.add(ev["line"])
                 out.append((ev["line"], ev["text"]))
-    if not out:
-        out = [(e.line, e.text) for e in run.evidence]
+    if not out:  # one line can carry several events (prompt and generation speed): show it once
+        out = list({e.line: (e.line, e.text) for e in run.evidence}.values())
     return sorted(out)
 
 

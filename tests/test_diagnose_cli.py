@@ -70,8 +70,10 @@ def test_diagnose_stored_runs_by_id_and_last(tmp_path):
 def test_human_report_leads_with_the_verdict_and_fits_one_screen(tmp_path):
     out = run_capscan(input=STOCK.read_bytes(), db=tmp_path / "h.db", check=True).stdout.decode()
     lines = out.splitlines()
-    assert lines[1].strip().startswith("CAPABILITY-DOWNGRADE")
-    assert "Apple5" in lines[2]  # one sentence of why
+    assert lines[0].startswith("This VM runs llama.cpp") and lines[0].endswith("capscan can fix that.")  # plain words
+    assert lines[1].startswith("run ")
+    assert lines[2].strip().startswith("CAPABILITY-DOWNGRADE")
+    assert "Apple5" in lines[3]  # one sentence of why
     ev = lines.index("  evidence:")
     assert lines[ev + 1].split()[0].isdigit()  # numbered evidence lines
     assert any("capscan remedy plan --run" in l for l in lines[ev:])

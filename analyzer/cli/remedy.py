@@ -1,7 +1,7 @@
 """``capscan remedy plan|run|env|host-default|undo|status``: the click side.
 
 What each step does lives in analyzer.remedy (plan, preflight, launch,
-hostdefault, records, shellenv); this module reads options, calls it, and
+hostdefault, records, prefix); this module reads options, calls it, and
 prints the result.
 
 Exit codes: 0 done (remedy run: verified); 1 remedy run launched but the fix
@@ -215,25 +215,39 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
 # --------------------------------------------------------------------------- env
 
 
-@remedy.command("env")
-@click.option("--shell", type=click.Choice(["sh", "fish"]), default="sh", show_default=True)
+@remedy.command("env", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--shell", type=click.Choice(["sh", "zsh", "fish"]), default="sh", show_default=True,
+              help="Quote for this shell (bash: sh).")
 @click.option("--family", "family_spec", default="auto", show_default=True)
 @click.option("--run", "run_id", type=int, default=None, help="The stock run whose diagnosis applies.")
 @click.option("--last", is_flag=True)
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None)
+@click.option("--scrub-children", is_flag=True,
+              help="Also set CAPSCAN_INTERPOSER_SCRUB=1: programs the command starts do not inherit the library.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @via_options
 @shared_options("db", "json")
-def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, via, vm, guest_capscan) -> None:
-    """The environment lines for launching things yourself: eval "$(capscan remedy env)"."""
+def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, command, via, vm,
+            guest_capscan) -> None:
+    """The prefix for launching one command yourself: /usr/bin/env DYLD_INSERT_LIBRARIES=... CMD.
+
+    capscan remedy env [-- CMD ARGS...]: with CMD, the whole line (after checking
+    every binary CMD's launch runs through); without, the prefix to put in front
+    of it. Never an `export`: the variables reach that one command only.
+    """
+    cmd = list(command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
     forward(opts, via, vm, guest_capscan, ["remedy", "env", "--shell", shell, "--family", family_spec,
-                                        *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else [])])
+                                           *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else []),
+                                           *(["--scrub-children"] if scrub_children else []),
+                                           *(["--", *cmd] if cmd else [])])
     from analyzer.diagnose import diagnose_runs
+    from analyzer.remedy import prefix as px
     from analyzer.remedy.plan import refusal_for
     from analyzer.remedy.preflight import run_preflight
-    from analyzer.remedy import platform as plat
     from analyzer.remedy import records
     from analyzer.remedy.runner import Runner
-    from analyzer.remedy.shellenv import env_lines
 
     db = open_db(opts)
     diag: dict[str, Any] = {}
@@ -249,24 +263,26 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, via, vm, guest_c
             _refuse(opts, f"run {rid} is {diag.get('verdict')}: {refusal}")
         shim = stock.facts.shim.model_dump() if stock.facts.shim else None
     runner = Runner()
-    checks, inj, family, lib = run_preflight(db, cmd=None, family_spec=family_spec, diag=diag, stock_shim=shim,
-                                         dylib_path=dylib_path, runner=runner)
+    checks, inj, family, lib = run_preflight(db, cmd=cmd or None, family_spec=family_spec, diag=diag,
+                                             stock_shim=shim, dylib_path=dylib_path, runner=runner)
     if any(c.failed for c in checks) or family is None or lib is None or lib.choice is None or inj is None:
-        _refuse(opts, "preflight failed; no environment lines printed", checks=checks)
-    pairs = [(inj.env_var, str(lib.choice.path)), (plat.FAMILY_VAR, str(family))]
+        _refuse(opts, "preflight failed; nothing printed", checks=checks)
+    prefix = px.prefix_argv(inj, str(lib.choice.path), family, scrub_children=scrub_children)
+    line = px.quote(shell, prefix + cmd)
     if opts.as_json:
-        echo_json({"shell": shell, "env": dict(pairs), "lines": env_lines(shell, pairs), "run_id": rid,
-               "checks": [c.to_json() for c in checks]})
+        echo_json({"shell": shell, "env": dict(a.split("=", 1) for a in prefix[1:]), "prefix": prefix,
+                   "command": cmd or None, "line": line, "run_id": rid, "checks": [c.to_json() for c in checks]})
         return
     for c in checks:
         click.echo(c.line(), err=True)
     if rid is None:
         click.echo("capscan: no stored run: nothing confirms this machine is a fixable guest; you vouch for it.",
                    err=True)
-    for line in env_lines(shell, pairs):
-        click.echo(line)
-    click.echo(f"capscan: set these right before launching the real program (not a #! script through /usr/bin or "
-               f"/bin); {inj.env_var} is dropped by SIP-protected launchers.", err=True)
+    click.echo(line)
+    if not cmd:
+        click.echo(f"capscan: put the line above in front of the one command to remedy (e.g. ... llama-bench -m "
+                   f"model.gguf); {inj.env_var} then reaches that command and what it starts, never your shell. "
+                   "`capscan remedy env -- CMD ARGS` also checks every binary CMD runs through.", err=True)
 
 
 # --------------------------------------------------------------------------- host default
@@ -415,3 +431,98 @@ def status_cmd(opts) -> None:
         click.echo(f"in this shell: {k}={v}")
     if pending:
         click.echo(f"{len(pending)} change(s) can be put back: capscan remedy undo --apply")
+
+
+# --------------------------------------------------------------------------- selftest
+
+
+def _yn(v: Any) -> str:
+    return "-" if v is None else ("yes" if v is True else "no" if v is False else str(v))
+
+
+def _printable(text: str) -> str:
+    """Device names and interposer lines come from other programs: no control, format or bidi characters."""
+    import unicodedata
+
+    return "".join("?" if unicodedata.category(c).startswith("C") else c for c in text)
+
+
+def _print_selftest(doc: dict[str, Any]) -> None:
+    from analyzer.rules.chips import family_name
+
+    runs = doc["runs"]
+    title = "capscan remedy selftest"
+    if doc["stand_in"]:
+        title += " (Linux stand-in: LD_PRELOAD and the fake Metal device, not a GPU)"
+    click.echo(title)
+    labels = [k for k in ("stock", "capscan", "other-shim") if k in runs]
+    head = "".join(f"{(k + ' (run ' + ','.join(map(str, runs[k]['run_ids'])) + ')'):<26}" for k in labels)
+    click.echo(f"  {'':<23}{head}")
+    rows = [
+        ("device", lambda m: m["device"] or "-"),
+        ("Apple family", lambda m: f"{family_name(m['apple_family'])} ({m['apple_family']})" if m["apple_family"]
+         else "-"),
+        ("Metal3 / Metal4", lambda m: f"{_yn(m['metal3'])} / {_yn(m['metal4'])}"),
+        ("threadgroup memory", lambda m: _yn(m["max_threadgroup_memory"])),
+        ("simdgroup reduction", lambda m: _yn(m["simdgroup_reduction"])),
+        ("simdgroup matrix mul.", lambda m: _yn(m["simdgroup_mm"])),
+        ("bfloat", lambda m: _yn(m["bfloat"])),
+    ]
+    for name, get in rows:
+        cells = "".join(f"{_printable(str(get(runs[k]['matrix'])))[:24]:<26}" for k in labels)
+        click.echo(f"  {name:<23}{cells}")
+    bench = doc.get("llama_bench") or {}
+    for label in ("capscan", "other-shim"):
+        for test, s in (bench.get(f"{label}_speedup") or {}).items():
+            click.echo(f"  llama-bench {test} ({label}): {s['before']:,.2f} -> {s['after']:,.2f} t/s "
+                       f"({s['ratio']:.2f}x)")
+    click.echo(f"verdict: {doc['verdict']}: {doc['meaning']}")
+    if doc["reason"]:
+        click.echo(f"  why: {_printable(doc['reason'])}")
+    click.echo(f"send back: {doc['send_back']}")
+
+
+@remedy.command("selftest")
+@click.option("--family", "family_spec", default="auto", show_default=True,
+              help="The Apple family cap: auto (the host chip's, from this guest's CPU) or a code such as 1007.")
+@click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None,
+              help="Test this library instead of the one built from native/interposer/.")
+@click.option("--probe", "probe_path", type=click.Path(dir_okay=False), default=None,
+              help="Run this probe binary instead of capscan-probe.")
+@click.option("--llama-bench", "llama_bench", default=None, metavar="PATH",
+              help="Also run a short llama-bench (-p 128 -n 32 -r 2) stock and remedied; store the speed-up.")
+@click.option("-m", "--model", "model", default=None, metavar="MODEL", help="The model for --llama-bench.")
+@click.option("--compare-shim", "compare_shim", default=None, metavar="PATH",
+              help="A third run with another shim (Lume, Tart, Anka) injected instead, for an A/B.")
+@via_options
+@shared_options("db", "json")
+def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, compare_shim, via, vm,
+                 guest_capscan) -> None:
+    """Prove the remedy on this machine: probe stock vs remedied, store both, one verdict.
+
+    Verdicts: works, interposing-disabled, refused-by-hardened-runtime,
+    arm64e-missing, not-a-vm (inconclusive otherwise). Exit 0 only for works.
+    On Linux it runs against the LD_PRELOAD stand-in and says so.
+    """
+    forward(opts, via, vm, guest_capscan, ["remedy", "selftest", "--family", family_spec,
+                                           *(["--llama-bench", llama_bench] if llama_bench else []),
+                                           *(["-m", model] if model else []),
+                                           *(["--compare-shim", compare_shim] if compare_shim else [])])
+    if model and not llama_bench:
+        raise CapscanError("-m/--model goes with --llama-bench PATH")
+    from analyzer.remedy.runner import Runner
+    from analyzer.remedy.selftest import WORKS, run_selftest
+
+    db = open_db(opts)
+    report = run_selftest(db, runner=Runner(), family_spec=family_spec, dylib_path=dylib_path,
+                          probe_path=probe_path, llama_bench=llama_bench, model=model, compare_shim=compare_shim)
+    doc = report.to_json()
+    if opts.as_json:
+        echo_json(doc)
+    else:
+        for c in report.checks:
+            if c.status in ("fail", "warn"):
+                click.echo(_printable(c.line()).replace("?        instead", "\n        instead"), err=True)
+        _print_selftest(doc)
+    if report.verdict != WORKS:
+        sys.exit(EXIT_UNVERIFIED)

@@ -4,7 +4,14 @@ Checks (each a Check): the file exists (built with make when missing), is owned
 by the user or root, is not group- or world-writable, and its sha256 equals the
 one recorded at build (``SHA256SUMS`` next to it, written by the Makefile; for a
 build that writes none, capscan's own record from the first time it saw the
-file). The macOS slice is picked from the target's architectures.
+file).
+
+On macOS the library is one universal file with arm64, arm64e and x86_64 slices
+(native/interposer/build/macos-native/libcapscan_interposer.dylib), built on
+first use with `make macos-native` when the Command Line Tools are installed;
+without them capscan says so in one line. Its slices are read in-process
+(analyzer.remedy.macho) and checked against every binary of the launch chain by
+preflight.
 """
 
 from __future__ import annotations
@@ -18,14 +25,17 @@ from pathlib import Path
 from sqlite_utils import Database
 
 import analyzer
-from analyzer.remedy import records
+from analyzer.remedy import macho, records
 from analyzer.remedy.check import Check, failed, passed, warned
-from analyzer.remedy.platform import Injection
+from analyzer.remedy.platform import Injection, developer_tools
 from analyzer.remedy.runner import Runner, file_arg
 
 LINUX_NAME = "libcapscan_interposer.so"
-MAC_NAME = "libcapscan_interposer.{kind}.dylib"
+MAC_NAME = "libcapscan_interposer.dylib"
+MAC_SLICES = ("arm64", "arm64e", "x86_64")
 RECORD_ACTION = "dylib-checksum"
+CLT_INSTEAD = ("install the Command Line Tools (xcode-select --install) and run capscan again, which builds it; or "
+               "pass --dylib PATH with an arm64+arm64e+x86_64 build")
 
 
 def native_dir() -> Path:
@@ -39,28 +49,11 @@ def build_dir(inj: Injection) -> Path:
 @dataclass
 class Choice:
     path: Path
-    kind: str           # linux | arm64 | arm64e | x86_64 | universal
-    covers: list[str]   # architectures it serves
+    kind: str           # linux | universal | given
 
 
-def needed_slices(exe_archs: list[str] | None) -> list[str]:
-    """The slices of the target that can run on Apple silicon (all of them must be covered)."""
-    if not exe_archs:
-        return ["arm64"]
-    apple = [a for a in exe_archs if a in ("arm64", "arm64e")]
-    return apple or [a for a in exe_archs if a == "x86_64"] or list(exe_archs)
-
-
-def candidates(inj: Injection, exe_archs: list[str] | None, directory: Path | None = None) -> list[Choice]:
-    d = directory or build_dir(inj)
-    if inj.system != "darwin":
-        return [Choice(d / LINUX_NAME, "linux", [])]
-    need = needed_slices(exe_archs)
-    out = []
-    if len(need) == 1:
-        out.append(Choice(d / MAC_NAME.format(kind=need[0]), need[0], need))
-    out.append(Choice(d / MAC_NAME.format(kind="universal"), "universal", need))
-    return out
+def library_path(inj: Injection, directory: Path | None = None) -> Path:
+    return (directory or build_dir(inj)) / (MAC_NAME if inj.system == "darwin" else LINUX_NAME)
 
 
 # Where each loader splits its injection variable into several paths.
@@ -82,11 +75,17 @@ def loader_path_check(inj: Injection, path: Path) -> Check:
     return passed("dylib path", f"no {inj.env_var} separator in the path")
 
 
-def lipo_archs(runner: Runner, path: Path | str) -> list[str] | None:
-    result = runner.run(["lipo", "-archs", file_arg(str(path))])
-    if not result.ok:
-        return None
-    return result.stdout.split()
+def library_archs(runner: Runner, path: Path, *, tools: bool) -> tuple[list[str] | None, str]:
+    """The slices of a library, read in-process; `lipo -archs` only as a fallback with the tools."""
+    try:
+        return macho.read(path).archs, "in-process"
+    except macho.MachOError as exc:
+        why = str(exc)
+    if tools:
+        result = runner.run(["lipo", "-archs", file_arg(str(path))])
+        if result.ok and result.stdout.split():
+            return result.stdout.split(), "lipo"
+    return None, why
 
 
 def sha256_of(path: Path) -> str:
@@ -99,6 +98,9 @@ def sha256_of(path: Path) -> str:
 
 def build(runner: Runner, inj: Injection) -> Check:
     argv = ["make", "--no-print-directory", "-C", str(native_dir()), inj.make_target]
+    if inj.system == "darwin" and not developer_tools(runner):
+        return failed("dylib build", "the interposer library is not built yet and the Command Line Tools are not "
+                      "installed, so capscan cannot build it", CLT_INSTEAD, command=argv)
     if not (native_dir() / "Makefile").is_file():
         return failed("dylib build", f"the interposer is not built and its sources are not here ({native_dir()})",
                       "install capscan from a checkout of its repository (pip install -e .), which includes "
@@ -106,11 +108,12 @@ def build(runner: Runner, inj: Injection) -> Check:
     result = runner.run(argv, timeout=600)
     if not result.ok:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        what = ("Xcode or the Command Line Tools (xcode-select --install)" if inj.system == "darwin"
+        what = ("the Command Line Tools (xcode-select --install)" if inj.system == "darwin"
                 else "gcc, gobjc and make (apt-get install -y --no-install-recommends gcc gobjc make)")
         return failed("dylib build", f"building the interposer failed ({tail[0]})", f"install {what} and retry",
                       command=argv)
-    return passed("dylib build", "built on demand from native/interposer/", command=argv)
+    return passed("dylib build", "built on demand from native/interposer/"
+                  + (" (arm64 + arm64e + x86_64, ad-hoc signed)" if inj.system == "darwin" else ""), command=argv)
 
 
 def file_checks(path: Path) -> list[Check]:
@@ -175,41 +178,35 @@ class DylibResult:
     checks: list[Check]
     choice: Choice | None
     sha256: str | None
+    archs: list[str] | None = None
 
     @property
     def ok(self) -> bool:
         return self.choice is not None and not any(c.failed for c in self.checks)
 
 
-def prepare(runner: Runner, inj: Injection, db: Database | None, *, exe_archs: list[str] | None = None,
-            explicit: Path | None = None, build_missing: bool = True, may_record: bool = True) -> DylibResult:
+def prepare(runner: Runner, inj: Injection, db: Database | None, *, explicit: Path | None = None,
+            build_missing: bool = True, may_record: bool = True, tools: bool = False) -> DylibResult:
     checks: list[Check] = []
-    if explicit is not None:
-        options = [Choice(explicit, "given", needed_slices(exe_archs))]
-    else:
-        options = candidates(inj, exe_archs)
-    choice = next((c for c in options if c.path.exists()), None)
-    if choice is None and explicit is None and build_missing:
+    choice = Choice(explicit, "given") if explicit is not None else Choice(
+        library_path(inj), "universal" if inj.system == "darwin" else "linux")
+    if not choice.path.exists() and explicit is None and build_missing:
         checks.append(build(runner, inj))
-        choice = next((c for c in options if c.path.exists()), None)
-    if choice is None:
-        names = ", ".join(str(c.path) for c in options)
-        need = options[0].covers if options else []
-        instead = (f"build the native arm64e slice on a Mac: make -C {native_dir()} macos-native"
-                   if "arm64e" in need else f"build it: make -C {native_dir()} {inj.make_target}")
-        checks.append(failed("dylib", f"no interposer library found ({names})", instead))
+    if not choice.path.exists():
+        if explicit is None and checks and checks[-1].failed:
+            return DylibResult(checks, None, None)
+        instead = CLT_INSTEAD if inj.system == "darwin" else f"build it: make -C {native_dir()} {inj.make_target}"
+        checks.append(failed("dylib", f"no interposer library at {choice.path}", instead))
         return DylibResult(checks, None, None)
-    if inj.system == "darwin" and choice.covers:
-        have = lipo_archs(runner, choice.path)
-        missing = [a for a in choice.covers if have is not None and a not in have]
-        if have is None:
-            checks.append(warned("dylib architectures", f"could not read the architectures of {choice.path.name}"))
-        elif missing:
-            checks.append(failed("dylib architectures", f"{choice.path.name} has {' '.join(have)} but the program "
-                                 f"needs {' '.join(missing)}; dyld would kill it (incompatible architecture)",
-                                 f"build the native slices on a Mac: make -C {native_dir()} macos-native"))
+    archs = None
+    if inj.system == "darwin":
+        archs, how = library_archs(runner, choice.path, tools=tools)
+        if archs is None:
+            checks.append(failed("dylib architectures", f"{choice.path.name} is not a Mach-O library capscan can "
+                                 f"read ({how})", CLT_INSTEAD))
         else:
-            checks.append(passed("dylib architectures", f"{choice.path.name} covers {' '.join(choice.covers)}"))
+            checks.append(passed("dylib architectures", f"{choice.path.name} has {' '.join(archs)} ({how})",
+                                 data={"archs": archs}))
     path_check = loader_path_check(inj, choice.path)
     checks.append(path_check)
     if path_check.failed:
@@ -217,7 +214,8 @@ def prepare(runner: Runner, inj: Injection, db: Database | None, *, exe_archs: l
     checks.extend(file_checks(choice.path))
     cs = checksum_check(db, choice.path, may_record=may_record)
     checks.append(cs)
-    return DylibResult(checks, choice, cs.data.get("sha256") or (sha256_of(choice.path) if not cs.failed else None))
+    return DylibResult(checks, choice, cs.data.get("sha256") or (sha256_of(choice.path) if not cs.failed else None),
+                       archs)
 
 
 def probe_binary(runner: Runner) -> tuple[Path, str | None]:
@@ -225,7 +223,7 @@ def probe_binary(runner: Runner) -> tuple[Path, str | None]:
     from analyzer.remedy import platform as plat
 
     inj = plat.injection("darwin")
-    path = native_dir() / "build" / "macos" / "capscan-probe"
+    path = build_dir(inj) / "capscan-probe"  # type: ignore[arg-type]
     if not path.exists():
         check = build(runner, inj)  # type: ignore[arg-type]
         if check.failed or not path.exists():

@@ -121,8 +121,8 @@ def why_not_host(runner: Runner) -> str | None:
     if plat.system() != "darwin":
         return (f"the ParavirtualizedGraphics default exists only on the macOS host that runs the VMs, and this is "
                 f"{plat.system()}")
-    brand = plat.brand_string(runner)
-    if brand and "(virtual)" in brand.lower():
-        return (f"this is a guest ({brand}); the default is read by the host's ParavirtualizedGraphics, so set it "
+    guest, how = plat.is_guest(runner)
+    if guest:
+        return (f"this is a guest ({how}); the default is read by the host's ParavirtualizedGraphics, so set it "
                 "on the host")
     return None

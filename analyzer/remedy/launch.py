@@ -32,7 +32,7 @@ LOADER_ERRORS = re.compile(
 PIECE = 1 << 20  # the most read from the child's pipes at once
 QUEUE_PIECES = 16  # pieces waiting for the parsers (at most 16 MiB)
 GRACE_S = 3.0  # after a forwarded Ctrl-C, then after SIGTERM, before the next signal
-SHIM_TROUBLE = re.compile(r"\[capscan-interposer\] (disabled|inactive) ")
+SHIM_TROUBLE = re.compile(r"\[capscan-interposer\] (disabled|inactive|interposing is disabled) ")
 
 
 class _LineStream:
@@ -290,7 +290,12 @@ def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> li
         checks.append(failed("banner", f"another shim answered ({shim.name}), not capscan's",
                              "start from an environment without other shims (Tart: TART_METAL_APPLE_FAMILY_MAX=0)"))
     else:
-        if outcome.shim_trouble:
+        if outcome.shim_trouble and "interposing is disabled" in outcome.shim_trouble[0]:
+            why = (f"the interposer loaded but dyld did not apply its interposing: {outcome.shim_trouble[0]} -- so "
+                   "the device kept its stock answers")
+            instead = ("interposing is off for this process (AMFI): check `csrutil status` and the program's "
+                       "signature, then run `capscan remedy selftest --json` and attach it to an issue")
+        elif outcome.shim_trouble:
             why = (f"the interposer loaded but did not apply: {outcome.shim_trouble[0]} -- so the device kept its "
                    "stock answers")
             instead = "report the device class it names; this device needs a hook capscan does not have yet"

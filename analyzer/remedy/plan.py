@@ -82,8 +82,11 @@ def plan_family(diag: dict[str, Any], runner: Runner | None) -> tuple[str, str]:
         bf = chips.chip_family(brand) if brand else None
         if bf:
             return str(bf), f"{chips.family_name(bf)}, from this guest's CPU ({brand})"
-    return "auto", ("the host chip is not in the log: in the guest, auto reads it from "
-                    "`sysctl -n machdep.cpu.brand_string`; elsewhere pass --family N (M1 1007, M2 1008, M3/M4 1009)")
+    # The host chip is unknown here, so `--family auto` would fail preflight; Apple7 is what the report
+    # suggests too: the lowest family of any Apple-silicon host, and all llama.cpp needs.
+    return str(chips.APPLE7), (f"{chips.family_name(chips.APPLE7)}: the host chip is not in the log, and Apple7 is "
+                               "the lowest family of any Apple-silicon host and all llama.cpp needs (pass the "
+                               "host's own with --family N: M1 1007, M2 1008, M3/M4 1009)")
 
 
 def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
@@ -115,8 +118,11 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
         # a program name from the log may start with '-': never let a tool read it as an option
         exe_path = file_arg((runner.which(exe) if runner else None) or exe)
         steps += [
-            _step("Confirm this is the guest and read the host chip", plat.BRAND_ARGV,
-                  "'(Virtual)' marks a guest; the chip it names sets the family cap, never above the host's true "
+            _step("Confirm this is a guest", plat.HV_ARGV,
+                  "1 in a VM, 0 on bare metal (where there is nothing to fix); older macOS without it: the brand "
+                  "string's '(Virtual)'."),
+            _step("Read the host chip", plat.BRAND_ARGV,
+                  "The chip it names sets the family cap, never above the host's true "
                   f"family ({family_why})."),
             _step("Check SIP", ["csrutil", "status"],
                   "Every published shim result had SIP disabled; with SIP enabled, dyld strips DYLD_* variables for "
@@ -125,19 +131,23 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                   "Follows symlinks and #! scripts to the binary that really starts; refuses /System, /usr (not "
                   "/usr/local), /bin, /sbin, the 'restricted' flag and setuid/setgid, where dyld drops the variable."),
             _step("Check hardened runtime", ["codesign", "-dv", "--verbose=4", exe_path],
-                  "flags=0x10000(runtime) without allow-dyld-environment-variables, or the restrict flag 0x800, "
-                  "makes dyld drop the variable."),
+                  "capscan reads the signature in-process (codesign is an optional cross-check): flags=0x10000 "
+                  "(runtime) without allow-dyld-environment-variables, or the restrict flag 0x800, makes dyld drop "
+                  "the variable."),
             _step("Check entitlements", ["codesign", "-d", "--entitlements", "-", exe_path],
                   "A hardened program needs allow-dyld-environment-variables and disable-library-validation, or "
-                  "library validation refuses the ad-hoc-signed interposer."),
+                  "library validation refuses the ad-hoc-signed interposer (read in-process too)."),
             _step("Check for a __RESTRICT segment", ["otool", "-l", exe_path],
-                  "A __RESTRICT,__restrict section makes dyld ignore DYLD_* variables."),
-            _step("Pick the library slice", ["lipo", "-archs", exe_path],
-                  "arm64 takes the arm64 (or universal) dylib; arm64e needs the native arm64e build; an arm64 "
-                  "library in an arm64e process kills it."),
-            _step("Verify the interposer", ["shasum", "-a", "256", str(lib_dir / "libcapscan_interposer.universal.dylib")],
-                  "Must be owned by you or root, not group- or world-writable, and match SHA256SUMS recorded at "
-                  "build; built on demand with `make macos-native` when missing."),
+                  "A __RESTRICT,__restrict section makes dyld ignore DYLD_* variables (read in-process; otool "
+                  "only with the Command Line Tools)."),
+            _step("Check every binary of the launch chain", ["lipo", "-archs", exe_path],
+                  "The program, its #! interpreters, /usr/bin/env and what env runs, each read in-process: every "
+                  "one must find its slice in the library, and with SIP off the library needs arm64e, or dyld "
+                  "halts Apple's arm64e children (/bin/sh, env, tee)."),
+            _step("Verify the interposer", ["shasum", "-a", "256", str(dylibmod.library_path(inj))],
+                  "One universal file (arm64 + arm64e + x86_64), built on first use with `make macos-native` when "
+                  "the Command Line Tools are installed; owned by you or root, not group- or world-writable, "
+                  "matching the SHA256SUMS recorded at build."),
         ]
     else:
         steps += [
@@ -150,9 +160,8 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
         ]
         notes.append("On Linux only the fake Metal device can be remedied; run this in the macOS guest for real.")
     remedy_argv = ["capscan", "remedy", "run", "--run", str(run_id), "--family", family, "--", *cmd]
-    manual = (["/usr/bin/env"] if system == "darwin" else ["env"]) + [
-        f"{inj.env_var}={lib_dir / ('libcapscan_interposer.universal.dylib' if system == 'darwin' else dylibmod.LINUX_NAME)}",
-        f"{plat.FAMILY_VAR}={family if family != 'auto' else 'N'}", *cmd]
+    manual = ["/usr/bin/env", f"{inj.env_var}={dylibmod.library_path(inj)}",
+              f"{plat.FAMILY_VAR}={family if family != 'auto' else 'N'}", *cmd]
     steps.append(_step("Launch with the interposer, store and verify", remedy_argv,
                        f"Only the child's environment changes ({inj.env_var} and {plat.FAMILY_VAR}={family}: "
                        f"{family_why}). Verified from the new log: the [capscan-interposer] banner, the family, and "

@@ -26,6 +26,8 @@ ALIAS_FAMILY_VARS = ("LUME_METAL_APPLE_FAMILY_MAX", "TART_METAL_APPLE_FAMILY_MAX
 BANNER_NAME = "capscan-interposer"
 TART_DYLIB = Path("/usr/local/lib/TartMetalCapabilities.dylib")
 BRAND_ARGV = ["sysctl", "-n", "machdep.cpu.brand_string"]
+HV_ARGV = ["sysctl", "-n", "kern.hv_vmm_present"]
+CLT_ARGV = ["xcode-select", "-p"]
 
 
 def system() -> str:
@@ -57,7 +59,7 @@ class Injection:
 
 
 _INJECTION = {
-    "darwin": Injection("darwin", "DYLD_INSERT_LIBRARIES", "macos", "macos-native", False),
+    "darwin": Injection("darwin", "DYLD_INSERT_LIBRARIES", "macos-native", "macos-native", False),
     "linux": Injection("linux", "LD_PRELOAD", "linux", "linux", True),
 }
 
@@ -83,3 +85,36 @@ def is_guest_brand(brand: str | None) -> bool | None:
     if brand is None:
         return None
     return "(virtual)" in brand.lower()
+
+
+def hv_vmm_present(runner: Runner) -> bool | None:
+    """`sysctl -n kern.hv_vmm_present` on macOS: 1 inside a VM, 0 on bare metal, None when unreadable."""
+    if system() != "darwin":
+        return None
+    result = runner.run(HV_ARGV)
+    value = result.stdout.strip()
+    return {"1": True, "0": False}.get(value) if result.ok else None
+
+
+def is_guest(runner: Runner, brand: str | None = None) -> tuple[bool | None, str]:
+    """(guest?, how it was told): kern.hv_vmm_present first, the brand string's "(Virtual)" as fallback."""
+    hv = hv_vmm_present(runner)
+    if hv is not None:
+        return hv, f"kern.hv_vmm_present={int(hv)}"
+    if brand is None:
+        brand = brand_string(runner)
+    by_brand = is_guest_brand(brand)
+    return by_brand, (f"CPU brand string '{brand}'" if brand else "nothing readable")
+
+
+def developer_tools(runner: Runner) -> bool:
+    """True when the Command Line Tools (or Xcode) are installed: `xcode-select -p` names a directory.
+
+    Without them /usr/bin/lipo, otool and friends are xcrun shims that fail or open an
+    install dialog, so capscan never calls them then.
+    """
+    if system() != "darwin":
+        return False
+    result = runner.run(CLT_ARGV)
+    path = result.stdout.strip()
+    return result.ok and bool(path)

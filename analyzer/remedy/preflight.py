@@ -2,9 +2,14 @@
 predicted before launching. Each check is a small function returning a Check:
 pass/fail, one sentence of why, and what to do instead.
 
-The macOS tools (csrutil, codesign, otool, lipo, sysctl) are reached through
-the Runner only; file facts (symlinks, shebangs, setuid, the `restricted`
-flag) are read directly.
+Mach-O facts (architectures, the __RESTRICT section, code-signature flags and
+entitlements) are read in-process (analyzer.remedy.macho), so preflight works
+without the Command Line Tools; `lipo`, `otool` and `codesign` are optional
+cross-checks, run only when `xcode-select -p` says the tools are installed
+(otherwise they are xcrun shims that fail or open an install dialog). The
+tools (csrutil, sysctl, and the cross-checks) are reached through the Runner
+only; file facts (symlinks, shebangs, setuid, the `restricted` flag) are read
+directly.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from analyzer.remedy import macho
 from analyzer.remedy.check import Check, failed, passed, skipped, warned
 from analyzer.remedy.platform import ALIAS_FAMILY_VARS, BANNER_NAME, TART_DYLIB, Injection, all_injection_vars
 from analyzer.remedy.runner import Runner, file_arg
@@ -49,27 +55,35 @@ def check_platform(inj: Injection | None, system: str, machine: str, brand: str 
     return passed("platform", f"macOS on Apple silicon ({brand or machine})")
 
 
-def check_guest(system: str, brand: str | None) -> Check:
+def check_guest(system: str, guest: bool | None, how: str, brand: str | None = None) -> Check:
+    """guest/how from platform.is_guest: kern.hv_vmm_present first, the brand string as fallback."""
     if system != "darwin":
         return skipped("guest", "not macOS")
-    if brand is None:
-        return warned("guest", "could not read the CPU brand string, so capscan cannot tell guest from host",
-                      "check `sysctl -n machdep.cpu.brand_string` prints something like 'Apple M1 Ultra (Virtual)'")
-    if "(virtual)" not in brand.lower():
-        return failed("guest", f"this is not a VM guest ('{brand}'): a bare-metal Mac already reports its real "
+    if guest is None:
+        return warned("guest", "could not read kern.hv_vmm_present or the CPU brand string, so capscan cannot tell "
+                      "guest from host", "check `sysctl -n kern.hv_vmm_present` prints 1 in the guest")
+    if not guest:
+        return failed("guest", f"this is not a VM guest ({how}): a bare-metal Mac already reports its real "
                       "GPU family, so there is nothing to inject",
                       "run this inside the guest, or from this host with --via lume|tart|anka|ssh --vm NAME")
-    return passed("guest", f"a macOS guest on {brand}")
+    return passed("guest", f"a macOS guest ({how}{', ' + brand if brand and brand not in how else ''})")
 
 
 def sip_state(runner: Runner) -> tuple[str, str]:
-    """('enabled'|'disabled'|'custom'|'unknown', the line read)."""
+    """('enabled'|'disabled'|'custom'|'unknown', the line read).
+
+    'custom' covers both "enabled (Custom Configuration)" and "unknown (Custom
+    Configuration)" (what csrutil prints when the configuration was changed from
+    Recovery piecemeal)."""
     result = runner.run(SIP_ARGV)
     text = result.output.strip()
-    m = re.search(r"System Integrity Protection status:\s*(enabled|disabled)\s*(\(Custom Configuration\))?", text)
+    m = re.search(r"System Integrity Protection status:\s*(enabled|disabled|unknown)\s*(\(Custom Configuration\))?",
+                  text)
     if not m:
         return "unknown", text.splitlines()[0] if text else "no output"
-    return ("custom" if m.group(2) else m.group(1)), m.group(0)
+    if m.group(2):
+        return "custom", m.group(0)
+    return m.group(1), m.group(0)
 
 
 def check_sip(system: str, state: str, line: str) -> Check:
@@ -77,7 +91,13 @@ def check_sip(system: str, state: str, line: str) -> Check:
         return skipped("SIP", "Linux has no System Integrity Protection", command=SIP_ARGV)
     if state == "disabled":
         return passed("SIP", "disabled in this guest, the state every published shim result used", command=SIP_ARGV)
-    if state in ("enabled", "custom"):
+    if state == "custom":
+        return warned("SIP", f"a custom configuration ({line.strip()}): capscan cannot tell whether dyld strips "
+                      "DYLD_* variables, so it assumes the worst both ways (protected programs drop the variable, "
+                      "and Apple's arm64e programs load the library, which needs an arm64e slice)",
+                      "disable SIP fully in the guest's Recovery (`csrutil disable`), the state every published "
+                      "shim result used", command=SIP_ARGV)
+    if state == "enabled":
         return warned("SIP", f"enabled ({line.strip()}): dyld strips DYLD_* variables for SIP-protected programs, "
                       "and no published result confirms the shim with SIP on",
                       "if the banner does not appear, disable SIP in the guest's Recovery (Lume: `lume sip`; "
@@ -228,10 +248,82 @@ def entitlement(text: str, key: str) -> bool:
     return "true" in m.group(0)
 
 
-def check_codesign(system: str, runner: Runner, exe: Path) -> Check:
+def read_macho(path: Path) -> tuple[macho.MachO | None, str | None]:
+    try:
+        return macho.read(path), None
+    except macho.MachOError as exc:
+        return None, str(exc)
+
+
+def _no_tools(name: str, exe: Path, why: str, argv: list[str]) -> Check:
+    return warned(name, f"{exe.name} could not be read in-process ({why}) and the Command Line Tools are not "
+                  "installed, so this was not checked", "install them (xcode-select --install) or point capscan at "
+                  "the program binary itself", command=argv)
+
+
+def _signature_verdict(exe: Path, flags: int, allow: bool, no_lv: bool, how: str, argv: list[str]) -> Check:
+    data = {"flags": flags, "allow_dyld_environment_variables": allow, "disable_library_validation": no_lv,
+            "read": how}
+    if flags & CS_RESTRICT:
+        return failed("hardened runtime", f"{exe.name} is signed with the restrict flag (0x800), so dyld ignores "
+                      "DYLD_* variables", "use a build of the program that is not restricted", command=argv,
+                      data=data)
+    if not flags & (CS_RUNTIME | CS_LIBRARY_VALIDATION):
+        return passed("hardened runtime", f"signed without hardened runtime (flags=0x{flags:x}; {how})",
+                      command=argv, data=data)
+    if flags & CS_RUNTIME and not allow:
+        return failed("hardened runtime", f"{exe.name} has the hardened runtime (flags=0x{flags:x}) without "
+                      "allow-dyld-environment-variables, so dyld drops DYLD_INSERT_LIBRARIES",
+                      "use a build without hardened runtime (build llama.cpp yourself), or an ad-hoc re-signed "
+                      "copy: cp PROGRAM COPY && codesign --force --sign - COPY", command=argv, data=data)
+    if not no_lv:
+        return failed("library validation", f"{exe.name} enforces library validation, which refuses capscan's "
+                      "ad-hoc-signed library (it is not signed with the program's team ID)",
+                      "use a build without hardened runtime, or an ad-hoc re-signed copy "
+                      "(codesign --force --sign - COPY)", command=argv, data=data)
+    return passed("hardened runtime", "hardened, but entitled to allow-dyld-environment-variables and "
+                  f"disable-library-validation ({how})", command=argv, data=data)
+
+
+def _codesign_tool(runner: Runner, exe: Path) -> tuple[int | None, bool, str, list[str]]:
+    """(flags, signed, entitlements text, argv) from codesign (a cross-check, or the fallback)."""
+    argv = ["codesign", "-dv", "--verbose=4", file_arg(str(exe))]
+    flags, signed = parse_codesign_flags(runner.run(argv).output)
+    ents = ""
+    if signed and flags is not None and flags & (CS_RUNTIME | CS_LIBRARY_VALIDATION):
+        argv = ["codesign", "-d", "--entitlements", "-", file_arg(str(exe))]
+        ents = runner.run(argv).output
+    return flags, signed, ents, argv
+
+
+def check_codesign(system: str, runner: Runner, exe: Path, tools: bool = True) -> Check:
     argv = ["codesign", "-dv", "--verbose=4", file_arg(str(exe))]
     if system != "darwin":
         return skipped("hardened runtime", "Linux: no code signatures", command=argv)
+    info, why = read_macho(exe)
+    if info is not None:
+        sl = info.running_slice()
+        if sl.signature_error:
+            return warned("hardened runtime", f"the {sl.arch} slice's code signature could not be read "
+                          f"({sl.signature_error})", "check it: codesign -dv --verbose=4 " + str(exe))
+        if sl.signature is None:
+            check = passed("hardened runtime", f"{exe.name} ({sl.arch}) is not signed, so dyld honours the variable",
+                           data={"read": "in-process"})
+            cross_flags = None
+        else:
+            sig = sl.signature
+            check = _signature_verdict(exe, sig.flags, sig.entitled(ALLOW_DYLD), sig.entitled(DISABLE_LV),
+                                       f"{sl.arch} slice, read in-process", [])
+            cross_flags = sig.flags
+        if tools:
+            flags, signed, _ents, used = _codesign_tool(runner, exe)
+            if flags is not None and signed and cross_flags is not None and flags != cross_flags:
+                check.data["cross_check"] = f"codesign says flags=0x{flags:x}"
+                check.reason += f" (codesign says flags=0x{flags:x}; the in-process reading decides)"
+            check.command = used
+        return check
+    if not tools:
+        return _no_tools("hardened runtime", exe, why or "", argv)
     result = runner.run(argv)
     if not result.found:
         return warned("hardened runtime", "codesign is not available, so the signature could not be checked",
@@ -241,63 +333,154 @@ def check_codesign(system: str, runner: Runner, exe: Path) -> Check:
         return passed("hardened runtime", f"{exe.name} is not signed, so dyld honours the variable", command=argv)
     if flags is None:
         return warned("hardened runtime", f"could not read the signature flags of {exe}", command=argv)
-    if flags & CS_RESTRICT:
-        return failed("hardened runtime", f"{exe.name} is signed with the restrict flag (0x800), so dyld ignores "
-                      "DYLD_* variables", "use a build of the program that is not restricted", command=argv)
-    if not flags & (CS_RUNTIME | CS_LIBRARY_VALIDATION):
-        return passed("hardened runtime", f"signed without hardened runtime (flags=0x{flags:x})", command=argv)
+    if not flags & (CS_RUNTIME | CS_LIBRARY_VALIDATION | CS_RESTRICT):
+        return _signature_verdict(exe, flags, False, False, "codesign", argv)
     ent_argv = ["codesign", "-d", "--entitlements", "-", file_arg(str(exe))]
     ents = runner.run(ent_argv).output
-    allow, no_lv = entitlement(ents, ALLOW_DYLD), entitlement(ents, DISABLE_LV)
-    data = {"flags": flags, "allow_dyld_environment_variables": allow, "disable_library_validation": no_lv}
-    if flags & CS_RUNTIME and not allow:
-        return failed("hardened runtime", f"{exe.name} has the hardened runtime (flags=0x{flags:x}) without "
-                      "allow-dyld-environment-variables, so dyld drops DYLD_INSERT_LIBRARIES",
-                      "use a build without hardened runtime (build llama.cpp yourself), or an ad-hoc re-signed "
-                      "copy: cp PROGRAM COPY && codesign --force --sign - COPY", command=ent_argv, data=data)
-    if not no_lv:
-        return failed("library validation", f"{exe.name} enforces library validation, which refuses capscan's "
-                      "ad-hoc-signed library (it is not signed with the program's team ID)",
-                      "use a build without hardened runtime, or an ad-hoc re-signed copy "
-                      "(codesign --force --sign - COPY)", command=ent_argv, data=data)
-    return passed("hardened runtime", "hardened, but entitled to allow-dyld-environment-variables and "
-                  "disable-library-validation", command=ent_argv, data=data)
+    return _signature_verdict(exe, flags, entitlement(ents, ALLOW_DYLD), entitlement(ents, DISABLE_LV), "codesign",
+                              ent_argv)
 
 
-def check_restrict_segment(system: str, runner: Runner, exe: Path) -> Check:
+def check_restrict_segment(system: str, runner: Runner, exe: Path, tools: bool = True) -> Check:
     argv = ["otool", "-l", file_arg(str(exe))]
     if system != "darwin":
         return skipped("__RESTRICT segment", "Linux: no Mach-O", command=argv)
-    result = runner.run(argv)
-    if not result.found:
-        return warned("__RESTRICT segment", "otool is not available, so the segments could not be checked",
-                      "install the Command Line Tools (xcode-select --install)", command=argv)
-    if re.search(r"segname\s+__RESTRICT\b", result.stdout) or re.search(r"sectname\s+__restrict\b", result.stdout):
+    info, why = read_macho(exe)
+    tool_says: bool | None = None
+    if tools:
+        result = runner.run(argv)
+        if result.ok:
+            tool_says = bool(re.search(r"segname\s+__RESTRICT\b", result.stdout) or
+                             re.search(r"sectname\s+__restrict\b", result.stdout))
+    if info is not None:
+        hits = [s.arch for s in info.slices if s.restrict_section]
+        note = "" if tool_says is None or tool_says == bool(hits) else \
+            f" (otool -l says {'it has one' if tool_says else 'none'}; the in-process reading decides)"
+        if hits:
+            return failed("__RESTRICT segment", f"{exe.name} has a __RESTRICT,__restrict section ({', '.join(hits)}), "
+                          f"so dyld ignores DYLD_* variables{note}",
+                          "use a build of the program without the __RESTRICT,__restrict section", command=argv)
+        return passed("__RESTRICT segment", f"none in {' '.join(info.archs)} (read in-process){note}", command=argv)
+    if not tools:
+        return _no_tools("__RESTRICT segment", exe, why or "", argv)
+    if tool_says is None:
+        return warned("__RESTRICT segment", f"{exe.name} could not be read in-process ({why}) and `otool -l` failed, "
+                      "so the segments were not checked", "point capscan at the program binary itself",
+                      command=argv)
+    if tool_says:
         return failed("__RESTRICT segment", f"{exe.name} has a __RESTRICT segment, so dyld ignores DYLD_* variables",
                       "use a build of the program without the __RESTRICT,__restrict section", command=argv)
-    return passed("__RESTRICT segment", "none", command=argv)
+    return passed("__RESTRICT segment", "none (otool -l)", command=argv)
 
 
-def check_archs(system: str, runner: Runner, exe: Path) -> tuple[list[str] | None, Check]:
+def binary_archs(runner: Runner, path: Path, tools: bool) -> tuple[list[str] | None, str]:
+    """(architectures, how they were read); None when neither the reader nor lipo could."""
+    info, why = read_macho(path)
+    if info is not None:
+        return info.archs, "in-process"
+    if tools:
+        result = runner.run(["lipo", "-archs", file_arg(str(path))])
+        if result.ok and result.stdout.split():
+            return result.stdout.split(), "lipo"
+    return None, why or "unreadable"
+
+
+def check_archs(system: str, runner: Runner, exe: Path, tools: bool = True) -> tuple[list[str] | None, Check]:
     argv = ["lipo", "-archs", file_arg(str(exe))]
     if system != "darwin":
         return None, skipped("architectures", "Linux: an ELF program, one architecture", command=argv)
-    result = runner.run(argv)
-    if not result.ok:
-        return None, failed("architectures", f"lipo could not read {exe} as a Mach-O program "
-                            f"({result.output.strip()[:120] or 'no output'})",
+    archs, how = binary_archs(runner, exe, tools)
+    if archs is None:
+        return None, failed("architectures", f"{exe.name} could not be read as a Mach-O program ({how})"
+                            + ("" if tools else " and the Command Line Tools are not installed"),
                             "point capscan at the program binary itself", command=argv)
-    archs = result.stdout.split()
+    if how == "in-process" and tools:
+        cross = runner.run(argv)
+        if cross.ok and sorted(cross.stdout.split()) != sorted(archs):
+            how += f"; lipo says {' '.join(cross.stdout.split())}"
     apple = [a for a in archs if a in ("arm64", "arm64e")]
     if not apple and "x86_64" in archs:
         return archs, warned("architectures", f"{exe.name} is x86_64 only: it runs under Rosetta, and the x86_64 "
                              "slice of the library will be injected", "an arm64 build of the program is much "
-                             "faster", command=argv, data={"archs": archs})
+                             "faster", command=argv, data={"archs": archs, "read": how})
     if not apple:
         return archs, failed("architectures", f"{exe.name} has no arm64 slice ({' '.join(archs)})",
-                             "use an arm64 build of the program", command=argv)
-    return archs, passed("architectures", f"{' '.join(archs)}: needs the {' + '.join(apple)} slice", command=argv,
-                         data={"archs": archs})
+                             "use an arm64 build of the program", command=argv, data={"archs": archs})
+    return archs, passed("architectures", f"{' '.join(archs)} ({how}): needs the {' + '.join(apple)} slice",
+                         command=argv, data={"archs": archs, "read": how})
+
+
+# --------------------------------------------------------------------------- the launch chain vs the library
+
+
+def needed_slices(archs: list[str]) -> list[str]:
+    """The library slices a program with these architectures can load on Apple silicon."""
+    apple = [a for a in archs if a in ("arm64", "arm64e")]
+    return apple or [a for a in archs if a in ("x86_64", "x86_64h")][:1] or list(archs)
+
+
+def sip_lets_apple_binaries_load(sip: str) -> bool:
+    """With SIP off (or a custom/unknown configuration), dyld inserts the library into Apple's binaries too."""
+    return sip != "enabled"
+
+
+def check_library_arm64e(system: str, sip: str, lib_archs: list[str] | None, library: Path) -> Check:
+    """With SIP off, every child that inherits the variable loads the library, Apple's arm64e ones included."""
+    if system != "darwin":
+        return skipped("arm64e slice", "Linux: no arm64e")
+    if lib_archs is None:
+        return failed("arm64e slice", f"the architectures of {library.name} could not be read",
+                      "rebuild it: make -C native/interposer macos-native")
+    if "arm64e" in lib_archs:
+        return passed("arm64e slice", f"{library.name} has {' '.join(lib_archs)}: Apple's arm64e programs "
+                      "(/bin/sh, /usr/bin/env, tee) can load it too")
+    if not sip_lets_apple_binaries_load(sip):
+        return warned("arm64e slice", f"{library.name} has no arm64e slice ({' '.join(lib_archs)}); with SIP "
+                      "enabled Apple's arm64e programs drop DYLD_* variables, so they do not load it",
+                      "build the universal library natively (make -C native/interposer macos-native) before "
+                      "disabling SIP")
+    return failed("arm64e slice", f"{library.name} has no arm64e slice ({' '.join(lib_archs)}), and with SIP "
+                  f"{'off' if sip == 'disabled' else 'in a ' + sip + ' state'} dyld inserts it into every child "
+                  "that inherits the variable, Apple's arm64e /bin/sh, /usr/bin/env and tee included, and halts "
+                  "them (exit 134)", "let capscan build the universal library with the Command Line Tools "
+                  "(xcode-select --install), or pass --dylib with an arm64+arm64e+x86_64 build")
+
+
+def check_launch_chain(system: str, runner: Runner, target: "Target", lib_archs: list[str] | None, sip: str,
+                       tools: bool) -> Check:
+    """Every binary the launch execs (program, #! interpreters, /usr/bin/env, what env runs) against the library."""
+    if system != "darwin":
+        return skipped("launch chain", "Linux: one architecture")
+    binaries = [p for p in target.chain if _shebang(p) is None]
+    if lib_archs is None:
+        return failed("launch chain", "the library's architectures could not be read",
+                      "rebuild it: make -C native/interposer macos-native")
+    seen: list[str] = []
+    halted: list[str] = []
+    unread: list[str] = []
+    for path in binaries:
+        if sip == "enabled" and is_protected(path):
+            seen.append(f"{path} (SIP-protected: drops the variable)")
+            continue
+        archs, how = binary_archs(runner, path, tools)
+        if archs is None:
+            unread.append(f"{path} ({how})")
+            continue
+        missing = [a for a in needed_slices(archs) if a not in lib_archs]
+        if missing:
+            halted.append(f"{path} ({' '.join(archs)}; needs {' '.join(missing)})")
+        seen.append(f"{path} {'/'.join(archs)}")
+    data = {"chain": [str(p) for p in target.chain], "binaries": seen, "halted": halted}
+    if halted:
+        return failed("launch chain", f"the library has {' '.join(lib_archs)}, so dyld would halt "
+                      + ", ".join(halted), "use the universal arm64+arm64e+x86_64 library (capscan builds it with "
+                      "the Command Line Tools), or start the program directly instead of through those binaries",
+                      data=data)
+    if unread:
+        return warned("launch chain", f"not checked against the library: {', '.join(unread)}",
+                      "point capscan at the program binary itself", data=data)
+    return passed("launch chain", "every binary the launch runs can load the library: " + "; ".join(seen),
+                  data=data)
 
 
 # --------------------------------------------------------------------------- already injected
@@ -343,12 +526,16 @@ def banner_seen(text: str) -> bool:
     return f"[{BANNER_NAME}] enabled for" in text
 
 
+# --------------------------------------------------------------------------- all of it
+
+
 def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, stock_shim: dict | None,
                   dylib_path: str | None, runner: Runner, record_checksum: bool = True):
-    """All checks for launching cmd (or, with cmd None, for printing env lines).
+    """Every check for launching cmd (or, with cmd None, for printing `remedy env` prefixes).
 
-    Returns (checks, injection, family, dylib result); the last three are None
-    when an early check makes the rest meaningless."""
+    Returns (checks, injection, family, DylibResult); the last three are None when
+    an early check failed so that nothing further can be decided.
+    """
     from analyzer.remedy import dylib as dylibmod
     from analyzer.remedy import family as famod
     from analyzer.remedy import platform as plat
@@ -360,12 +547,14 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, st
     if inj is None or checks[0].failed:
         return checks, None, None, None
     if system == "darwin":
-        checks.append(check_guest(system, brand))
+        guest, how = plat.is_guest(runner, brand)
+        checks.append(check_guest(system, guest, how, brand))
     fam, fcheck = famod.resolve(family_spec, diag.get("host_family"), brand)
     checks.append(fcheck)
     sip, sip_line = sip_state(runner) if system == "darwin" else ("n/a", "")
     checks.append(check_sip(system, sip, sip_line))
-    archs = None
+    tools = plat.developer_tools(runner)
+    target = None
     if cmd is not None:
         target, tcheck = resolve_target(cmd[0], runner.env)
         checks.append(tcheck)
@@ -373,12 +562,17 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, st
             checks.append(check_protected(system, target, sip))
             checks.append(check_setid(target))
             exe = target.real
-            checks.append(check_codesign(system, runner, exe))
-            checks.append(check_restrict_segment(system, runner, exe))
-            archs, acheck = check_archs(system, runner, exe)
-            checks.append(acheck)
+            checks.append(check_codesign(system, runner, exe, tools))
+            checks.append(check_restrict_segment(system, runner, exe, tools))
+            checks.append(check_archs(system, runner, exe, tools)[1])
+        else:
+            target = None
     checks.extend(check_already_injected(runner.env, stock_shim))
-    lib = dylibmod.prepare(runner, inj, db, exe_archs=archs, explicit=Path(dylib_path) if dylib_path else None,
-                           may_record=record_checksum)
+    lib = dylibmod.prepare(runner, inj, db, explicit=Path(dylib_path) if dylib_path else None,
+                           may_record=record_checksum, tools=tools)
     checks.extend(lib.checks)
+    if system == "darwin" and lib.choice is not None and lib.archs is not None:
+        checks.append(check_library_arm64e(system, sip, lib.archs, lib.choice.path))
+        if target is not None:
+            checks.append(check_launch_chain(system, runner, target, lib.archs, sip, tools))
     return checks, inj, fam, lib

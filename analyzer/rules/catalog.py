@@ -142,7 +142,8 @@ def _cpu_only_build(v: RunView) -> Finding | None:
         p.strip().upper() in ("CPU", "BLAS", "ACCELERATE") for p in f.bench_backends.split(","))
     sys_cpu = f.system_backends is not None and f.system_backends and all(
         b.upper() in ("CPU", "BLAS", "ACCELERATE") for b in f.system_backends)
-    if (bench_cpu or sys_cpu) and not v.device_names and f.metal_era is None:
+    rosetta = (f.build_target or "").startswith("x86_64-apple")  # no-metal-device says why, and not "no backend"
+    if (bench_cpu or sys_cpu) and not v.device_names and f.metal_era is None and not rosetta:
         return finding("A CPU-only build: no GPU backend is compiled in.",
                        v.lines("system_info", "bench.device", limit=1))
     return None

@@ -137,6 +137,9 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None) -> l
     if verdict == "virtualization-overhead":
         return ["Nothing to fix in capabilities. Fewer, larger dispatches help: bigger batches (-b/-ub), "
                 "larger models amortise the fixed per-token cost."]
+    if verdict == "unknown" and not view.gates_on_family:
+        return ["Nothing to remedy for MLX. To check llama.cpp on the same machine, run llama-bench and pipe "
+                "it in: llama-bench -m model.gguf 2>&1 | capscan"]
     if verdict == "unknown":
         return ["Pipe the full stderr (2>&1) so the Metal init lines are included, or run `capscan probe`."]
     return []

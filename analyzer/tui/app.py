@@ -30,6 +30,7 @@ class CapscanApp(App[None]):
     ENABLE_COMMAND_PALETTE = False
     BINDINGS = [
         Binding("q", "quit", "quit"),
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),  # as in every terminal program
         Binding("question_mark", "help", "help", key_display="?"),
     ]
 
@@ -131,6 +132,7 @@ class CapscanApp(App[None]):
             self.notify("Mark two runs with space (guest and host), or three of one model "
                         "(stock guest, remedied guest, host) for the gap decomposition.", timeout=4)
             return
+        self.clear_notifications()  # a notice left from the list would cover the comparison
         self.push_screen(CompareScreen(list(self.marked)))
 
     def open_run(self, run_id: int) -> None:

@@ -178,3 +178,49 @@ def bar(value: float | None, scale: float, width: int = 24) -> str:
     full, part = divmod(eighths, 8)
     return "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
 
+
+
+# -- the runs list's columns ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    width: int
+
+
+# Display order, natural widths, and which columns go first when the terminal is narrow.
+# id, verdict and the best speeds always stay; the source takes whatever width is left.
+RUN_COLUMNS = (Column("mark", " ", 1), Column("id", "id", 2), Column("when", "when", 12),
+               Column("source", "source", 10), Column("program", "program", 11), Column("device", "device", 18),
+               Column("env", "env", 10), Column("verdict", "verdict", 23), Column("pp", "best pp", 9),
+               Column("tg", "best tg", 8))
+DROP_ORDER = ("program", "device", "when", "env", "source")  # first dropped first
+FLEX = "source"
+FLEX_WANT = 18  # below this the program column makes room for the source
+FLEX_MAX = 120
+CELL_PADDING = 2  # DataTable: one space either side of each cell
+
+
+def fit_columns(available: int, id_width: int = 2) -> list[Column]:
+    """The columns that fit in ``available`` cells, in display order; the
+    source column (at least its natural width) takes the spare width."""
+    cols = {c.key: (Column(c.key, c.label, max(c.width, id_width)) if c.key == "id" else c) for c in RUN_COLUMNS}
+    shown = list(cols)
+
+    def used() -> int:
+        return sum(cols[k].width + CELL_PADDING for k in shown)
+
+    for key in DROP_ORDER:
+        if used() <= available:
+            break
+        shown.remove(key)
+    if "program" in shown and available - used() + cols[FLEX].width < FLEX_WANT:
+        shown.remove("program")  # which file a run came from says more than llama-bench vs llama.cpp
+    out = [cols[k] for k in shown]
+    if FLEX in shown:
+        spare = max(0, available - used())
+        flex = cols[FLEX]
+        out[shown.index(FLEX)] = Column(flex.key, flex.label, min(FLEX_MAX, flex.width + spare))
+    return out

@@ -62,6 +62,16 @@ def macos_build() -> Path:
     return MACOS
 
 
+@pytest.fixture(scope="session")
+def mac_library(macos_build, tmp_path_factory) -> Path:
+    """A universal library with arm64, arm64e and x86_64 slices and its SHA256SUMS, as preflight sees
+    `make macos-native`'s output (the arm64e slice is the arm64 one relabelled: for reading only)."""
+    from machofixtures import universal_library_with_arm64e
+
+    return universal_library_with_arm64e(macos_build / "libcapscan_interposer.universal.dylib",
+                                         tmp_path_factory.mktemp("macos-native"))
+
+
 class Env:
     """The environment of one test: a db, stand-ins on PATH, their argv log."""
 

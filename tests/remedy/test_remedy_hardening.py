@@ -109,7 +109,7 @@ def test_preflight_tools_never_see_a_program_name_as_an_option():
     preflight.check_codesign("darwin", runner, exe)
     preflight.check_restrict_segment("darwin", runner, exe)
     preflight.check_archs("darwin", runner, exe)
-    dylib.lipo_archs(runner, "--help")
+    dylib.library_archs(runner, Path("--help"), tools=True)
     assert {c[0] for c in runner.calls} == {"codesign", "otool", "lipo"}
     for call in runner.calls:
         assert "-o" not in call and "--help" not in call, call

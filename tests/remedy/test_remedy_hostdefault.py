@@ -27,7 +27,7 @@ def test_status_apply_undo_cycle(host):
     assert r.returncode == 0 and "not set (the default does not exist)" in out
     assert "stopped and started again" in out and "interposer alone sufficient" in out
     assert f"`--apply` would run: defaults write {DOMAIN} {KEY} -bool true" in out
-    assert env.calls() == [["sysctl", "-n", "machdep.cpu.brand_string"], ["defaults", "read", DOMAIN, KEY]]
+    assert env.calls() == [["sysctl", "-n", "kern.hv_vmm_present"], ["defaults", "read", DOMAIN, KEY]]
 
     r = env.capscan("remedy", "host-default", "--apply")
     assert r.returncode == 0, r.stderr.decode()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sqlite3
 import subprocess
 
 import pytest
 
 from analyzer.remedy import family, preflight, transport
-from analyzer.remedy.shellenv import env_lines
+from analyzer.remedy import prefix
 from analyzer.remedy.plan import build_plan
 from analyzer.store.db import open_db
 from conftest import FIXTURES, stock_fake_llama_log
@@ -50,7 +51,9 @@ def test_plan_on_a_guest_lists_every_check_with_its_command(env, linux_build):
     doc = json.loads(env.capscan("remedy", "plan", "--json", "--", "llama-bench", "-m", "my model.gguf").stdout)
     assert doc["run_id"] == rid and doc["family"] == "1007" and doc["injection"] == "DYLD_INSERT_LIBRARIES"
     firsts = [s["argv"][0] for s in doc["steps"]]
-    assert firsts == ["sysctl", "csrutil", "ls", "codesign", "codesign", "otool", "lipo", "shasum", "capscan"]
+    assert firsts == ["sysctl", "sysctl", "csrutil", "ls", "codesign", "codesign", "otool", "lipo", "shasum", "capscan"]
+    assert doc["steps"][0]["argv"] == ["sysctl", "-n", "kern.hv_vmm_present"]
+    assert doc["steps"][-2]["argv"][-1].endswith("build/macos-native/libcapscan_interposer.dylib")
     assert doc["steps"][-1]["argv"][-3:] == ["llama-bench", "-m", "my model.gguf"]
     assert "'my model.gguf'" in doc["steps"][-1]["shell"]
     text = env.capscan("remedy", "plan").stdout.decode()
@@ -64,30 +67,45 @@ def test_plan_refuses_hardware_limit_plainly(env):
     assert "hardware-limit" in text and "nothing to do" in text and "do not force capabilities" in text
 
 
-def test_env_lines_sh_and_fish(env, linux_build):
+def test_env_prints_a_per_command_prefix_never_an_export(env, linux_build):
     env.ingest_text(stock_fake_llama_log(linux_build))
+    so = str(linux_build / "libcapscan_interposer.so")
     r = env.capscan("remedy", "env", "--family", "1007")
     assert r.returncode == 0, r.stderr.decode()
-    lines = r.stdout.decode().splitlines()
-    so = str(linux_build / "libcapscan_interposer.so")
-    assert lines == [f"export LD_PRELOAD={so}", "export CAPSCAN_METAL_APPLE_FAMILY_MAX=1007"]
-    fish = env.capscan("remedy", "env", "--family", "1007", "--shell", "fish").stdout.decode().splitlines()
-    assert fish == [f"set -gx LD_PRELOAD '{so}'", "set -gx CAPSCAN_METAL_APPLE_FAMILY_MAX '1007'"]
-    # the lines work: the fake llama started with them is remedied
-    run = subprocess.run(["sh", "-c", r.stdout.decode() + f"\nexec {linux_build / 'fake-llama'}"],
-                         capture_output=True, text=True)
-    assert "simdgroup reduction   = true" in run.stderr
+    out = r.stdout.decode()
+    assert out.splitlines() == [f"/usr/bin/env LD_PRELOAD={so} CAPSCAN_METAL_APPLE_FAMILY_MAX=1007"]
+    assert "export" not in out and "set -gx" not in out
+    assert "never your shell" in r.stderr.decode()
+    for shell in ("zsh", "fish"):
+        same = env.capscan("remedy", "env", "--family", "1007", "--shell", shell)
+        assert same.returncode == 0 and same.stdout.decode() == out   # nothing to quote here
+    # with a command: the whole line, which works as printed and leaves the calling shell alone
+    r = env.capscan("remedy", "env", "--family", "1007", "--", str(linux_build / "fake-llama"), "--bench")
+    line = r.stdout.decode().strip()
+    assert line == f"/usr/bin/env LD_PRELOAD={so} CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 {linux_build / 'fake-llama'} --bench"
+    run = subprocess.run(["sh", "-c", line + '\necho "after: [$LD_PRELOAD]" >&2'], capture_output=True, text=True)
+    assert "simdgroup reduction   = true" in run.stderr and "after: []" in run.stderr
+    doc = json.loads(env.capscan("remedy", "env", "--json", "--family", "1007", "--scrub-children").stdout)
+    assert doc["prefix"] == ["/usr/bin/env", f"LD_PRELOAD={so}", "CAPSCAN_METAL_APPLE_FAMILY_MAX=1007",
+                             "CAPSCAN_INTERPOSER_SCRUB=1"]
+    assert doc["env"]["CAPSCAN_INTERPOSER_SCRUB"] == "1" and doc["command"] is None
     refused = env.capscan("remedy", "env", "--family", "1007", LD_PRELOAD=so)
-    assert refused.returncode == 2 and "already injected" in refused.stderr.decode()
+    assert refused.returncode == 2 and "already injected" in refused.stderr.decode() and refused.stdout == b""
 
 
-def test_env_quoting_round_trips_through_sh():
+@pytest.mark.parametrize("shell", ["sh", "zsh", "fish"])
+def test_prefix_quoting_round_trips_through_each_shell(shell):
     value = "/Volumes/My Shared Files/it's $(here)/lib;x\n.dylib"
-    (line,) = env_lines("sh", [("DYLD_INSERT_LIBRARIES", value)])
-    out = subprocess.run(["sh", "-c", line + '\nprintf %s "$DYLD_INSERT_LIBRARIES"'], capture_output=True, text=True)
-    assert out.stdout == value
-    (fish,) = env_lines("fish", [("X", "a'b\\c")])
-    assert fish == "set -gx X 'a\\'b\\\\c'"
+    argv = ["/usr/bin/env", f"DYLD_INSERT_LIBRARIES={value}", "printenv", "DYLD_INSERT_LIBRARIES"]
+    line = prefix.quote(shell, argv)
+    exe = shutil.which(shell)
+    if exe is None:
+        assert shell != "sh"
+        if shell == "fish":
+            assert line.startswith("/usr/bin/env 'DYLD_INSERT_LIBRARIES=/Volumes/My Shared Files/it\\'s")
+        pytest.skip(f"{shell} is not installed here")
+    out = subprocess.run([exe, "-c", line], capture_output=True, text=True)
+    assert out.stdout == value + "\n"
 
 
 @pytest.mark.parametrize("spec, host, brand, want, status", [

@@ -14,6 +14,14 @@ import pytest
 
 from conftest import FIXTURES, stock_fake_llama_log
 
+LIBRARY: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def _library(mac_library):
+    LIBRARY["path"] = mac_library
+
+
 def _ready(env, linux_build, macos_build, **kw):
     """A stored stock fake-llama run (fixable), in a stand-in M1 Ultra guest (family auto -> 1007)."""
     env.darwin(**kw)
@@ -21,7 +29,8 @@ def _ready(env, linux_build, macos_build, **kw):
 
 
 def _run(env, target, *args, **kw):
-    return env.capscan("remedy", "run", "--json", "--", str(target), *args, **kw)
+    """remedy run with the arm64+arm64e+x86_64 library (what `make macos-native` builds on a Mac)."""
+    return env.capscan("remedy", "run", "--json", "--dylib", str(LIBRARY["path"]), "--", str(target), *args, **kw)
 
 
 def test_preflight_passes_and_argv_of_every_tool(env, linux_build, macos_build):
@@ -35,8 +44,10 @@ def test_preflight_passes_and_argv_of_every_tool(env, linux_build, macos_build):
     assert pre["guest"]["status"] == "pass" and pre["SIP"]["status"] == "pass"
     assert pre["hardened runtime"]["status"] == "pass" and pre["__RESTRICT segment"]["status"] == "pass"
     assert pre["architectures"]["data"]["archs"] == ["arm64"]
+    assert pre["arm64e slice"]["status"] == "pass" and pre["launch chain"]["status"] == "pass"
+    assert pre["dylib architectures"]["data"]["archs"] == ["x86_64", "arm64", "arm64e"]
     assert doc["injection"]["env_var"] == "DYLD_INSERT_LIBRARIES"
-    assert doc["injection"]["library"].endswith("build/macos/libcapscan_interposer.arm64.dylib")
+    assert doc["injection"]["library"] == str(LIBRARY["path"])
     assert pre["dylib checksum"]["status"] == "pass" and "SHA256SUMS" in pre["dylib checksum"]["reason"]
     # dyld does not exist on Linux, so the banner never shows: verification must say so
     assert r.returncode == 1 and doc["verified"] is False
@@ -45,27 +56,33 @@ def test_preflight_passes_and_argv_of_every_tool(env, linux_build, macos_build):
     exe = str(target)
     calls = env.calls()
     assert ["sysctl", "-n", "machdep.cpu.brand_string"] in calls
+    assert ["sysctl", "-n", "kern.hv_vmm_present"] in calls
+    assert ["xcode-select", "-p"] in calls
     assert ["csrutil", "status"] in calls
     assert ["codesign", "-dv", "--verbose=4", exe] in calls
     assert ["otool", "-l", exe] in calls
-    assert ["lipo", "-archs", exe] in calls
-    assert ["lipo", "-archs", doc["injection"]["library"]] in calls
+    assert ["lipo", "-archs", exe] in calls               # an ELF stand-in: the reader says no, lipo answers
+    assert ["lipo", "-archs", doc["injection"]["library"]] not in calls   # the library is read in-process
     assert not any(c[:2] == ["codesign", "-d"] and "--entitlements" in c for c in calls)  # not hardened: not asked
     assert doc["stock_run_id"] == stock
 
 
-def test_universal_program_takes_arm64_and_arm64e_needs_the_native_build(env, linux_build, macos_build):
+def test_library_without_arm64e_is_refused_with_sip_off(env, linux_build, macos_build):
+    """The cross-built universal file (arm64 + x86_64) would make dyld halt Apple's arm64e children."""
     _ready(env, linux_build, macos_build)
-    doc = json.loads(_run(env, linux_build / "fake-llama", CAPSCAN_FAKE_ARCHS="x86_64 arm64").stdout)
-    assert doc["injection"]["library"].endswith("libcapscan_interposer.arm64.dylib")
-    if (macos_build / "libcapscan_interposer.arm64e.dylib").exists():
-        pytest.skip("a native arm64e build is present")
-    r = _run(env, linux_build / "fake-llama", CAPSCAN_FAKE_ARCHS="arm64e")
-    doc = json.loads(r.stdout)
-    assert r.returncode == 2 and doc["refused"]
-    fail = [c for c in doc["checks"] if c["status"] == "fail"]
-    assert fail[0]["name"] == "dylib architectures"
-    assert "needs arm64e" in fail[0]["reason"] and "macos-native" in fail[0]["instead"]
+    cross = str(macos_build / "libcapscan_interposer.universal.dylib")
+    r = env.capscan("remedy", "run", "--json", "--dylib", cross, "--", str(linux_build / "fake-llama"))
+    hit = _refused(r, "arm64e slice", "has no arm64e slice")
+    assert "halts them (exit 134)" in hit["reason"] and "xcode-select --install" in hit["instead"]
+    # with SIP enabled, Apple's binaries drop the variable: only a warning
+    doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", cross, "--", str(linux_build / "fake-llama"),
+                                 CAPSCAN_FAKE_SIP="enabled").stdout)
+    assert not doc["refused"]
+    assert next(c for c in doc["preflight"] if c["name"] == "arm64e slice")["status"] == "warn"
+    # "unknown (Custom Configuration)": treated as off for this check
+    r = env.capscan("remedy", "run", "--json", "--dylib", cross, "--", str(linux_build / "fake-llama"),
+                    CAPSCAN_FAKE_SIP="unknown-custom")
+    _refused(r, "arm64e slice", "has no arm64e slice")
 
 
 def _refused(r, name: str, phrase: str) -> dict:
@@ -162,6 +179,8 @@ def test_shebang_script_through_a_protected_interpreter(env, linux_build, macos_
     doc = json.loads(r.stdout)
     exe = next(c for c in doc["checks"] if c["name"] == "executable")
     assert any(p.endswith("/env") for p in exe["data"]["chain"]) and "python3" in exe["data"]["chain"][-1]
+    chain = next(c for c in doc["checks"] if c["name"] == "launch chain")
+    assert chain["data"]["binaries"][0] == "/usr/bin/env (SIP-protected: drops the variable)", chain  # SIP is on here
 
 
 def test_setuid_program_is_refused(env, linux_build, macos_build, tmp_path):
@@ -176,7 +195,8 @@ def test_setuid_program_is_refused(env, linux_build, macos_build, tmp_path):
 
 def test_family_above_the_host_is_refused(env, linux_build, macos_build):
     _ready(env, linux_build, macos_build)
-    r = env.capscan("remedy", "run", "--json", "--family", "1009", "--", str(linux_build / "fake-llama"))
+    r = env.capscan("remedy", "run", "--json", "--family", "1009", "--dylib", str(LIBRARY["path"]), "--",
+                    str(linux_build / "fake-llama"))
     hit = _refused(r, "family", "above the host chip's true family 1007")
     assert "--family 1007" in hit["instead"]
 
@@ -185,9 +205,9 @@ def test_dylib_checks(env, linux_build, macos_build, tmp_path):
     _ready(env, linux_build, macos_build)
     d = tmp_path / "lib"
     d.mkdir()
-    lib = d / "libcapscan_interposer.arm64.dylib"
-    shutil.copy(macos_build / "libcapscan_interposer.arm64.dylib", lib)
-    (d / "SHA256SUMS").write_text("0" * 64 + "  libcapscan_interposer.arm64.dylib\n")
+    lib = d / "libcapscan_interposer.dylib"
+    shutil.copy(LIBRARY["path"], lib)
+    (d / "SHA256SUMS").write_text("0" * 64 + "  libcapscan_interposer.dylib\n")
     r = env.capscan("remedy", "run", "--json", "--dylib", str(lib), "--", str(linux_build / "fake-llama"))
     _refused(r, "dylib checksum", "the file changed after it was built")
     lib.chmod(0o775)

@@ -68,3 +68,50 @@ def test_help_screen(snap_compare, tui_db):
         await pilot.pause()
 
     assert snap_compare(make_app(tui_db), terminal_size=(130, 45), run_before=before)
+
+
+# -- the default terminal (80x24) and a wide one (200x50) ------------------------------------
+
+SMALL, LARGE = (80, 24), (200, 50)
+
+
+def test_runs_screen_80x24(snap_compare, tui_db):
+    assert snap_compare(make_app(tui_db), terminal_size=SMALL, run_before=_loaded)
+
+
+def test_runs_screen_200x50(snap_compare, tui_db):
+    assert snap_compare(make_app(tui_db), terminal_size=LARGE, run_before=_loaded)
+
+
+def test_runs_screen_select_open_80x24(snap_compare, tui_db):
+    async def before(pilot) -> None:
+        await settle(pilot)
+        pilot.app.screen.query_one("#environment").focus()
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(make_app(tui_db), terminal_size=SMALL, run_before=before)
+
+
+def test_detail_screen_80x24(snap_compare, tui_db):
+    assert snap_compare(make_app(tui_db, 3), terminal_size=SMALL, run_before=_loaded)
+
+
+def test_compare_screen_80x24(snap_compare, tui_db):
+    async def before(pilot) -> None:
+        await settle(pilot)
+        for rid in (1, 3, 2):
+            pilot.app.toggle_mark(rid)
+        await pilot.press("c")
+        await settle(pilot)
+
+    assert snap_compare(make_app(tui_db), terminal_size=SMALL, run_before=before)
+
+
+def test_help_screen_80x24(snap_compare, tui_db):
+    async def before(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(make_app(tui_db), terminal_size=SMALL, run_before=before)

@@ -51,10 +51,12 @@ class CompareScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Header()
         with VerticalScroll(id="compare"):
-            yield Static("comparing runs " + ", ".join(f"#{r}" for r in self.run_ids) + "…", id="who")
-            yield Static(id="capdiff", classes="section")
+            # who, then the numbers (speeds, the gap decomposition), then the capabilities that explain them
+            yield Static("comparing runs " + ", ".join(f"#{r}" for r in self.run_ids) + "…", id="who",
+                         classes="section")
             yield Static(id="ratios", classes="section")
             yield Static(id="decomposition", classes="section")
+            yield Static(id="capdiff", classes="section")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -97,8 +99,12 @@ class CompareScreen(Screen):
     def on_compare_loaded(self, message: CompareLoaded) -> None:
         self.loaded = message
         by_id = {r.id: r for r in message.runs}
-        who = Group(*[self._who(label, by_id[rid]) for label, rid in self._labels(message).items()
-                      if rid in by_id],
+        shown = [(label, by_id[rid]) for label, rid in self._labels(message).items() if rid in by_id]
+        # the same source and device widths on every line, so the columns line up
+        fixed = max((len(f"run {r.id}  {(r.diagnosis or {}).get('environment') or '-'}  "
+                         f"{(r.diagnosis or {}).get('verdict', '-')}") for _, r in shown), default=0)
+        room = self._width() - 9 - fixed
+        who = Group(*[self._who(label, run, room) for label, run in shown],
                     *([Text(message.note, style="yellow")] if message.note else []))
         self.query_one("#who", Static).update(who)
         self.query_one("#capdiff", Static).update(self._capdiff(message))
@@ -113,16 +119,26 @@ class CompareScreen(Screen):
             return {"A": m.pair["a"], "B": m.pair["b"]}
         return {}
 
-    def _who(self, label: str, run: StoredRun) -> Text:
+    def _who(self, label: str, run: StoredRun, room: int) -> Text:
+        """One line at any width: id, environment and verdict always; source and device as room allows."""
         diag = run.diagnosis or {}
         verdict = diag.get("verdict", "-")
-        t = Text()
+        t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"{label:>8} ", style="bold")
         t.append(f"run {run.id}  ")
-        t.append(f"{short(source_name(run.source), 34, keep_end=True)}  ", style="cyan")
-        t.append(f"{short(run.facts.device.name, 26)}  {diag.get('environment') or '-'}  ")
+        if room >= 30:
+            src = min(34, max(12, room // 2))
+            t.append(f"{short(source_name(run.source), src, keep_end=True):<{src}}  ", style="cyan")
+            dev = min(26, room - src - 4)
+            if dev >= 10:
+                t.append(f"{short(run.facts.device.name, dev):<{dev}}  ")
+        t.append(f"{diag.get('environment') or '-'}  ")
         t.append(verdict, style=VERDICT_STYLE.get(verdict, ""))
         return t
+
+    def _width(self) -> int:
+        """Cells a line may use: the screen less the padding and the scrollbar."""
+        return (self.size.width or self.app.size.width) - 4
 
     def _capdiff(self, m: CompareLoaded) -> Group:
         title = Text("Capabilities", style="bold underline")
@@ -184,7 +200,8 @@ class CompareScreen(Screen):
         for col, just in (("test", "left"), ("stock", "right"), ("remedied", "right"), ("host", "right"),
                           ("excess/token", "right"), ("downgrade", "right"), ("residual", "right"), ("", "left")):
             table.add_column(col, justify=just, no_wrap=True)
-        width = 24
+        width = min(24, self._width() - 76)  # the stacked bar only where the numbers leave room for it
+        width = width if width >= 8 else 0
         for row in dec["tests"]:
             down = max(0.0, min(1.0, row["downgrade_share"]))
             resid = max(0.0, min(1.0 - down, row["residual_share"]))
@@ -195,6 +212,8 @@ class CompareScreen(Screen):
                           fmt_tps(row["host_tok_s"]), f"{row['excess_s'] * 1000:.3f} ms",
                           Text(f"{row['downgrade_share']:.1%}", style="red"),
                           Text(f"{row['residual_share']:.1%}", style="cyan"), stacked)
+        if not width:
+            return Group(title, table)
         legend = Text.assemble(("█", "red"), " the capability downgrade (removed by the remedy)   ",
                                ("█", "cyan"), " the virtual GPU's own per-token cost", style="dim")
         return Group(title, table, legend)

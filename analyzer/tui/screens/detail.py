@@ -16,6 +16,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from analyzer.headline import best_speeds, confidence_clause, headline
 from analyzer.store.queries import StoredRun, load_run
 from analyzer.tui import queries
 from analyzer.tui.messages import PlanLoaded, RunLoaded
@@ -110,7 +111,7 @@ class DetailScreen(Screen):
 
     def _head(self, run: StoredRun) -> Text:
         f = run.facts
-        t = Text()
+        t = Text(no_wrap=True, overflow="ellipsis")  # two lines at any width
         t.append(f"run {run.id}", style="bold")
         t.append(f"  {source_name(run.source)}:{f.first_line}-{f.last_line}", style="cyan")
         t.append("  " + " / ".join(x for x in (f.program, f.backend) if x) if (f.program or f.backend) else "")
@@ -125,15 +126,38 @@ class DetailScreen(Screen):
         verdict = diag.get("verdict", "not diagnosed")
         t = Text()
         t.append(f" {verdict.upper()} ", style=VERDICT_STYLE.get(verdict, "") + " reverse")
+        caps = run.facts.capabilities
+        printed = caps.simdgroup_reduction is not None or bool(run.facts.probe)
         notes = [diag.get("environment") and (diag["environment"] + (f" on {diag['host_chip']}"
                                                                       if diag.get("host_chip") else "")),
-                 "fixable" if diag.get("fixable") else None,
-                 f"{diag['confidence']} confidence" if diag.get("confidence") else None]
+                 "fixable" if diag.get("fixable") else None, confidence_clause(diag, printed)]
         notes = [n for n in notes if n]
         if notes:
             t.append("  " + " · ".join(notes))
+        if diag:
+            t.append("\n" + headline(run.facts.program, diag, run.throughput), style="bold")
+        speeds = self._speeds(run)
+        if speeds:
+            t.append("\n")
+            t.append(speeds)
         t.append("\n" + (diag.get("summary") or "This run has not been diagnosed yet (`capscan show "
                                                   f"{run.id}` diagnoses it)."))
+        return t
+
+    def _speeds(self, run: StoredRun) -> Text | None:
+        """The best speed per test, against the host's when a bare-metal baseline is known."""
+        mine = best_speeds(run.throughput)
+        if not mine:
+            return None
+        host = best_speeds(self.baseline.throughput) if self.baseline is not None else {}
+        t = Text("best ", style="dim")
+        for i, (test, tok_s) in enumerate(list(mine.items())[:4]):
+            if i:
+                t.append("  ·  ", style="dim")
+            t.append(f"{test} ")
+            t.append(f"{fmt_tps(tok_s)} tok/s", style="bold")
+            if host.get(test):
+                t.append(f" ({tok_s / host[test]:.0%} of host)", style="dim")
         return t
 
     def _caps(self, run: StoredRun) -> Group:

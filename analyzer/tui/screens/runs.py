@@ -7,7 +7,7 @@ import sqlite3
 import time
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -17,13 +17,15 @@ from textual.worker import get_current_worker
 
 from analyzer.tui import queries
 from analyzer.tui.messages import CountLoaded, FacetsLoaded, RunsLoaded
-from analyzer.tui.model import VERDICT_STYLE, fmt_tps, short, source_name
+from analyzer.tui.model import VERDICT_STYLE, Column, fit_columns, fmt_tps, short, source_name
 from analyzer.tui.queries import NOT_DIAGNOSED, PAGE_SIZE, Facets, RunFilter, RunRow
 from analyzer.verdicts import VERDICTS
 
-COLUMNS = (("mark", " ", 1), ("id", "id", None), ("when", "when", None), ("source", "source", None),
-           ("program", "program", None), ("device", "device", None), ("env", "env", None), ("verdict", "verdict", None),
-           ("pp", "best pp", None), ("tg", "best tg", None))
+SCROLLBAR = 2  # kept free for the table's vertical scrollbar
+NARROW = 100  # below this many columns the filter prompts are short
+PROMPTS = {"wide": ("/ filter: device, source, program, model, verdict, id", "any verdict", "any device",
+                    "any environment"),
+           "narrow": ("/ filter", "verdict", "device", "env")}
 MAX_RELOAD_ROWS = 1000  # a live refresh keeps up to this many rows already paged in
 
 
@@ -60,17 +62,20 @@ class RunsScreen(Screen):
         self.facets = Facets()
         self.shown_flt: RunFilter | None = None  # the filter the table shows, and since when (benchmarks)
         self.shown_at = 0.0
+        self.columns: list[Column] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
+        text, verdict, device, env = PROMPTS["narrow" if self.app.size.width < NARROW else "wide"]
         with Horizontal(id="filters"):
-            yield Input(placeholder="/ filter: device, source, program, model, verdict, id", id="text")
-            yield Select([(v, v) for v in VERDICTS], prompt="any verdict", id="verdict")
-            yield Select([], prompt="any device", id="device")
-            yield Select([], prompt="any environment", id="environment")
+            yield Input(placeholder=text, id="text")
+            yield Select([(v, v) for v in VERDICTS], prompt=verdict, id="verdict")
+            yield Select([], prompt=device, id="device")
+            yield Select([], prompt=env, id="environment")
         table: DataTable = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
-        for key, label, width in COLUMNS:
-            table.add_column(label, key=key, width=width)
+        self.columns = self._fit(self.app.size.width)
+        for col in self.columns:
+            table.add_column(col.label, key=col.key, width=col.width)
         yield table
         yield Static(id="status")
         yield Footer()
@@ -134,6 +139,7 @@ class RunsScreen(Screen):
                 continue
             self.rows[row.id] = row
             table.add_row(*self._cells(row), key=str(row.id))
+        self.refit()  # a longer run id needs a wider id column
         self.oldest = message.rows[-1].id if message.rows else self.oldest
         self.more = len(message.rows) == message.limit
         if not message.append:
@@ -181,24 +187,54 @@ class RunsScreen(Screen):
         self.load(keep=True)
         self.load_facets()
 
+    # -- layout -------------------------------------------------------------------------
+
+    def _fit(self, width: int) -> list[Column]:
+        return fit_columns(width - SCROLLBAR, len(str(max(self.rows, default=1))))
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.refit()
+        text, verdict, device, env = PROMPTS["narrow" if event.size.width < NARROW else "wide"]
+        self.query_one("#text", Input).placeholder = text
+        for sid, prompt in (("#verdict", verdict), ("#device", device), ("#environment", env)):
+            self.query_one(sid, Select).prompt = prompt
+
+    def refit(self) -> None:
+        """Choose the columns for the screen's width (id, verdict and speeds always;
+        the source takes the spare width) and rebuild the table when they change."""
+        columns = self._fit(self.size.width or self.app.size.width)
+        if columns == self.columns:
+            return
+        self.columns = columns
+        table = self.query_one("#runs", DataTable)
+        current = self._cursor_run(table)
+        table.clear(columns=True)
+        for col in columns:
+            table.add_column(col.label, key=col.key, width=col.width)
+        for row in self.rows.values():
+            table.add_row(*self._cells(row), key=str(row.id))
+        if current is not None and current in self.rows:
+            table.move_cursor(row=table.get_row_index(str(current)), animate=False)
+
     # -- rendering ----------------------------------------------------------------------
 
     def _cells(self, row: RunRow) -> list:
         verdict = row.verdict or "-"
         style = VERDICT_STYLE.get(verdict, "")
-        mark = self._mark_text(row.id)
-        return [
-            mark,
-            Text(str(row.id), style=style.replace("bold ", ""), justify="right"),
-            self.app.time_format(row.created_at),
-            short(source_name(row.source), 18, keep_end=True),
-            short(row.program, 11),
-            short(row.device, 18),
-            row.environment or "-",
-            Text(verdict, style=style),
-            Text(fmt_tps(row.best_pp), justify="right"),
-            Text(fmt_tps(row.best_tg), justify="right"),
-        ]
+        widths = {c.key: c.width for c in self.columns}
+        cell = {
+            "mark": lambda: self._mark_text(row.id),
+            "id": lambda: Text(str(row.id), style=style.replace("bold ", ""), justify="right"),
+            "when": lambda: self.app.time_format(row.created_at),
+            "source": lambda: short(source_name(row.source), widths["source"], keep_end=True),
+            "program": lambda: short(row.program, widths["program"]),
+            "device": lambda: short(row.device, widths["device"]),
+            "env": lambda: row.environment or "-",
+            "verdict": lambda: Text(verdict, style=style),
+            "pp": lambda: Text(fmt_tps(row.best_pp), justify="right"),
+            "tg": lambda: Text(fmt_tps(row.best_tg), justify="right"),
+        }
+        return [cell[c.key]() for c in self.columns]
 
     def _mark_text(self, run_id: int) -> Text:
         if run_id in self.app.marked:

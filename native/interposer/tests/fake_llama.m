@@ -7,6 +7,7 @@
  * speed depends on the flags, as the real kernels' availability does.
  *
  *   fake-llama [--bench] [--devices=default|all|internal]
+ *   fake-llama -m MODEL [-p N] [-n N] [-r N] [-o md]   (llama-bench's arguments: --bench)
  *
  * --devices=all takes the device from MTLCopyAllDevices() instead of
  * MTLCreateSystemDefaultDevice(), to exercise the other factory hook;
@@ -54,8 +55,13 @@ int main(int argc, char **argv)
             from_all = 1;
         else if (strcmp(argv[i], "--devices=internal") == 0)
             internal = 1;
+        else if (i + 1 < argc && strcmp(argv[i], "-m") == 0)
+            bench = 1, i++;                       /* llama-bench -m MODEL: the model is not read */
+        else if (i + 1 < argc && (strcmp(argv[i], "-p") == 0 || strcmp(argv[i], "-n") == 0 ||
+                                  strcmp(argv[i], "-r") == 0 || strcmp(argv[i], "-o") == 0))
+            i++;
         else if (strcmp(argv[i], "--devices=default") != 0) {
-            fprintf(stderr, "usage: fake-llama [--bench] [--devices=default|all|internal]\n");
+            fprintf(stderr, "usage: fake-llama [--bench] [--devices=default|all|internal] [-m MODEL [-p N] [-n N] [-r N]]\n");
             return 2;
         }
     }

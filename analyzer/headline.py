@@ -1,0 +1,121 @@
+"""A run's diagnosis in plain words, for the first line of its report: what
+happens, why, and whether capscan can fix it, before any jargon; and what the
+confidence level rests on, in one clause.
+
+Pure functions over a stored run's facts, throughput and diagnosis; imports
+nothing heavy, so the report and the TUI can both use it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# rules that read the downgrade from its symptoms rather than from a printed capability block
+_SYMPTOM_RULES = ("downgrade-symptoms", "gap-to-bare-metal", "metal-slower-than-cpu")
+_RUNTIME = {"llama-bench": "llama.cpp", "llama-server": "llama.cpp", "llama.cpp": "llama.cpp", "ollama": "ollama",
+            "whisper.cpp": "whisper.cpp", "mlx_lm": "MLX"}
+
+
+def runtime_name(program: str | None) -> str:
+    """The inference runtime as a user knows it (llama-bench and llama-server are llama.cpp)."""
+    return _RUNTIME.get(program or "", program or "inference")
+
+
+def _runs(environment: str | None, rt: str) -> str:
+    """'This VM runs llama.cpp', 'llama.cpp runs', 'Inference runs'."""
+    if environment == "vm":
+        return f"This VM runs {rt}"
+    return f"{rt if rt != 'inference' else 'Inference'} runs"
+
+
+def best_speeds(throughput: list[dict[str, Any]]) -> dict[str, float]:
+    """test -> the best finite tok/s of the run."""
+    best: dict[str, float] = {}
+    for t in throughput:
+        value = t.get("tok_s")
+        if isinstance(value, (int, float)) and value > 0 and value != float("inf"):
+            best[t["test"]] = max(best.get(t["test"], 0.0), float(value))
+    return best
+
+
+def _prefer_generation(tests: list[str]) -> str | None:
+    """The test a user feels most: token generation (tg, generation) before prompt processing."""
+    for test in tests:
+        if test.startswith("tg") or test in ("generation", "eval"):
+            return test
+    return tests[0] if tests else None
+
+
+def _times(factor: float) -> str:
+    return f"{factor:.0f}x" if factor >= 2 else f"{factor:.1f}x"
+
+
+def speed_gap(diag: dict[str, Any], throughput: list[dict[str, Any]]) -> tuple[float, str] | None:
+    """How many times faster this run could be, and against what: the remedied speed
+    predicted for it ("it could"), else a bare-metal run of the same model ("its host")."""
+    mine = best_speeds(throughput)
+    predicted = {p["test"]: p["predicted_tok_s"] for p in diag.get("prediction") or [] if p["test"] in mine}
+    test = _prefer_generation(list(predicted))
+    if test and predicted[test] > mine[test]:
+        return predicted[test] / mine[test], "it could"
+    paired = {t["test"]: t for t in (diag.get("paired") or {}).get("tests", []) if t.get("ratio")}
+    test = _prefer_generation(list(paired))
+    if test and paired[test]["ratio"] < 1:
+        return 1 / paired[test]["ratio"], "its host"
+    return None
+
+
+def headline(program: str | None, diag: dict[str, Any] | None, throughput: list[dict[str, Any]]) -> str:
+    """One sentence a newcomer understands: what happens, why, and what capscan can do."""
+    diag = diag or {}
+    verdict = diag.get("verdict", "unknown")
+    rt = runtime_name(program)
+    vm = diag.get("environment") == "vm"
+    runs = _runs(diag.get("environment"), rt)
+    rules = {f["rule"] for f in diag.get("findings", [])}
+    if verdict == "capability-downgrade":
+        gap = speed_gap(diag, throughput)
+        how = f"about {_times(gap[0])} slower than {gap[1]}" if gap else "on slow fallback paths"
+        gpu = "its virtual GPU" if vm else "the GPU"
+        text = f"{runs} {how}, because {gpu} under-reports what it can do"
+        if diag.get("fixable"):
+            return text + "; capscan can fix that."
+        if diag.get("fixable_reason") == "the runtime does not gate on the family":
+            return text + f"; the fix does not apply to {rt}."
+        return text + "; capscan offers the fix only once the log shows an Apple-silicon host."
+    if verdict == "hardware-limit":
+        return (f"This GPU really lacks the features {rt}'s fast paths need: nothing is misconfigured, "
+                "and forcing them would give wrong results.")
+    if verdict == "no-gpu-offload":
+        return f"Everything ran on the CPU: {rt} did not use the GPU."
+    if verdict == "virtualization-overhead":
+        gap = speed_gap(diag, throughput)
+        pace = f"at {1 / gap[0]:.0%} of its host's speed" if gap else "slower than its host"
+        return (f"{runs} {pace} with full GPU capabilities: the rest is the virtual GPU's own cost, "
+                "which no capability fix removes.")
+    if verdict == "healthy":
+        if vm:
+            return f"This VM's GPU shows its full capabilities to {rt}: nothing to fix."
+        return f"The GPU runs {rt} with its full capabilities: nothing to fix."
+    if "mlx-unaffected" in rules:
+        return f"{rt} is not slowed by a VM's capability clamp, so capscan has nothing to fix here."
+    return f"capscan cannot tell from this log what limits {rt}: the lines it needs are missing."
+
+
+def confidence_clause(diag: dict[str, Any] | None, capabilities_printed: bool) -> str | None:
+    """'medium confidence: ...', what the level rests on, in one clause."""
+    diag = diag or {}
+    level = diag.get("confidence")
+    if not level:
+        return None
+    decisive = (diag.get("findings") or [{}])[0].get("rule")
+    if decisive in _SYMPTOM_RULES:
+        why = "read from symptoms such as the speed gap or skipped kernels, not from printed capabilities"
+        if diag.get("host_family"):
+            why += "; the host chip is known"
+    elif level == "high":
+        why = "the log prints the deciding facts itself"
+    elif diag.get("verdict") == "capability-downgrade" and capabilities_printed:
+        why = "the log does not name the host chip"
+    else:
+        why = "some capabilities are inferred from the printed GPU family, not printed"
+    return f"{level} confidence: {why}"

@@ -1,0 +1,346 @@
+"""`capscan remedy selftest`: prove the remedy on this machine in one command.
+
+Runs capscan's capability probe stock, then with the interposer injected (and,
+optionally, with another shim), stores each as a run linked to the stock one,
+optionally runs a short llama-bench stock and remedied, and gives one verdict:
+
+- works: the interposer loaded, and the device now answers the capped family
+- interposing-disabled: dyld did not apply the library's hooks (AMFI, or the
+  variable was dropped), so Metal answered stock
+- refused-by-hardened-runtime: a program to inject is hardened without the
+  entitlement, or the loader said so
+- arm64e-missing: the library has no arm64e slice where one is needed (dyld
+  halts arm64e processes it cannot load it into)
+- not-a-vm: bare metal already reports its real family; nothing to fix
+- inconclusive: something else went wrong (the reason says what)
+
+On Linux the same flow runs against the LD_PRELOAD stand-in and the fake Metal
+device, and the report says so. The JSON report names no path the user did not
+pass: capscan's own directories become <capscan>, the home directory ~.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+import analyzer
+from analyzer.remedy import dylib as dylibmod
+from analyzer.remedy import launch as L
+from analyzer.remedy import platform as plat
+from analyzer.remedy import preflight as pf
+from analyzer.remedy import records
+from analyzer.remedy.check import Check
+from analyzer.remedy.runner import Runner
+
+WORKS, OFF, HARDENED, ARM64E, NOT_VM, INCONCLUSIVE = (
+    "works", "interposing-disabled", "refused-by-hardened-runtime", "arm64e-missing", "not-a-vm", "inconclusive")
+MEANING = {
+    WORKS: "the interposer loaded and the paravirtual device now answers the host chip's family: llama.cpp's fast "
+           "Metal kernels can run (capscan remedy run -- llama-bench ... shows the speed-up)",
+    OFF: "the library was given to the program but its hooks never took, so Metal answered stock: dyld dropped the "
+         "variable or AMFI disabled interposing (check csrutil status; SIP off is the state every published shim "
+         "result used)",
+    HARDENED: "a program to inject has the hardened runtime without allow-dyld-environment-variables, so dyld drops "
+              "the variable: use a build without it (build llama.cpp yourself) or an ad-hoc re-signed copy",
+    ARM64E: "the library lacks an arm64e slice, and with SIP off dyld halts every arm64e process it cannot load it "
+            "into: install the Command Line Tools (xcode-select --install) so capscan builds the universal library",
+    NOT_VM: "this is bare metal: the GPU already reports its real family, so there is nothing to fix",
+    INCONCLUSIVE: "the self-test could not decide; the reason and the stored runs say what happened",
+}
+SEND_BACK = ("attach `capscan remedy selftest --json` to an issue: it holds the verdict, the capability matrix, "
+             "the interposer's own lines and the machine's facts, and no path or prompt beyond what you passed")
+RELATION = "selftest"
+ALL_FAMILIES = (*range(1001, 1011), 2001, 2002, 3001, 3002, 3003, 4001, 4002, 5001, 5002)
+BENCH_ARGS = ["-p", "128", "-n", "32", "-r", "2"]
+_LINE = re.compile(r"^(?P<key>[a-z_]+(?:\.\d+)?)=(?P<value>.*)$")
+
+
+@dataclass
+class ProbeRun:
+    label: str
+    returncode: int
+    stdout: str
+    stderr: str
+    run_ids: list[int] = field(default_factory=list)
+
+    @property
+    def values(self) -> dict[str, str]:
+        out = {}
+        for line in self.stdout.splitlines():
+            m = _LINE.match(line.strip())
+            if m:
+                out[m.group("key")] = m.group("value")
+        return out
+
+    def supports(self, family: int) -> bool | None:
+        v = self.values.get(f"supports_family.{family}")
+        return None if v is None else v == "true"
+
+    @property
+    def interposer_lines(self) -> list[str]:
+        return [ln.strip() for ln in self.stderr.splitlines() if "[capscan-interposer]" in ln][:20]
+
+    def matrix(self) -> dict[str, Any]:
+        v = self.values
+        apple = [f for f in range(1001, 1011) if self.supports(f)]
+        fam = {f: self.supports(f) for f in ALL_FAMILIES}
+        a7, a6, m3 = fam.get(1007), fam.get(1006), fam.get(5001)
+        tg = v.get("max_threadgroup_memory")
+        return {
+            "device": v.get("device"),
+            "apple_family": max(apple) if apple else None,
+            "families": {str(f): s for f, s in fam.items() if s is not None},
+            "metal3": m3, "metal4": fam.get(5002),
+            "max_threadgroup_memory": int(tg) if tg and tg.isdigit() else None,
+            # what llama.cpp's ggml-metal derives from these answers
+            "simdgroup_reduction": None if a7 is None else bool(a7 or m3),
+            "simdgroup_mm": a7,
+            "bfloat": None if a6 is None else bool(m3 or a6),
+        }
+
+
+@dataclass
+class Report:
+    platform: str
+    stand_in: bool
+    verdict: str = INCONCLUSIVE
+    reason: str = ""
+    family: int | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    probes: dict[str, ProbeRun] = field(default_factory=dict)
+    bench: dict[str, Any] | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {
+            "capscan_version": getattr(analyzer, "__version__", None),
+            "selftest": 1,
+            "platform": self.platform,
+            "stand_in": self.stand_in,
+            "verdict": self.verdict,
+            "meaning": MEANING[self.verdict],
+            "reason": self.reason,
+            "family": self.family,
+            "facts": self.facts,
+            "runs": {label: {"run_ids": p.run_ids, "returncode": p.returncode, "matrix": p.matrix(),
+                             "interposer_lines": p.interposer_lines} for label, p in self.probes.items()},
+            "llama_bench": self.bench,
+            "checks": [{"name": c.name, "status": c.status, "reason": c.reason} for c in self.checks],
+            "arguments": self.args,
+            "send_back": SEND_BACK,
+        }
+        return redact(doc)
+
+
+def redact(obj: Any) -> Any:
+    """capscan's own directories -> <capscan>, the home directory -> ~ (the user's own paths stay)."""
+    root = str(Path(analyzer.__file__).resolve().parent.parent)
+    home = os.path.expanduser("~")
+
+    def one(text: str) -> str:
+        text = text.replace(root, "<capscan>")
+        if home and home != "/" and len(home) > 1:
+            text = text.replace(home + "/", "~/")
+        return text
+
+    if isinstance(obj, str):
+        return one(obj)
+    if isinstance(obj, list):
+        return [redact(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: redact(v) for k, v in obj.items()}
+    return obj
+
+
+def _clean_env(runner: Runner) -> dict[str, str]:
+    drop = set(plat.all_injection_vars()) | {plat.FAMILY_VAR, *plat.ALIAS_FAMILY_VARS, "CAPSCAN_INTERPOSER_VERBOSE",
+                                             "CAPSCAN_INTERPOSER_SCRUB", "CAPSCAN_METAL_MAX_THREADGROUP_MEMORY"}
+    return {k: v for k, v in runner.env.items() if k not in drop}
+
+
+def _ingest_text(db: Database, name: str, text: str) -> list[int]:
+    import io
+
+    from analyzer.ingest import ingest
+    from analyzer.reader import Input, InputError
+
+    try:
+        return list(ingest(db, Input(name, io.BytesIO(text.encode())), force=True).run_ids)
+    except InputError:
+        return []
+
+
+def run_probe(runner: Runner, db: Database, probe: Path, label: str, env: dict[str, str]) -> ProbeRun:
+    r = Runner(env, timeout=120).run([str(probe)])
+    p = ProbeRun(label, r.returncode, r.stdout, r.stderr)
+    p.run_ids = _ingest_text(db, f"capscan remedy selftest: {label} probe", r.stderr + r.stdout)
+    return p
+
+
+def decide(report: Report, stock: ProbeRun, remedied: ProbeRun, family: int, inj: plat.Injection) -> None:
+    text = remedied.stderr
+    lines = remedied.interposer_lines
+    if re.search(r"need 'arm64e'|incompatible architecture", text) or remedied.returncode == 134:
+        report.verdict, report.reason = ARM64E, next(
+            (ln for ln in text.splitlines() if "arm64e" in ln or "incompatible" in ln), "the probe was halted (134)")
+        return
+    if re.search(r"hardened process|into hardened", text):
+        report.verdict, report.reason = HARDENED, next(ln for ln in text.splitlines() if "hardened" in ln)
+        return
+    got = remedied.supports(family)
+    banner = any(" enabled for " in ln for ln in lines)
+    off = next((ln for ln in lines if "interposing is disabled" in ln), None)
+    if remedied.returncode != 0:
+        report.verdict, report.reason = INCONCLUSIVE, (f"the remedied probe exited {remedied.returncode}: "
+                                                       + (text.strip().splitlines() or ["no output"])[-1])
+        return
+    if banner and got:
+        report.verdict = WORKS
+        via = next((ln for ln in lines if "patched device class" in ln), "")
+        report.reason = (f"the device answers supportsFamily:{family} = true (stock: "
+                         f"{'true' if stock.supports(family) else 'false'}); " + (via or lines[0])
+                         + ("; note: " + off if off else ""))
+        return
+    if off or not lines:
+        report.verdict = OFF
+        report.reason = off or (f"no [capscan-interposer] line at all: {inj.loader} never loaded the library "
+                                f"({inj.env_var} dropped: SIP, a hardened runtime, or AMFI)")
+        return
+    report.verdict = INCONCLUSIVE
+    report.reason = "; ".join(lines[:3]) or "the interposer loaded but the device's answers did not change"
+
+
+def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dylib_path: str | None = None,
+                 probe_path: str | None = None, llama_bench: str | None = None, model: str | None = None,
+                 compare_shim: str | None = None) -> Report:
+    system = plat.system()
+    inj = plat.injection(system)
+    report = Report(system, system != "darwin")
+    report.args = {k: v for k, v in (("family", family_spec), ("dylib", dylib_path), ("probe", probe_path),
+                                     ("llama_bench", llama_bench), ("model", model),
+                                     ("compare_shim", compare_shim)) if v is not None}
+    if inj is None:
+        report.reason = f"{system} has no capscan interposer"
+        return report
+    brand = plat.brand_string(runner)
+    guest, how = plat.is_guest(runner, brand) if system == "darwin" else (None, "Linux stand-in")
+    sip = pf.sip_state(runner)[0] if system == "darwin" else "n/a"
+    report.facts = {"guest": guest, "guest_how": how, "cpu": brand, "sip": sip,
+                    "machine": plat.machine(), "command_line_tools": plat.developer_tools(runner)}
+
+    # the probe: capscan's own, built with the library when missing
+    if probe_path:
+        probe = Path(probe_path)
+    elif system == "darwin":
+        probe, missing = dylibmod.probe_binary(runner)
+        if missing:
+            report.reason = f"capscan-probe is not built: {missing}"
+            return report
+    else:
+        build = dylibmod.build(runner, inj) if not (dylibmod.build_dir(inj) / "capscan-probe").exists() else None
+        probe = dylibmod.build_dir(inj) / "capscan-probe"
+        if build is not None and build.failed:
+            report.reason = build.reason
+            return report
+
+    clean = _clean_env(runner)
+    stock = run_probe(runner, db, probe, "stock", clean)
+    report.probes["stock"] = stock
+    if stock.returncode != 0:
+        report.reason = f"the stock probe failed: {(stock.stderr.strip().splitlines() or ['no output'])[-1]}"
+        return report
+    if system == "darwin" and guest is False:
+        report.verdict, report.reason = NOT_VM, f"{how}"
+        return report
+
+    # preflight for the probe (and llama-bench): library, arm64e, launch chain, hardened runtime
+    spec = family_spec
+    if spec == "auto" and system != "darwin":
+        spec = "1007"   # the fake device names no host chip; 1007 (M1) is the stand-in's cap
+    # (with the clean environment the self-test gives its children: a shim already set in this shell is
+    # not "injected twice" here, since no child inherits it)
+    clean_runner = Runner(clean, timeout=runner.timeout)
+    checks, inj2, family, lib = pf.run_preflight(db, cmd=[str(probe)], family_spec=spec, diag={}, stock_shim=None,
+                                                 dylib_path=dylib_path, runner=clean_runner)
+    report.checks = checks
+    if llama_bench:
+        more, *_ = pf.run_preflight(db, cmd=[llama_bench], family_spec=spec, diag={}, stock_shim=None,
+                                    dylib_path=dylib_path, runner=clean_runner, record_checksum=False)
+        names = {c.name for c in checks}
+        report.checks += [c for c in more if c.name not in names or c.failed]
+    report.family = family
+    bad = [c for c in report.checks if c.failed]
+    if bad or family is None or lib is None or lib.choice is None or inj2 is None:
+        first = bad[0] if bad else None
+        if first is not None and first.name == "guest":
+            report.verdict = NOT_VM
+        elif first is not None and first.name in ("arm64e slice", "launch chain") and "arm64e" in first.reason:
+            report.verdict = ARM64E
+        elif any(c.name in ("hardened runtime", "library validation") for c in bad):
+            report.verdict = HARDENED
+            first = next(c for c in bad if c.name in ("hardened runtime", "library validation"))
+        report.reason = (f"preflight refused: {first.name}: {first.reason}" if first else
+                         "preflight could not choose a family or a library")
+        return report
+
+    library = str(lib.choice.path)
+    env = dict(clean)
+    env.update({inj.env_var: library, plat.FAMILY_VAR: str(family), "CAPSCAN_INTERPOSER_VERBOSE": "1"})
+    remedied = run_probe(runner, db, probe, "capscan", env)
+    report.probes["capscan"] = remedied
+    if stock.run_ids and remedied.run_ids:
+        records.link_runs(db, remedied.run_ids, stock.run_ids[-1], RELATION, None)
+    decide(report, stock, remedied, family, inj)
+    report.facts["library_archs"] = lib.archs
+    report.facts["library_sha256"] = lib.sha256
+
+    if compare_shim:
+        other = dict(clean)
+        other.update({inj.env_var: compare_shim, "LUME_METAL_APPLE_FAMILY_MAX": str(family),
+                      "TART_METAL_APPLE_FAMILY_MAX": str(family)})
+        shim_run = run_probe(runner, db, probe, "other-shim", other)
+        report.probes["other-shim"] = shim_run
+        if stock.run_ids and shim_run.run_ids:
+            records.link_runs(db, shim_run.run_ids, stock.run_ids[-1], RELATION, None)
+
+    if llama_bench and report.verdict != WORKS:
+        report.bench = {"skipped": "the probe did not show the remedy working, so llama-bench was not run"}
+    elif llama_bench:
+        report.bench = bench(db, llama_bench, model, clean, env,
+                             {**clean, inj.env_var: compare_shim, "LUME_METAL_APPLE_FAMILY_MAX": str(family),
+                              "TART_METAL_APPLE_FAMILY_MAX": str(family)} if compare_shim else None)
+    return report
+
+
+def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], remedied_env: dict[str, str],
+          shim_env: dict[str, str] | None) -> dict[str, Any]:
+    """A short llama-bench stock, remedied (and with the other shim): runs stored and linked, speed-ups."""
+    from analyzer.diagnose import diagnose_runs
+
+    cmd = [exe, *(["-m", model] if model else []), *BENCH_ARGS]
+    out: dict[str, Any] = {"args": [a for a in cmd[1:]]}
+    runs = {}
+    with open(os.devnull, "wb") as sink:
+        for label, env in (("stock", stock_env), ("capscan", remedied_env), ("other-shim", shim_env)):
+            if env is None:
+                continue
+            outcome = L.launch(db, cmd, env, out=sink, err=sink)
+            out[f"{label}_run_ids"] = outcome.run_ids
+            out[f"{label}_returncode"] = outcome.returncode
+            found = diagnose_runs(db, outcome.run_ids)
+            runs[label] = L._main_run(found)
+    stock = runs.get("stock")
+    if stock is not None:
+        for label in ("capscan", "other-shim"):
+            new = runs.get(label)
+            if new is not None:
+                records.link_runs(db, [new.id], stock.id, RELATION, None)
+                out[f"{label}_speedup"] = L.compare(stock, new)["throughput"]
+    return out

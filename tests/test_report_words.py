@@ -1,0 +1,120 @@
+"""The human report in plain words: its first line says what happens, why and
+whether capscan can fix it; the confidence level says what it rests on; the
+evidence, the reasons and the next steps agree with each other. Real fixtures
+through the real pipeline and the real report renderer."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from analyzer.diagnose import diagnose_runs
+from analyzer.headline import confidence_clause, headline, speed_gap
+from analyzer.ingest import ingest
+from analyzer.reader import open_input
+from analyzer.report import console, render_run
+from analyzer.store import open_db
+
+FIX = Path(__file__).resolve().parent / "fixtures"
+
+
+def diagnosed(tmp_path: Path, *files: str):
+    db = open_db(tmp_path / "report.db")
+    result = None
+    for name in files:
+        source = open_input(str(FIX / name))
+        try:
+            result = ingest(db, source, force=True)
+        finally:
+            source.close()
+    all_ids = [r[0] for r in db.conn.execute("SELECT id FROM runs ORDER BY id")]
+    diagnose_runs(db, all_ids, refresh_peers=True)
+    return diagnose_runs(db, result.run_ids, refresh_peers=True)
+
+
+def report_of(run) -> list[str]:
+    buf = io.StringIO()
+    render_run(console(buf), run)
+    return buf.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("files,first", [
+    (("metal/m4-2026-08-guest-stock.log",),
+     "This VM runs llama.cpp on slow fallback paths, because its virtual GPU under-reports what it can do; "
+     "capscan can fix that."),
+    (("metal/m4-2026-08-host-m1-ultra.log", "metal/m4-2026-08-guest-stock.log"),
+     "This VM runs llama.cpp about 23x slower than its host, because its virtual GPU under-reports what it can do; "
+     "capscan can fix that."),
+    (("metal/m4-2026-08-host-m1-ultra.log", "metal/m4-2026-08-guest-lume-shim.log"),
+     "This VM runs llama.cpp at 72% of its host's speed with full GPU capabilities: the rest is the virtual GPU's own "
+     "cost, which no capability fix removes."),
+    (("metal/m2-2024-10-amd-egpu-intel-mac.log",),
+     "This GPU really lacks the features llama.cpp's fast paths need: nothing is misconfigured, and forcing them "
+     "would give wrong results."),
+    (("metal/no-metal-rosetta-x86.log",), "Everything ran on the CPU: llama.cpp did not use the GPU."),
+    (("metal/m4-2026-08-host-m1-ultra.log",), "The GPU runs llama.cpp with its full capabilities: nothing to fix."),
+    (("timings/mlx-lm-benchmark.log",), "MLX is not slowed by a VM's capability clamp, so capscan has nothing to fix "
+                                        "here."),
+])
+def test_first_line_says_it_in_plain_words(tmp_path, files, first):
+    run = diagnosed(tmp_path, *files)[0]
+    assert report_of(run)[0] == first
+
+
+def test_the_fix_is_promised_only_when_fixable(tmp_path):
+    # symptoms only: a downgrade, but no positive evidence of an Apple-silicon host
+    run = diagnosed(tmp_path, "metal/symptoms-only-skipping.log")[0]
+    assert run.diagnosis["verdict"] == "capability-downgrade" and not run.diagnosis["fixable"]
+    first = report_of(run)[0]
+    assert "can fix" not in first and "Apple-silicon host" in first
+
+
+def test_speed_gap_prefers_the_predicted_remedied_speed():
+    diag = {"prediction": [{"test": "tg128", "predicted_tok_s": 206.6}],
+            "paired": {"tests": [{"test": "tg128", "ratio": 0.044}]}}
+    factor, against = speed_gap(diag, [{"test": "tg128", "tok_s": 12.63}])
+    assert against == "it could" and round(factor, 1) == 16.4
+    assert speed_gap({"paired": diag["paired"]}, [{"test": "tg128", "tok_s": 12.63}])[1] == "its host"
+    assert speed_gap({}, [{"test": "tg128", "tok_s": 12.63}]) is None
+    assert "about 16x slower than it could" in headline("llama-bench", {
+        "verdict": "capability-downgrade", "fixable": True, "environment": "vm", **diag}, [{"test": "tg128",
+                                                                                          "tok_s": 12.63}])
+
+
+@pytest.mark.parametrize("files,clause", [
+    (("metal/m4-2026-08-guest-stock.log",), "medium confidence: the log does not name the host chip"),
+    (("bench/host-m1-ultra.json", "bench/guest-stock.json"),
+     "medium confidence: read from symptoms such as the speed gap or skipped kernels, not from printed capabilities; "
+     "the host chip is known"),
+    (("metal/m1-2023-11-mib.log",), "medium confidence: some capabilities are inferred from the printed GPU family, "
+                                    "not printed"),
+    (("metal/no-metal-rosetta-x86.log",), "high confidence: the log prints the deciding facts itself"),
+    (("metal/symptoms-only-skipping.log",), "low confidence: read from symptoms"),
+])
+def test_confidence_says_what_it_rests_on(tmp_path, files, clause):
+    run = diagnosed(tmp_path, *files)[0]
+    verdict_line = report_of(run)[2]
+    assert clause in verdict_line
+    caps = run.facts.capabilities
+    assert confidence_clause(run.diagnosis, caps.simdgroup_reduction is not None or bool(run.facts.probe)) \
+        in verdict_line
+
+
+def test_mlx_report_shows_each_evidence_line_once_and_next_agrees(tmp_path):
+    run = diagnosed(tmp_path, "timings/mlx-lm-benchmark.log")[0]
+    lines = report_of(run)
+    numbered = [l.split()[0] for l in lines[lines.index("  evidence:") + 1:lines.index("  next:")]
+                if l.split()[0].isdigit()]
+    assert numbered and len(numbered) == len(set(numbered))
+    nxt = " ".join(lines[lines.index("  next:") + 1:])
+    assert "Nothing to remedy for MLX" in nxt and "Metal init" not in nxt
+
+
+def test_rosetta_run_gives_one_reason(tmp_path):
+    run = diagnosed(tmp_path, "metal/no-metal-rosetta-x86.log")[0]
+    reasons = [f for f in run.diagnosis["findings"] if f["severity"] in ("error", "warning")]
+    assert [f["rule"] for f in reasons] == ["no-metal-device"]
+    assert "Rosetta" in reasons[0]["message"]
+    assert not any("error:" in line or "CPU-only build" in line for line in report_of(run))
