@@ -43,7 +43,7 @@ def test_bare_capscan_on_a_pipe_ingests_and_reports(db_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
     assert "Apple Paravirtual device" in out and "431.86" in out
-    assert any(line.startswith("capscan: <stdin>: 1 run(s)") for line in _err_lines(proc))
+    assert any(line.startswith("capscan: <stdin>: 1 run (id ") for line in _err_lines(proc))
     assert count(db_path, "SELECT COUNT(*) FROM runs") == 1
     assert count(db_path, "SELECT COUNT(*) FROM sources WHERE path = '<stdin>'") == 1
 
@@ -64,7 +64,7 @@ def test_ingest_prints_new_run_ids_one_per_line(db_path):
     assert lines == ["1", "2", "3", "4"]
     err = _err_lines(proc)
     assert len(err) == 2 and all(line.startswith("capscan: ") for line in err)
-    assert "1 run(s) (1)" in err[0] and "3 run(s) (2, 3, 4)" in err[1]
+    assert "1 run (id 1)" in err[0] and "3 runs (ids 2, 3, 4)" in err[1]
 
 
 def test_ingest_json(db_path):
@@ -91,9 +91,12 @@ def test_runs_lists_newest_first(db_path):
 
 
 def test_runs_on_an_empty_database(db_path):
+    from analyzer.store import open_db
+
+    open_db(db_path).conn.close()  # exists, holds nothing (a missing --db file is an error: test_cli_first_contact)
     proc = run_capscan("runs", db=db_path)
     assert proc.returncode == 0 and proc.stdout == b""
-    assert _err_lines(proc)
+    assert _err_lines(proc) == ["No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan"]
 
 
 def test_show_run_and_show_last(db_path):

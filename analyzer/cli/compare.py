@@ -8,7 +8,7 @@ import click
 
 from analyzer.cli.exits import CapscanError
 from analyzer.cli.ingest import diagnose_runs
-from analyzer.cli.options import Options, open_db, shared_options
+from analyzer.cli.options import Options, open_existing_db, shared_options
 from analyzer.cli.output import echo_json
 from analyzer.cli.runs import resolve_run
 
@@ -25,8 +25,13 @@ def compare(opts: Options, run_refs: tuple[str, ...]) -> None:
 
     if len(run_refs) not in (2, 3):
         raise click.UsageError("compare takes two runs (or three: stock guest, remedied guest, host)")
-    database = open_db(opts)
+    database = open_existing_db(opts)
+    if database is None:
+        raise CapscanError("no runs stored yet")
     ids = [resolve_run(database, r) for r in run_refs]
+    if len(set(ids)) != len(ids):
+        twice = next(i for i in ids if ids.count(i) > 1)
+        raise click.UsageError(f"run {twice} is given twice; compare takes different runs")
     runs_ = diagnose_runs(database, ids)
     if len(runs_) != len(ids):
         found = {r.id for r in runs_}

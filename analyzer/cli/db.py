@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from analyzer.cli.options import Options, open_db, shared_options
+from analyzer.cli.options import Options, open_existing_db, shared_options
 from analyzer.cli.output import echo_json
 
 
@@ -19,7 +19,11 @@ def db_path(opts: Options) -> None:
     """Print the database path."""
     from analyzer.paths import resolve_db_path
 
-    click.echo(str(resolve_db_path(opts.db)))
+    path = resolve_db_path(opts.db)
+    if opts.as_json:
+        echo_json({"path": str(path), "exists": path.exists()})
+        return
+    click.echo(str(path))
 
 
 @db.command("stats")
@@ -29,7 +33,14 @@ def db_stats(opts: Options) -> None:
     from analyzer.paths import resolve_db_path
     from analyzer.store.queries import stats
 
-    database = open_db(opts)
+    database = open_existing_db(opts)
+    if database is None:
+        path = resolve_db_path(opts.db)
+        if opts.as_json:
+            echo_json({"path": str(path), "exists": False, "runs": 0})
+        else:
+            click.echo(f"No database yet at {path}: nothing stored. Pipe a log in: llama-bench ... 2>&1 | capscan")
+        return
     s = stats(database, resolve_db_path(opts.db))
     if opts.as_json:
         echo_json(s)

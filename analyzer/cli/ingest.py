@@ -71,6 +71,18 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
     return results, errors
 
 
+def stdin_is_empty() -> bool:
+    """True when stdin is closed or at its end; waits for the first byte of a pipe
+    (the bytes peeked stay in the buffer for the reader)."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:
+        return True
+    try:
+        return not buffer.peek(1)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def diagnose_runs(db, run_ids: list[int], *, keep: bool = True) -> list:
     """Diagnose the runs (rules) and keep the diagnosis in the store (with
     ``keep=False`` the runs are not returned: bounded memory for any count)."""
@@ -127,6 +139,12 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
     """Diagnose stored runs, or ingest the inputs first and diagnose them."""
     from analyzer.store.queries import storable_id
 
+    if not paths and not run_ids and not last:
+        if sys.stdin is None or sys.stdin.isatty():
+            raise click.UsageError("give files, -, --run ID or --last (or pipe a log in)")
+        if stdin_is_empty():  # a CI step, `< /dev/null`: not an input, so no empty <stdin> source is stored
+            raise click.UsageError("stdin is empty: give files, -, --run ID or --last (or pipe a log in)")
+        paths = ("-",)
     database = open_db(opts)
     ids: list[int] = list(run_ids)
     if last:
@@ -135,10 +153,6 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
         if row is None:
             raise CapscanError("no runs stored yet")
         ids += [r[0] for r in database.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", row)]
-    if not paths and not ids:
-        if sys.stdin.isatty():
-            raise click.UsageError("give files, -, --run ID or --last (or pipe a log in)")
-        paths = ("-",)
     if paths:
         results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee)
         if errors and not results and not ids:

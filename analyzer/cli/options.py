@@ -94,3 +94,22 @@ def open_db(opts: Options):
         return _open(resolve_db_path(opts.db))
     except StoreError as exc:
         raise CapscanError(str(exc)) from None
+
+
+def open_existing_db(opts: Options):
+    """For commands that only read (runs, show, compare, db stats, tui): never create a
+    database or its folders. A missing file named by --db or $CAPSCAN_DB (a typo, most
+    likely) is a one-line error, exit 2; a missing default database means nothing is
+    stored yet, and gives None."""
+    import os
+
+    from analyzer.paths import resolve_db_path
+
+    path = resolve_db_path(opts.db)
+    if not path.exists():
+        if opts.db or os.environ.get("CAPSCAN_DB"):
+            named = "--db" if opts.db else "$CAPSCAN_DB"
+            raise CapscanError(f"no database at {path} (from {named}; nothing was created); "
+                               "`capscan db path` shows where capscan stores runs")
+        return None
+    return open_db(opts)

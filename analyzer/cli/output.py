@@ -41,21 +41,27 @@ def data_out(opts: Options):
     return sys.stderr if opts.tee else sys.stdout
 
 
-def id_list(ids: list[int], most: int = 20) -> str:
-    """Run ids for a notice line; an input of 60,000 runs is not one line of 60,000 numbers."""
-    if len(ids) <= most:
-        return ", ".join(str(i) for i in ids)
-    return ", ".join(str(i) for i in ids[: most - 2]) + f", ... ({len(ids) - most + 1:,} more), {ids[-1]}"
+def count_runs(ids: list[int]) -> str:
+    """'no runs', '1 run (id 7)', '3 runs (ids 7, 8, 9)', '20,000 runs (ids 1-20000)': a
+    notice stays one line however many runs an input holds."""
+    if not ids:
+        return "no runs"
+    if len(ids) == 1:
+        return f"1 run (id {ids[0]})"
+    if len(ids) <= 5:
+        return f"{len(ids)} runs (ids {', '.join(str(i) for i in ids)})"
+    lo, hi = min(ids), max(ids)
+    span = f"{lo}-{hi}" if hi - lo + 1 == len(ids) else f"{lo} to {hi}"
+    return f"{len(ids):,} runs (ids {span})"
 
 
 def notice(result) -> None:
     """One stderr line on what an ingest stored."""
-    ids = id_list(result.run_ids)
     if result.duplicate:
-        click.echo(f"capscan: {result.path}: already ingested (source {result.duplicate_of}"
-                   f"{', runs ' + ids if ids else ', no runs'}); use --force to ingest it again", err=True)
+        click.echo(f"capscan: {result.path}: already ingested (source {result.duplicate_of}, "
+                   f"{count_runs(result.run_ids)}); use --force to ingest it again", err=True)
         return
-    msg = f"capscan: {result.path}: {len(result.run_ids)} run(s)" + (f" ({ids})" if ids else "")
+    msg = f"capscan: {result.path}: {count_runs(result.run_ids)}"
     msg += f", {result.lines:,} lines, {result.recognised:,} recognised"
     if result.overlong:
         msg += f", {result.overlong} overlong line(s) skipped"
@@ -88,9 +94,11 @@ def emit_report(opts: Options, runs: list, *, header: str | None = None) -> None
                 con.print()
             render_run(con, run)
         if runs:
+            overall = summary_verdict(verdicts)
+            worst = next((r for r, v in zip(runs, verdicts) if v == overall), runs[-1])  # where the verdict comes from
             con.print()
-            con.print(f"overall: {summary_verdict(verdicts)}" + ("  (fixable)" if fixable else "")
-                      + f"   browse: capscan tui --run {runs[-1].id}", style="dim")
+            con.print(f"overall: {overall}" + ("  (fixable)" if fixable else "")
+                      + f"   browse: capscan tui --run {worst.id}", style="dim")
     found = [v for v in verdicts if v in opts.fail_on]
     if found:
         raise FailOn(found)

@@ -8,8 +8,9 @@ import click
 
 from analyzer.cli.exits import CapscanError
 from analyzer.cli.ingest import diagnose_runs
-from analyzer.cli.options import Options, open_db, shared_options
+from analyzer.cli.options import Options, open_existing_db, shared_options
 from analyzer.cli.output import echo_json
+from analyzer.verdicts import VERDICTS
 
 
 def resolve_run(database, ref: str) -> int:
@@ -34,7 +35,7 @@ def resolve_run(database, ref: str) -> int:
 
 @click.command()
 @click.option("--limit", "-n", default=50, show_default=True, help="How many runs (0 = all).")
-@click.option("--verdict", default=None, help="Only runs with this verdict.")
+@click.option("--verdict", default=None, type=click.Choice(VERDICTS), help="Only runs with this verdict.")
 @click.option("--search", default=None, help="Only runs whose device, source, program or model contains this text.")
 @shared_options()
 def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> None:
@@ -42,15 +43,25 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> 
     from analyzer.report import console, runs_table
     from analyzer.store.queries import list_runs
 
-    database = open_db(opts)
-    rows = list_runs(database, limit=limit or None, verdict=verdict, text=search)
+    database = open_existing_db(opts)
+    rows = list_runs(database, limit=limit or None, verdict=verdict, text=search) if database else []
     if opts.as_json:
         echo_json(rows)
         return
     if not rows:
-        click.echo("No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan", err=True)
+        click.echo(empty_runs_notice(database, verdict, search), err=True)
         return
     console(sys.stdout).print(runs_table(rows))
+
+
+def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
+    """Why the list is empty: nothing stored at all, or nothing matching the filter."""
+    stored = database.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if database else 0
+    if not stored:
+        return "No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan"
+    flt = " and ".join(x for x in (verdict and f"--verdict {verdict}", search and f"--search {search!r}") if x)
+    return (f"No run matches {flt} ({stored:,} run{'s' if stored != 1 else ''} stored; "
+            "`capscan runs` lists them all).")
 
 
 @click.command()
@@ -61,7 +72,9 @@ def show(opts: Options, run_ref: str) -> None:
     from analyzer.report import console, render_run
     from analyzer.runjson import run_to_json
 
-    database = open_db(opts)
+    database = open_existing_db(opts)
+    if database is None:
+        raise CapscanError("no runs stored yet")
     runs_ = diagnose_runs(database, [resolve_run(database, run_ref)])
     if not runs_:
         raise CapscanError(f"no run {run_ref}")

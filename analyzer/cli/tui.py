@@ -7,7 +7,7 @@ import sys
 import click
 
 from analyzer.cli.exits import CapscanError
-from analyzer.cli.options import Options, open_db, shared_options
+from analyzer.cli.options import Options, open_existing_db, shared_options
 
 
 @click.command()
@@ -19,7 +19,10 @@ def tui(opts: Options, run_id: int | None) -> None:
         raise CapscanError("the TUI needs a terminal (stdin and stdout); use `capscan runs` or `capscan show` in pipes")
     from analyzer.paths import resolve_db_path
 
-    open_db(opts)  # create/migrate, and fail with a one-line error before the app starts
+    # migrate, and fail with a one-line error before the app starts; never create a database
+    if open_existing_db(opts) is None:
+        raise CapscanError(f"nothing stored yet at {resolve_db_path(opts.db)}; pipe a log in first: "
+                           "llama-bench ... 2>&1 | capscan")
     from analyzer.tui.app import run_app  # textual is imported only here
 
     run_app(resolve_db_path(opts.db), run_id=run_id)

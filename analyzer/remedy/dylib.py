@@ -39,7 +39,28 @@ CLT_INSTEAD = ("install the Command Line Tools (xcode-select --install) and run 
 
 
 def native_dir() -> Path:
-    return Path(analyzer.__file__).resolve().parent.parent / "native" / "interposer"
+    """The interposer's sources, where make builds them: a checkout's native/interposer; for an
+    installed capscan (pip install ., pipx), the copy shipped in the package (analyzer/_native,
+    see setup.py), staged once into the user's cache dir, since site-packages may not be writable."""
+    checkout = Path(analyzer.__file__).resolve().parent.parent / "native" / "interposer"
+    if (checkout / "Makefile").is_file():
+        return checkout
+    packaged = Path(analyzer.__file__).resolve().parent / "_native" / "interposer"
+    if (packaged / "Makefile").is_file():
+        return staged_sources(packaged)
+    return checkout  # neither: build() says so and suggests --dylib
+
+
+def staged_sources(packaged: Path) -> Path:
+    import shutil
+
+    import platformdirs
+
+    staged = platformdirs.user_cache_path("capscan") / f"interposer-{analyzer.__version__}"
+    if not (staged / "Makefile").is_file():
+        staged.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        shutil.copytree(packaged, staged, dirs_exist_ok=True)
+    return staged
 
 
 def build_dir(inj: Injection) -> Path:
@@ -103,8 +124,9 @@ def build(runner: Runner, inj: Injection) -> Check:
                       "installed, so capscan cannot build it", CLT_INSTEAD, command=argv)
     if not (native_dir() / "Makefile").is_file():
         return failed("dylib build", f"the interposer is not built and its sources are not here ({native_dir()})",
-                      "install capscan from a checkout of its repository (pip install -e .), which includes "
-                      "native/interposer/", command=argv)
+                      "pass --dylib PATH with a library you built (make -C native/interposer "
+                      f"{inj.make_target} in a checkout of capscan), or reinstall capscan with its sources "
+                      "(pip install . ships them)", command=argv)
     result = runner.run(argv, timeout=600)
     if not result.ok:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]

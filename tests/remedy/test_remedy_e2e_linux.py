@@ -111,7 +111,7 @@ def test_probe_stores_the_fake_probe_and_prints_the_diagnosis(env, linux_build):
     out, err = r.stdout.decode(), r.stderr.decode()
     assert r.returncode == 0, err
     assert "CAPABILITY-DOWNGRADE" in out and "Apple Paravirtual device" in out
-    assert "capscan-probe: 1 run(s)" in err
+    assert "capscan-probe: 1 run (id " in err
     doc = json.loads(env.capscan("probe", "--probe", str(linux_build / "capscan-probe"), "--force", "--json",
                                  "--", "--json").stdout)
     run = doc["runs"][0]

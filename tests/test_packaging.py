@@ -1,0 +1,76 @@
+"""capscan installed from its wheel (not editable, away from the checkout): the
+LICENSE travels with it, `--version` works, and `remedy plan` points at the
+interposer's sources that the package ships (staged into the user's cache dir,
+where make can build them), not at a site-packages/native folder that does not exist."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from analyzer import __version__
+from tests.conftest import REPO
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    # build from a copy of what the sdist holds, so the checkout gets no build/ or egg-info
+    src = tmp_path_factory.mktemp("src")
+    skip = shutil.ignore_patterns("build", "__pycache__", "*.egg-info", "*.o", "*.so", "*.dylib")
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "constraints-test.txt",
+                 "constraints-min.txt"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "analyzer", src / "analyzer", ignore=skip)
+    shutil.copytree(REPO / "native" / "interposer", src / "native" / "interposer", ignore=skip)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
+                    str(src), "-w", str(out)], check=True, capture_output=True, timeout=600)
+    (whl,) = out.glob("capscan-*.whl")
+    return whl
+
+
+def test_the_wheel_ships_the_license_and_the_interposer_sources(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names)
+    native = {n.split("analyzer/_native/interposer/", 1)[1] for n in names if "analyzer/_native/interposer/" in n}
+    assert {"Makefile", "src/policy.c", "src/linux_preload.c", "src/macos_entry.c",
+            "include/capscan/policy.h"} <= native
+    assert not any(n.startswith("build/") or n.endswith((".so", ".dylib", ".o")) for n in native)
+
+
+def test_installed_capscan_plans_a_build_it_can_run(wheel, tmp_path):
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
+                    "--target", str(site), str(wheel)], check=True, capture_output=True, timeout=300)
+    env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "CAPSCAN_DB": str(tmp_path / "c.db")}
+    work = tmp_path / "elsewhere"  # not the checkout: `analyzer` must come from the installed copy
+    work.mkdir()
+
+    def capscan(*args, **kw):
+        return subprocess.run([str(site / "bin" / "capscan"), *args], env=env, cwd=work, capture_output=True,
+                              timeout=120, **kw)
+
+    where = subprocess.run([sys.executable, "-c", "import analyzer; print(analyzer.__file__)"], env=env, cwd=work,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert where.startswith(str(site))
+    version = capscan("--version")
+    assert version.returncode == 0 and version.stdout.decode().strip() == f"capscan, version {__version__}"
+    log = (REPO / "examples" / "m1-ultra-guest-stock.log").read_bytes()
+    assert capscan(input=log).returncode == 0
+    plan = json.loads(capscan("remedy", "plan", "--json").stdout)
+    make = next(s["argv"] for s in plan["steps"] if s["argv"][:1] == ["make"])
+    sources = Path(make[make.index("-C") + 1])
+    assert sources == tmp_path / "cache" / "capscan" / f"interposer-{__version__}"
+    assert (sources / "Makefile").is_file() and (sources / "src" / "policy.c").is_file()
+    assert "site-packages/native" not in json.dumps(plan)
+    if shutil.which("make"):
+        dry = subprocess.run(["make", "-n", "-C", str(sources), make[-1]], capture_output=True, timeout=60)
+        assert dry.returncode == 0, dry.stderr.decode()
