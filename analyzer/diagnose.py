@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from typing import Iterable
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Iterable
 
 from analyzer.compare import per_token_cost, predict_tok_s
 from analyzer.rules.engine import RULES_VERSION, diagnose
@@ -18,6 +16,9 @@ from analyzer.rules.view import Peer, RunView
 from analyzer.store.db import is_read_only
 from analyzer.store.queries import StoredRun, load_run
 from analyzer.store.writer import now
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 MAX_PEERS = 200
 

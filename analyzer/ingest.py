@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from typing import BinaryIO, Callable
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from analyzer.assembly import Assembler, RunBuilder
 from analyzer.models import Throughput
@@ -15,6 +13,9 @@ from analyzer.reader import Input, PartialInputError
 from analyzer.scanner import Scanner
 from analyzer.store.db import StoreError
 from analyzer.store.writer import SourceWriter
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 
 @dataclass
@@ -35,13 +36,19 @@ class IngestResult:
 
 
 def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool = False,
-           tee: BinaryIO | None = None, progress: Callable[[int], None] | None = None) -> IngestResult:
+           tee: BinaryIO | None = None, progress: Callable[[int], None] | None = None,
+           first_line: int = 1, before_commit: Callable[[], None] | None = None) -> IngestResult:
     """Store every run found in ``source``, all or nothing.
 
     Raises ``InputError`` (nothing stored for this source) when the input
     cannot be read; KeyboardInterrupt also rolls the source back. An input
     damaged part-way (a truncated gzip) keeps its complete lines before the
     damage: they are stored, then ``PartialInputError`` says so (exit 2).
+
+    ``first_line`` numbers the input's first line (``capscan watch`` stores a
+    followed file piece by piece, numbered as in the file); ``before_commit``
+    runs inside the source's transaction, just before it commits (the watch
+    cursor moves with the runs it stored, or neither does).
     """
     writer = SourceWriter(db, source.path)
     result = IngestResult(path=source.path)
@@ -56,6 +63,7 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
     assembler = Assembler(on_run, on_throughput)
     dispatcher = Dispatcher()
     scanner = Scanner(dispatcher, assembler.feed)
+    scanner.stats.lines = first_line - 1
     try:
         for chunk in source.chunks(tee=tee):
             scanner.feed(chunk)
@@ -63,7 +71,7 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
                 progress(len(chunk))
         scanner.close()
         assembler.finish()
-        result.lines = scanner.stats.lines
+        result.lines = scanner.stats.lines - (first_line - 1)
         result.recognised, result.unrecognised = dispatcher.recognised, dispatcher.unrecognised
         result.overlong, result.size = scanner.stats.overlong, source.size
         writer.begin()  # the write lock first: parallel ingests of one content then see each other's commit
@@ -78,7 +86,7 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
         result.source_id = writer.commit(
             size=source.size, sha256=source.sha256, lines=result.lines, recognised=result.recognised,
             unrecognised=result.unrecognised, overlong=result.overlong,
-            raw_gzip=source.raw_gzip() if keep_raw else None)
+            raw_gzip=source.raw_gzip() if keep_raw else None, before_commit=before_commit)
         result.run_ids = list(order)
         if source.damage:
             ids = ", ".join(str(i) for i in order)

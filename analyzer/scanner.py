@@ -5,11 +5,12 @@ chunk, every prefilter literal is located once (one pass per literal, at C
 speed), the lines around the hits are cut out, and only those lines reach the
 parsers. While a parser collects a multi-line block, every line goes to it.
 
-The passes use the C library's ``memmem`` through ``ctypes`` where the C
-library is glibc (two to four times ``bytes.find`` on short needles), else
-``bytes.find``; both give the same positions. A chunk that is mostly
-llama-bench JSONL rows (each line opens with a literal) skips the passes:
-each line is checked with ``startswith`` instead.
+The search is ``analyzer.literal_search``: one Hyperscan pass per chunk for
+all literals at once where the ``hyperscan`` package imports, else one pass
+per literal (glibc's ``memmem`` or ``bytes.find``); every engine gives the
+same lines. Newlines are counted once per chunk (up to each hit, then the
+rest). A chunk that is mostly llama-bench JSONL rows (each line opens with a
+literal) skips the search: each line is checked with ``startswith`` instead.
 
 Lines longer than ``MAX_LINE`` are skipped and counted; memory stays bounded
 whatever the input (a 50 MB line without a newline costs ``MAX_LINE``).
@@ -18,8 +19,9 @@ whatever the input (a 50 MB line without a newline costs ``MAX_LINE``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable
 
+from analyzer.literal_search import HyperscanSearch, PureSearch, literal_search
 from analyzer.parsers import LITERAL_BYTES, Dispatcher
 from analyzer.parsers.base import Event
 
@@ -37,69 +39,6 @@ class ScanStats:
     gated: int = 0
     overlong: int = 0
     bytes: int = 0
-
-
-# -- literal search -------------------------------------------------------------
-
-def _load_memmem():
-    """glibc's memmem, or None (other C libraries: their memmem can be a
-    naive loop, slower than ``bytes.find``)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018 - glibc only
-        fn = libc.memmem
-        fn.restype = ctypes.c_void_p
-        fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t)
-        probe = b"xx ggml_metal yy \xc2\xb1 zz"
-        keep = ctypes.c_char_p(probe)
-        base = ctypes.cast(keep, ctypes.c_void_p).value
-        for needle in (b"ggml_metal", b"\xc2\xb1", b"zz", b"absent"):
-            got = fn(base, len(probe), needle, len(needle))
-            if (got - base if got else -1) != probe.find(needle):
-                return None
-    except Exception:  # noqa: BLE001 - no ctypes, no libc symbol, another platform: fall back
-        return None
-    return fn, ctypes
-
-
-_MEMMEM = _load_memmem()
-USE_MEMMEM = _MEMMEM is not None  # tests turn it off to compare both paths
-
-
-def _hit_starts(body: bytes, literals: Iterable[bytes], start: int = 0, end: int | None = None) -> list[int]:
-    """Sorted start offsets of the lines of ``body[start:end]`` that contain a
-    literal. ``start`` is a line start and ``end`` follows a newline."""
-    if end is None:
-        end = len(body)
-    starts: set[int] = set()
-    add = starts.add
-    find, rfind = body.find, body.rfind
-    if USE_MEMMEM and _MEMMEM is not None and end - start > 4096:
-        memmem, ctypes = _MEMMEM
-        keep = ctypes.c_char_p(body)  # holds ``body`` alive; no copy
-        base = ctypes.cast(keep, ctypes.c_void_p).value
-
-        def lfind(lit: bytes, i: int) -> int:
-            if end - i < len(lit):
-                return -1
-            got = memmem(base + i, end - i, lit, len(lit))
-            return got - base if got else -1
-    else:
-        def lfind(lit: bytes, i: int) -> int:
-            return find(lit, i, end)
-
-    for lit in literals:
-        i = lfind(lit, start)
-        while i != -1:
-            ls = rfind(b"\n", start, i)
-            add(start if ls < 0 else ls + 1)
-            le = find(b"\n", i, end)
-            if le == -1:
-                break
-            i = lfind(lit, le)
-    return sorted(starts)
 
 
 # -- the scanner ------------------------------------------------------------------
@@ -122,12 +61,13 @@ def _count_overlong(body: bytes, start: int, end: int) -> int:
 
 class Scanner:
     def __init__(self, dispatcher: Dispatcher, on_events: Callable[[list[Event]], None],
-                 literals: tuple[bytes, ...] = LITERAL_BYTES):
+                 literals: tuple[bytes, ...] = LITERAL_BYTES, search: HyperscanSearch | PureSearch | None = None):
         if any(b"\n" in lit or not lit for lit in literals):
             raise ValueError("prefilter literals must be non-empty and hold no newline")
         self.dispatcher = dispatcher
         self.on_events = on_events
         self.literals = literals
+        self.search = search if search is not None else literal_search(literals)
         self.dense_prefixes = tuple(p for p in DENSE_PREFIXES if any(lit in p for lit in literals))
         self.stats = ScanStats()
         self._carry = b""
@@ -206,7 +146,7 @@ class Scanner:
                 pos = eol + 1
                 continue
             if hits is None:
-                hits = _hit_starts(body, self.literals, pos, end)
+                hits = self.search.line_starts(body, pos, end)
             n_hits = len(hits)
             while hit_index < n_hits and hits[hit_index] < pos:
                 hit_index += 1
@@ -218,7 +158,8 @@ class Scanner:
             eol = find(b"\n", ls, end)
             self._emit(line_no, body[ls:eol])
             pos = eol + 1
-        self.stats.lines = base + count(b"\n", start, end)
+        # line_no counts the lines ending before pos: only the rest is left to count
+        self.stats.lines = line_no + count(b"\n", pos, end)
 
     def _dense(self, body: bytes, start: int, end: int) -> bool:
         """Do most lines of this range open with a dense prefix? (Sampled

@@ -17,7 +17,7 @@
      with the latency of the last key; a text that matches almost nothing,
      so SQLite scans every run; a verdict, a device, an environment, and
      clearing the filter).
-Targets (issue 6): first screen within 1 s, a filter within 0.25 s. Prints
+Targets (issue 13): first screen within 0.35 s, a filter within 0.1 s. Prints
 each figure beside its target with PASS/FAIL; exit 0 when all pass. A
 script, not a test: the figures depend on the machine.
 """
@@ -39,8 +39,8 @@ T_IMPORT = time.perf_counter()
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-FIRST_SCREEN_TARGET_S = 1.0
-FILTER_TARGET_S = 0.25
+FIRST_SCREEN_TARGET_S = 0.35  # issue 13 (issue 6 asked 1 s)
+FILTER_TARGET_S = 0.1  # issue 13 (issue 6 asked 0.25 s)
 TEMPLATE_LOGS = (
     "metal/m4-2026-08-guest-stock.log",
     "metal/m4-2026-08-host-m1-ultra.log",
@@ -247,6 +247,8 @@ def main() -> int:
         import subprocess
 
         env = {**os.environ, "CAPSCAN_TUI_BENCH_CHILD": "1"}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: capscan's .pyc files, not a compile per run
+        subprocess.run([sys.executable, "-c", "import analyzer.tui.app"], env=env, cwd=REPO, check=False)
         proc = subprocess.run([sys.executable, __file__, "--db", str(path)], env=env, capture_output=True,
                               text=True)
         sys.stderr.write(proc.stderr)

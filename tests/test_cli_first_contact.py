@@ -159,3 +159,24 @@ def test_browse_hint_points_at_the_most_severe_run(tmp_path):
     out = run_capscan(input=both.read_bytes(), db=db, check=True).stdout.decode()
     last = out.strip().splitlines()[-1]
     assert last.startswith("overall: capability-downgrade") and last.endswith("browse: capscan tui --run 1")
+
+
+def test_shell_completion_as_documented(tmp_path):
+    """README: eval "$(_CAPSCAN_COMPLETE=zsh_source capscan)"; completion knows commands and verdicts."""
+    env = {**os.environ, "_CAPSCAN_COMPLETE": "zsh_source", "PYTHONPATH": str(REPO)}
+    script = subprocess.run([sys.executable, "-m", "analyzer"], env=env, capture_output=True, cwd=tmp_path)
+    assert script.returncode == 0 and script.stdout.startswith(b"#compdef capscan")
+    env.update({"_CAPSCAN_COMPLETE": "bash_complete", "COMP_WORDS": "capscan runs --verdict ca", "COMP_CWORD": "3"})
+    words = subprocess.run([sys.executable, "-m", "analyzer"], env=env, capture_output=True, cwd=tmp_path)
+    assert words.stdout.decode().split() == ["plain,capability-downgrade"]
+
+
+def test_closed_stdin_is_no_traceback(tmp_path):
+    """A CI step may run capscan with stdin closed: help (bare) or a usage error (diagnose), never a traceback."""
+    db = tmp_path / "closed.db"
+    for args, code in (((), 0), (("diagnose",), 2)):
+        r = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), *args], capture_output=True,
+                           stdin=None, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                           preexec_fn=lambda: os.close(0))
+        assert r.returncode == code and b"Traceback" not in r.stderr, r.stderr
+    assert not db.exists()

@@ -32,3 +32,48 @@ def test_pipe_mode_does_not_load_textual(tmp_path):
                           input=(FIX / "metal/m4-2026-08-guest-stock.log").read_bytes(), capture_output=True)
     assert b"CAPABILITY-DOWNGRADE" in proc.stdout
     assert proc.stderr.endswith(b"TEXTUAL=0"), proc.stderr
+
+
+# What a command may not import: start-up is most of what `--version`, `runs`,
+# `show` and `db stats` cost (bench/run.py measures it), so each imports only
+# what it uses. pydantic and sqlite-utils stay off the read-only listing.
+_IMPORTS = ("import sys, runpy, io, contextlib\n"
+            "sys.argv = ['capscan'] + sys.argv[1:]\n"
+            "out = io.StringIO()\n"
+            "try:\n"
+            "    with contextlib.redirect_stdout(out):\n"
+            "        runpy.run_module('analyzer', run_name='__main__')\n"
+            "except SystemExit as exc:\n"
+            "    assert not exc.code, (exc.code, out.getvalue())\n"
+            "sys.stderr.write(out.getvalue()[:200])\n"
+            "print(' '.join(sorted(sys.modules)))\n")
+_HEAVY = ("pydantic", "sqlite_utils", "textual", "hyperscan", "orjson", "regex", "numpy", "analyzer.models",
+          "analyzer.parsers", "analyzer.rules", "analyzer.remedy", "analyzer.diagnose", "analyzer.ingest")
+
+
+def _imported(*argv: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", _IMPORTS, *argv], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return set(proc.stdout.split())
+
+
+def _offenders(mods: set[str], banned: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in mods if any(m == b or m.startswith(b + ".") for b in banned))
+
+
+def test_version_imports_only_click_and_the_group():
+    mods = _imported("--version")
+    assert _offenders(mods, _HEAVY + ("sqlite3", "rich", "analyzer.store", "analyzer.report", "json")) == []
+    assert sorted(m for m in mods if m.startswith("analyzer.cli.")) == [
+        "analyzer.cli.app", "analyzer.cli.exits", "analyzer.cli.options"]
+
+
+def test_runs_and_db_stats_import_neither_pydantic_nor_sqlite_utils(tmp_path):
+    db = tmp_path / "c.db"
+    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
+                           str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for argv in (["runs"], ["runs", "--json"], ["db", "stats"]):
+        mods = _imported("--db", str(db), *argv)
+        assert "analyzer.store.queries" in mods  # it did read the database
+        assert _offenders(mods, _HEAVY) == [], argv

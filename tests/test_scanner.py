@@ -1,7 +1,8 @@
 """The streaming scanner: which lines reach the dispatcher, with which line
 numbers, whatever the chunking (chunk boundaries, overlong lines, collector
-blocks, CRLF, a last line without newline, the dense JSONL path, the memmem
-and bytes.find searches). Behaviour only: speed is measured by bench/run.py."""
+blocks, CRLF, a last line without newline, the dense JSONL path), with each
+search engine: Hyperscan, and the pure fallback (memmem and bytes.find) that
+must give identical results. Behaviour only: speed is measured by bench/run.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import analyzer.scanner as scanner_mod
+from analyzer.literal_search import _MEMMEM, HyperscanSearch, PureSearch, hyperscan_search
 from analyzer.parsers import Dispatcher
 from analyzer.parsers.bench import bench_row_from
 from analyzer.scanner import Scanner
@@ -70,11 +72,21 @@ def scan(data: bytes, chunk: int, literals=LITS, dispatcher=None) -> tuple[objec
     return (d.fed if isinstance(d, FakeDispatcher) else events), s
 
 
-@pytest.fixture(params=[True, False], ids=["memmem", "bytes.find"])
-def search(request, monkeypatch):
-    if request.param and not scanner_mod._MEMMEM:
+def _engine(name: str, literals):
+    if name == "hyperscan":
+        engine = hyperscan_search(literals)
+        if engine is None:
+            pytest.skip("hyperscan does not import or run here")
+        return engine
+    if name == "memmem" and not _MEMMEM:
         pytest.skip("no glibc memmem here")
-    monkeypatch.setattr(scanner_mod, "USE_MEMMEM", request.param)
+    return PureSearch(literals, use_memmem=name == "memmem")
+
+
+@pytest.fixture(params=["hyperscan", "memmem", "bytes.find"])
+def search(request, monkeypatch):
+    """Every Scanner made in the test uses this engine."""
+    monkeypatch.setattr(scanner_mod, "literal_search", lambda literals: _engine(request.param, literals))
     return request.param
 
 
@@ -230,3 +242,85 @@ def test_fixture_events_do_not_depend_on_chunking(search, path):
     whole = _events(path, 1 << 22)
     assert _events(path, 61) == whole
     assert _events(path, 1 << 22, dense=False) == whole
+
+
+# -- the engines: Hyperscan and the pure fallback give identical results -------------------
+
+@pytest.mark.parametrize("seed", range(6))
+def test_engines_find_the_same_lines(seed):
+    hs = hyperscan_search(LITS)
+    if hs is None:
+        pytest.skip("hyperscan does not import or run here")
+    data = random_log(seed, 20_000)
+    rng = random.Random(seed)
+    cuts = sorted({0, len(data)} | {data.index(b"\n", rng.randrange(len(data) - 1)) + 1 for _ in range(4)})
+    engines = [hs, PureSearch(LITS, use_memmem=True), PureSearch(LITS, use_memmem=False)]
+    for a, b in zip(cuts, cuts[1:]):
+        got = [e.line_starts(data, a, b) for e in engines]
+        assert got[0] == got[1] == got[2]
+        assert got[0] == sorted({data.rfind(b"\n", a, i) + 1 if data.rfind(b"\n", a, i) >= a else a
+                                 for lit in LITS for i in _all(data, lit, a, b)})
+
+
+def _all(data: bytes, lit: bytes, a: int, b: int) -> list[int]:
+    out, i = [], data.find(lit, a, b)
+    while i != -1:
+        out.append(i)
+        i = data.find(lit, i + 1, b)
+    return out
+
+
+def test_crowded_hits_fall_back_to_the_pure_passes_with_the_same_result():
+    hs = hyperscan_search(LITS)
+    if hs is None:
+        pytest.skip("hyperscan does not import or run here")
+    data = (b"hit" * 2000 + b"\n" + b"\xc2\xb1" * 500 + b"\nquiet\n") * 200  # far more hits than lines
+    assert hs.line_starts(data) == PureSearch(LITS).line_starts(data)
+    assert len(hs.line_starts(data)) == 400
+
+
+def test_env_var_forces_the_pure_search(monkeypatch):
+    from analyzer.literal_search import PURE_ENV, literal_search
+
+    monkeypatch.setenv(PURE_ENV, "1")
+    assert isinstance(literal_search(LITS), PureSearch)
+    assert isinstance(Scanner(FakeDispatcher(), lambda ev: None, literals=LITS).search, PureSearch)
+    monkeypatch.delenv(PURE_ENV)
+    if hyperscan_search(LITS) is not None:
+        assert isinstance(literal_search(LITS), HyperscanSearch)
+
+
+def test_without_hyperscan_the_pure_search_is_used(monkeypatch):
+    import sys
+
+    from analyzer.literal_search import literal_search
+
+    monkeypatch.delenv("CAPSCAN_PURE_SCAN", raising=False)
+    monkeypatch.setitem(sys.modules, "hyperscan", None)  # import hyperscan -> ImportError
+    assert hyperscan_search(LITS) is None
+    assert isinstance(literal_search(LITS), PureSearch)
+
+
+def test_whole_ingest_stores_the_same_with_either_engine(tmp_path, monkeypatch):
+    """Every fixture log, concatenated, through the real pipeline into a real
+    database: the pure fallback stores exactly what Hyperscan stores."""
+    import sqlite3
+
+    from tests.ingest_util import ingest_bytes
+
+    if hyperscan_search(LITS) is None:
+        pytest.skip("hyperscan does not import or run here")
+    data = b"".join(p.read_bytes() for p in FIXTURE_FILES)
+    dumps = []
+    for pure in ("0", "1"):
+        monkeypatch.setenv("CAPSCAN_PURE_SCAN", pure)
+        db = tmp_path / f"pure{pure}.db"
+        ingest_bytes(db, data, name="all-fixtures.log")
+        with sqlite3.connect(db) as conn:
+            dumps.append([conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
+                          for t in ("throughput", "evidence")]
+                         + [conn.execute("SELECT seq, first_line, last_line, program, backend, device_name, "
+                                         "apple_family, model, facts FROM runs ORDER BY id").fetchall(),
+                            conn.execute("SELECT lines, recognised_lines, sha256 FROM sources").fetchall()])
+    assert dumps[0] == dumps[1]
+    assert len(dumps[0][2]) > 20  # many runs: the comparison is not vacuous

@@ -9,6 +9,7 @@ error or unreadable input, 130 interrupted, 141 the reader of stdout went away.
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import sqlite3
 import sys
@@ -16,13 +17,35 @@ import sys
 import click
 
 from analyzer import __version__
-from analyzer.cli import compare, db, formats, ingest, probe, remedy, runs, tui
 from analyzer.cli.exits import EXIT_BROKEN_PIPE, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_USAGE, FailOn
 from analyzer.cli.options import Options, add_shared
 from analyzer.store.errors import StoreError
 
+# Each command's module is imported only when that command runs (or --help lists
+# them): start-up is the interpreter, click, and the one command.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("analyzer.cli.ingest", "ingest"), "runs": ("analyzer.cli.runs", "runs"),
+    "show": ("analyzer.cli.runs", "show"), "diagnose": ("analyzer.cli.ingest", "diagnose"),
+    "compare": ("analyzer.cli.compare", "compare"), "db": ("analyzer.cli.db", "db"),
+    "formats": ("analyzer.cli.formats", "formats"), "tui": ("analyzer.cli.tui", "tui"),
+    "remedy": ("analyzer.cli.remedy", "remedy"), "probe": ("analyzer.cli.probe", "probe"),
+    "sources": ("analyzer.cli.fleet", "sources"), "watch": ("analyzer.cli.fleet", "watch"),
+    "export": ("analyzer.cli.fleet", "export"),
+}
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, attr = COMMANDS[cmd_name]
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok, 1 a --fail-on verdict was found, 2 usage error or unreadable input, "
                     "130 interrupted.")
 @add_shared
@@ -39,15 +62,12 @@ def cli(ctx: click.Context, db, as_json, tee, fail_on, force, keep_raw) -> None:
     ctx.obj = Options().merged(db=db, as_json=as_json, tee=tee, fail_on=fail_on)
     if ctx.invoked_subcommand is not None:
         return
-    if sys.stdin.isatty():
+    if sys.stdin is None or sys.stdin.isatty():  # a terminal, or no stdin at all (closed in a CI step)
         click.echo(ctx.get_help())
         return
-    ingest.pipe_mode(ctx.obj, force=force, keep_raw=keep_raw)
+    from analyzer.cli.ingest import pipe_mode
 
-
-for _command in (ingest.ingest, runs.runs, runs.show, ingest.diagnose, compare.compare, db.db, formats.formats,
-                 tui.tui, remedy.remedy, probe.probe):
-    cli.add_command(_command)
+    pipe_mode(ctx.obj, force=force, keep_raw=keep_raw)
 
 
 def main() -> None:

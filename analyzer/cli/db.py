@@ -51,3 +51,8 @@ def db_stats(opts: Options) -> None:
         elif isinstance(value, list):
             value = ", ".join(value)
         click.echo(f"{key:<18} {value}")
+
+
+from analyzer.cli.fleet import db_serve  # noqa: E402 - `db serve` lives with the other fleet commands
+
+db.add_command(db_serve)

@@ -104,12 +104,23 @@ def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1)
+@click.option("--discover", is_flag=True,
+              help="Also store the runtime logs found on this machine (see `capscan sources`), through "
+                   "watch's cursors: only what is new.")
 @click.option("--force", is_flag=True, help="Store again even if the same content was stored before.")
 @click.option("--keep-raw", is_flag=True, help="Also store the raw log (gzip); logs can hold prompts and answers.")
 @shared_options()
-def ingest(opts: Options, paths: tuple[str, ...], force: bool, keep_raw: bool) -> None:
+def ingest(opts: Options, paths: tuple[str, ...], discover: bool, force: bool, keep_raw: bool) -> None:
     """Store the runs found in files (or - for stdin); prints the new run ids."""
+    if not paths and not discover:
+        raise click.UsageError("give files (or - for stdin), or --discover")
+    if discover:
+        from analyzer.cli.fleet import ingest_discovered
+
+        ingest_discovered(opts)  # through watch's cursors: a growing log is never stored twice
+        if not paths:
+            return
     database = open_db(opts)
     results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=False)
     diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids], keep=False)

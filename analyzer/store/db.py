@@ -2,18 +2,44 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sqlite3
 import time
 from pathlib import Path
 
-from sqlite_utils import Database
+from typing import Any
 
 from analyzer.store.errors import StoreError  # noqa: F401 - re-exported: callers import it from here
 from analyzer.store.migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 120_000
+
+
+class Database:
+    """The open database: ``conn`` is the sqlite3 connection, which is all the
+    core uses. Anything else (``db["table"]``, ``db.executescript`` ...) is
+    sqlite-utils' ``Database`` on the same connection, imported and built on
+    first use: reading an up-to-date database never imports sqlite-utils."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self._sqlite_utils: Any = None
+
+    @property
+    def sqlite_utils(self) -> Any:
+        if self._sqlite_utils is None:
+            from sqlite_utils import Database as SqliteUtilsDatabase
+
+            self._sqlite_utils = SqliteUtilsDatabase(self.conn)
+        return self._sqlite_utils
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") or attr in ("_real", "_registered", "_sqlite_utils"):
+            raise AttributeError(attr)
+        return getattr(self.sqlite_utils, attr)
+
+    def __getitem__(self, table: str) -> Any:
+        return self.sqlite_utils[table]
 
 
 def _create_private(path: Path) -> None:
@@ -47,6 +73,7 @@ def open_db(path: str | Path) -> Database:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         _refuse_newer(db, path)
+        conn.execute("PRAGMA recursive_triggers = ON")  # as sqlite-utils' Database sets it
         _retry(lambda: _migrate(db))
     except sqlite3.OperationalError as exc:
         raise StoreError(f"{path}: cannot use the database ({exc})") from None
@@ -84,7 +111,7 @@ def _open_read_only(path: Path) -> Database:
         db = Database(conn)
         try:
             _refuse_newer(db, path)
-            if MIGRATIONS.pending(db):
+            if MIGRATIONS.pending_names(conn):
                 raise StoreError(f"{path}: read-only, and written by an older capscan: it needs an upgrade that "
                                  "cannot be written here (open it once where it is writable)")
         except sqlite3.DatabaseError as exc:
@@ -93,16 +120,12 @@ def _open_read_only(path: Path) -> Database:
     raise StoreError(f"{path}: cannot open the read-only database ({last})")
 
 
-@functools.lru_cache(maxsize=1)
-def _known_migrations() -> frozenset[str]:
-    return frozenset(m.name for m in MIGRATIONS.pending(Database(memory=True)))
-
-
 def _refuse_newer(db: Database, path: Path) -> None:
     """Migrations recorded in the database that this capscan does not have
     mean a newer capscan wrote it: its schema may differ in ways this version
     would misread or damage."""
-    unknown = [m.name for m in MIGRATIONS.applied(db) if m.name not in _known_migrations()]
+    known = set(MIGRATIONS.names)
+    unknown = [name for name in MIGRATIONS.applied_names(db.conn) if name not in known]
     if unknown:
         raise StoreError(f"{path}: written by a newer capscan (schema {', '.join(unknown[:3])}"
                          f"{'...' if len(unknown) > 3 else ''} unknown to capscan {_version()}); refusing to use it: "
@@ -141,8 +164,8 @@ def _migrate(db: Database) -> None:
     """Apply pending migrations. Each migration and its record are one
     transaction, so a lost race leaves nothing half done."""
     try:
-        if MIGRATIONS.pending(db):
-            MIGRATIONS.apply(db)
+        if MIGRATIONS.pending_names(db.conn):  # one query; sqlite-utils only when there is work
+            MIGRATIONS.apply(db.sqlite_utils)
     except BaseException:
         if db.conn.in_transaction:
             db.conn.execute("ROLLBACK")

@@ -1,10 +1,78 @@
-"""Schema, as sqlite-utils migrations applied every time the database opens."""
+"""Schema, as sqlite-utils migrations applied every time the database opens.
+
+``MIGRATIONS`` registers them like ``sqlite_utils.Migrations`` (``@MIGRATIONS()``
+above each function, applied in the order written) and says which are pending
+with one query, without importing sqlite-utils: a database that is up to date
+(every open but the first after an upgrade) is used through plain sqlite3,
+so read-only commands never pay for importing sqlite-utils.
+"""
 
 from __future__ import annotations
 
-from sqlite_utils import Database, Migrations
+import sqlite3
+from typing import TYPE_CHECKING, Any, Callable
 
-MIGRATIONS = Migrations("capscan")
+if TYPE_CHECKING:
+    from sqlite_utils import Database, Migrations
+
+
+class MigrationSet:
+    """The registry; sqlite-utils' ``Migrations`` is built from it on demand
+    (``apply``, ``pending``, ``applied`` and anything else delegate to it)."""
+
+    TABLE = "_sqlite_migrations"
+
+    def __init__(self, name: str):
+        self.name = name
+        self._registered: list[tuple[str, Callable, bool]] = []
+        self._real: Migrations | None = None
+
+    def __call__(self, *, name: str | None = None, transactional: bool = True) -> Callable[[Callable], Callable]:
+        def inner(fn: Callable) -> Callable:
+            migration_name = name or fn.__name__
+            if migration_name in self.names:
+                raise ValueError(f"Migration '{migration_name}' is already registered in set '{self.name}'")
+            self._registered.append((migration_name, fn, transactional))
+            self._real = None
+            return fn
+        return inner
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _, _ in self._registered]
+
+    def applied_names(self, conn: sqlite3.Connection) -> list[str]:
+        """The names recorded as applied, in order (a read; no sqlite-utils)."""
+        try:
+            return [r[0] for r in conn.execute(
+                f"SELECT name FROM {self.TABLE} WHERE migration_set = ? ORDER BY rowid", (self.name,))]
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
+
+    def pending_names(self, conn: sqlite3.Connection) -> list[str]:
+        applied = set(self.applied_names(conn))
+        return [n for n in self.names if n not in applied]
+
+    @property
+    def real(self) -> Migrations:
+        if self._real is None:
+            from sqlite_utils import Migrations
+
+            real = Migrations(self.name)
+            for name, fn, transactional in self._registered:
+                real(name=name, transactional=transactional)(fn)
+            self._real = real
+        return self._real
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__") or attr in ("_real", "_registered", "_sqlite_utils"):
+            raise AttributeError(attr)
+        return getattr(self.real, attr)
+
+
+MIGRATIONS = MigrationSet("capscan")
 
 
 @MIGRATIONS()
@@ -122,5 +190,44 @@ def m004_tui_indexes(db: Database) -> None:
         CREATE INDEX IF NOT EXISTS runs_model ON runs(model);
         CREATE INDEX IF NOT EXISTS diagnoses_list ON diagnoses(run_id, verdict, environment, fixable);
         CREATE INDEX IF NOT EXISTS diagnoses_environment ON diagnoses(environment);
+        """
+    )
+
+
+@MIGRATIONS()
+def m005_watch_cursors(db: Database) -> None:
+    """Where `capscan watch` stopped in each followed file: everything before
+    ``offset`` (line ``line``) is stored. A file is recognised by a sha256 of
+    its first ``head_len`` bytes (up to 1 KiB), so a cursor follows its content
+    when a runtime renames server.log to server-1.log; ``path`` is where it was
+    last seen."""
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS watch_cursors (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            head_len INTEGER NOT NULL,
+            head_sha256 TEXT NOT NULL,
+            offset INTEGER NOT NULL,
+            line INTEGER NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS watch_cursors_path ON watch_cursors(path);
+        CREATE INDEX IF NOT EXISTS watch_cursors_head ON watch_cursors(head_sha256);
+        """
+    )
+
+
+@MIGRATIONS()
+def m006_listing_indexes(db: Database) -> None:
+    """`capscan runs -n 0` over 10^5 runs reads only indexes: every listed column
+    of runs in one covering index (it supersedes m004's runs_list, which lacked
+    backend and apple_family), and source paths for the text filters."""
+    db.executescript(
+        """
+        CREATE INDEX IF NOT EXISTS runs_listing ON runs(id, source_id, created_at, program, backend, device_name,
+                                                        apple_family, model);
+        DROP INDEX IF EXISTS runs_list;
+        CREATE INDEX IF NOT EXISTS sources_path ON sources(path);
         """
     )

@@ -11,9 +11,11 @@ import datetime as dt
 import sqlite3
 from typing import BinaryIO
 
-from sqlite_utils import Database
+from typing import TYPE_CHECKING
 
-from analyzer.models import RunFacts, Throughput
+if TYPE_CHECKING:
+    from analyzer.models import RunFacts, Throughput
+    from analyzer.store.db import Database
 
 BLOB_PIECE = 1 << 20
 
@@ -76,12 +78,13 @@ class SourceWriter:
         return run_id
 
     def write_throughput(self, seq: int, facts: RunFacts, rows: list[Throughput]) -> None:
-        run_id = self._ensure_run(seq, facts)
-        # Columns in Throughput's field order, so each row is the tuple itself plus the run id.
+        run_id = int(self._ensure_run(seq, facts))
+        # Columns in Throughput's field order, so each row is bound as it is (a million rows
+        # are not copied to add the run id: that is part of the statement, an integer).
         self.conn.executemany(
             "INSERT INTO throughput (test, tok_s, stddev, model, line, kind, n_prompt, n_gen, n_depth, run_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(*t, run_id) for t in rows],
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {run_id})",
+            rows,
         )
 
     def duplicate_of(self, sha256: str) -> tuple[int, list[int]] | None:
@@ -94,8 +97,10 @@ class SourceWriter:
         return row[0], runs
 
     def commit(self, *, size: int, sha256: str, lines: int, recognised: int, unrecognised: int, overlong: int,
-               raw_gzip: tuple[BinaryIO, int] | None) -> int:
+               raw_gzip: tuple[BinaryIO, int] | None, before_commit=None) -> int:
         self._begin()
+        if before_commit is not None:
+            before_commit()
         self.conn.execute(
             "UPDATE sources SET size=?, sha256=?, lines=?, recognised_lines=?, unrecognised_lines=?, overlong_lines=? "
             "WHERE id=?",

@@ -75,54 +75,93 @@ def _like(word: str) -> str:
     return "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _where(flt: RunFilter) -> tuple[list[str], list[Any], bool]:
-    """Conditions on runs ``r`` (and diagnoses ``d`` when the third value is
-    True). A word of the text matches device, program, model, source path or
-    verdict; the last two through one-off subqueries, not per-row joins."""
-    where: list[str] = []
-    args: list[Any] = []
+@dataclass
+class _Sql:
+    """A filter as SQL: conditions on runs ``r`` and on diagnoses ``d``, each
+    with its arguments. ``outer`` when a condition needs runs without a
+    diagnosis (the "-" choice), so the join must be a LEFT JOIN."""
+
+    r_where: list[str] = field(default_factory=list)
+    r_args: list[Any] = field(default_factory=list)
+    d_where: list[str] = field(default_factory=list)
+    d_args: list[Any] = field(default_factory=list)
+    outer: bool = False
+
+    def ids(self, *, before: int | None = None, after: int | None = None, limit: int | None = None,
+            oldest_first: bool = False) -> tuple[str, list[Any]]:
+        """SELECT of the matching run ids, newest first. With only diagnosis
+        conditions it reads diagnoses alone, in run id order (its indexes on
+        verdict and environment hold the run id), so a page stops after its
+        rows instead of sorting every match."""
+        if self.d_where and not self.r_where and not self.outer:
+            where, args, col = list(self.d_where), list(self.d_args), "d.run_id"
+            sql = "SELECT d.run_id AS id FROM diagnoses d"
+        else:
+            where, args, col = self.r_where + self.d_where, self.r_args + self.d_args, "r.id"
+            sql = "SELECT r.id FROM runs r"
+            if self.d_where:
+                sql += (" LEFT JOIN" if self.outer else " JOIN") + " diagnoses d ON d.run_id = r.id"
+        if before is not None:
+            where.append(f"{col} < ?")
+            args.append(before)
+        if after is not None:
+            where.append(f"{col} > ?")
+            args.append(after)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        if limit is not None:
+            sql += f" ORDER BY {col} {'ASC' if oldest_first else 'DESC'} LIMIT ?"
+            args.append(int(limit))
+        return sql, args
+
+
+def _matching_verdicts(word: str) -> list[str]:
+    """The verdicts that ``LIKE '%word%'`` matches (ASCII, case-insensitive as
+    LIKE is): decided here, so no query scans the diagnoses for it."""
+    from analyzer.verdicts import VERDICTS
+
+    w = word.lower()
+    return [v for v in VERDICTS if w in v]
+
+
+def _sql(flt: RunFilter) -> _Sql:
+    """A word of the text matches device, program, model, source path or
+    verdict; the path through a one-off subquery (an index of paths), the
+    verdict through the verdicts it names."""
+    q = _Sql()
     esc = " ESCAPE '\\'"
     for word in flt.text.split():
         pat = _like(word)
         cond = (f"(r.device_name LIKE ?{esc} OR r.program LIKE ?{esc} OR r.model LIKE ?{esc} "
-                f"OR r.source_id IN (SELECT id FROM sources WHERE path LIKE ?{esc}) "
-                f"OR r.id IN (SELECT run_id FROM diagnoses WHERE verdict LIKE ?{esc})")
-        args.extend([pat] * 5)
+                f"OR r.source_id IN (SELECT id FROM sources WHERE path LIKE ?{esc})")
+        q.r_args.extend([pat] * 4)
+        verdicts = _matching_verdicts(word)
+        if verdicts:
+            cond += f" OR r.id IN (SELECT run_id FROM diagnoses WHERE verdict IN ({', '.join('?' * len(verdicts))}))"
+            q.r_args.extend(verdicts)
         if word.lstrip("#").isdigit():
             cond += " OR r.id = ?"
-            args.append(int(word.lstrip("#")))
-        where.append(cond + ")")
+            q.r_args.append(int(word.lstrip("#")))
+        q.r_where.append(cond + ")")
     if flt.device == NOT_DIAGNOSED:
-        where.append("r.device_name IS NULL")
+        q.r_where.append("r.device_name IS NULL")
     elif flt.device:
-        where.append("r.device_name = ?")
-        args.append(flt.device)
-    joins_d = False
+        q.r_where.append("r.device_name = ?")
+        q.r_args.append(flt.device)
     for column, value in (("verdict", flt.verdict), ("environment", flt.environment)):
         if value == NOT_DIAGNOSED:
-            where.append(f"d.{column} IS NULL")
-            joins_d = True
+            q.d_where.append(f"d.{column} IS NULL")
+            q.outer = True
         elif value:
-            where.append(f"d.{column} = ?")
-            args.append(value)
-            joins_d = True
-    return where, args, joins_d
-
-
-def _from(joins_d: bool) -> str:
-    return "FROM runs r" + (" LEFT JOIN diagnoses d ON d.run_id = r.id" if joins_d else "")
+            q.d_where.append(f"d.{column} = ?")
+            q.d_args.append(value)
+    return q
 
 
 def page(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None = None,
          limit: int = PAGE_SIZE) -> list[RunRow]:
     """One page of runs matching ``flt``, newest first, with ids below ``before``."""
-    where, args, joins_d = _where(flt)
-    if before is not None:
-        where.append("r.id < ?")
-        args.append(before)
-    ids = (f"SELECT r.id {_from(joins_d)}" + (" WHERE " + " AND ".join(where) if where else "")
-           + " ORDER BY r.id DESC LIMIT ?")
-    args.append(int(limit))
+    ids, args = _sql(flt).ids(before=before, limit=limit)
     return [RunRow(id=r[0], created_at=r[1], source=r[2], program=r[3], device=r[4], model=r[5], verdict=r[6],
                    fixable=bool(r[7]), environment=r[8], best_pp=r[9], best_tg=r[10])
             for r in conn.execute(_ROW_SQL.format(ids=ids), args)]
@@ -131,8 +170,8 @@ def page(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None = None,
 def count(conn: sqlite3.Connection, flt: RunFilter) -> int:
     if not flt.active:
         return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    where, args, joins_d = _where(flt)
-    return conn.execute(f"SELECT COUNT(*) {_from(joins_d)} WHERE " + " AND ".join(where), args).fetchone()[0]
+    ids, args = _sql(flt).ids()
+    return conn.execute(f"SELECT COUNT(*) FROM ({ids})", args).fetchone()[0]
 
 
 def facets(conn: sqlite3.Connection, max_devices: int = 60) -> Facets:
@@ -163,11 +202,10 @@ def baseline_for(conn: sqlite3.Connection, run_id: int, model: str | None, diagn
 
 def neighbour(conn: sqlite3.Connection, run_id: int, flt: RunFilter, older: bool) -> int | None:
     """The next run in list order (older = further down the list)."""
-    where, args, joins_d = _where(flt)
-    where.append("r.id < ?" if older else "r.id > ?")
-    args.append(run_id)
-    sql = (f"SELECT r.id {_from(joins_d)} WHERE " + " AND ".join(where)
-           + f" ORDER BY r.id {'DESC' if older else 'ASC'} LIMIT 1")
+    if older:
+        sql, args = _sql(flt).ids(before=run_id, limit=1)
+    else:
+        sql, args = _sql(flt).ids(after=run_id, limit=1, oldest_first=True)
     row = conn.execute(sql, args).fetchone()
     return row[0] if row else None
 

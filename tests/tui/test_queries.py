@@ -89,3 +89,46 @@ def test_styles_agree_with_the_report():
     assert model.VERDICT_STYLE == report.VERDICT_STYLE
     for v in (None, 12.634, float("inf"), 4871.99):
         assert model.fmt_tps(v) == report.fmt_tps(v)
+
+
+def test_every_filter_agrees_with_a_reference(tui_db):
+    """page, count and neighbour against the filter's meaning evaluated in
+    Python over every run: text words (device, program, model, source path,
+    verdict, run id), verdict/device/environment selects, "-" (none), and
+    their combinations; with the SQL reading diagnoses alone or joined."""
+    import itertools
+    import sqlite3
+
+    from analyzer.tui.queries import NOT_DIAGNOSED
+
+    with sqlite3.connect(tui_db) as conn:
+        conn.execute("DELETE FROM diagnoses WHERE run_id = 5")  # a run without a diagnosis
+        conn.execute("UPDATE diagnoses SET environment = NULL WHERE run_id = 4")
+    store = Store(tui_db)
+    with store.read() as conn:
+        every = {r.id: r for r in queries.page(conn, RunFilter(), limit=1000)}
+        paths = dict(conn.execute("SELECT r.id, s.path FROM runs r JOIN sources s ON s.id = r.source_id"))
+
+        def matches(r, flt: RunFilter) -> bool:
+            for word in flt.text.split():
+                w = word.lower()
+                fields = [r.device, r.program, r.model, paths[r.id], r.verdict]
+                if not any(f and w in f.lower() for f in fields) and word.lstrip("#") != str(r.id):
+                    return False
+            for want, got in ((flt.verdict, r.verdict), (flt.environment, r.environment), (flt.device, r.device)):
+                if want == NOT_DIAGNOSED and got is not None or want not in (None, NOT_DIAGNOSED) and got != want:
+                    return False
+            return True
+
+        texts = ["", "apple", "VM ultra", "downgrade", "healthy", "log", "#3", "zzq", "-"]
+        verdicts = [None, NOT_DIAGNOSED] + sorted({r.verdict for r in every.values() if r.verdict})
+        envs = [None, NOT_DIAGNOSED, "vm", "bare-metal"]
+        devices = [None, NOT_DIAGNOSED, "Apple M1 Ultra", "Apple Paravirtual device"]
+        for text, verdict, env, device in itertools.product(texts, verdicts, envs, devices):
+            flt = RunFilter(text=text, verdict=verdict, environment=env, device=device)
+            want = sorted((i for i, r in every.items() if matches(r, flt)), reverse=True)
+            assert [r.id for r in queries.page(conn, flt)] == want, flt
+            assert [r.id for r in queries.page(conn, flt, before=4)] == [i for i in want if i < 4], flt
+            assert queries.count(conn, flt) == len(want), flt
+            assert queries.neighbour(conn, 3, flt, older=True) == next((i for i in want if i < 3), None), flt
+            assert queries.neighbour(conn, 3, flt, older=False) == next((i for i in reversed(want) if i > 3), None)

@@ -1,0 +1,294 @@
+"""Live logs and fleets: ``sources``, ``watch``, ``export prometheus|otlp``
+and ``db serve`` (issue 14). The modules behind them (sources, watch,
+export, dbserve) are imported only when their command runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import unicodedata
+from pathlib import Path
+
+import click
+
+from analyzer.cli.exits import EXIT_FAIL_ON, EXIT_INTERRUPTED, CapscanError
+from analyzer.cli.options import Options, open_db, open_existing_db, shared_options
+from analyzer.cli.output import echo_json
+
+
+def _plain(text: object) -> str:
+    """Text for a terminal: control and format characters (escapes, bidi overrides) become '?'."""
+    return "".join("?" if unicodedata.category(ch)[0] == "C" else ch for ch in str(text))
+
+
+def _db_file(opts: Options) -> Path:
+    from analyzer.paths import resolve_db_path
+
+    return resolve_db_path(opts.db)
+
+
+def _constant_labels(labels: tuple[str, ...]) -> dict[str, str]:
+    from analyzer.export.metrics import constant_labels
+
+    try:
+        return constant_labels(labels)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--label") from None
+
+
+def _snapshot(opts: Options):
+    """The metrics of the database. Nothing is created: a missing default database is an
+    empty snapshot (nothing stored yet), a missing --db/$CAPSCAN_DB file a one-line error."""
+    from analyzer.export.metrics import Snapshot, collect
+
+    database = open_existing_db(opts)
+    return Snapshot() if database is None else collect(database)
+
+
+def _write_prometheus(snap, path: str, const: dict[str, str]) -> None:
+    from analyzer.export.prometheus import write_textfile
+
+    try:
+        write_textfile(snap, path, const)
+    except OSError as exc:
+        raise CapscanError(f"{path}: cannot write the textfile ({exc.strerror or exc})") from None
+
+
+# ---------------------------------------------------------------------------
+# sources
+# ---------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--all", "show_all", is_flag=True, help="Also list the known locations where nothing was found.")
+@shared_options("json")
+def sources(opts: Options, show_all: bool) -> None:
+    """The runtime log locations known on this machine (ollama, LM Studio, Jan,
+    llama-server under launchd or systemd, brew services), which exist, their
+    size and age. `capscan ingest --discover` and `capscan watch` read them."""
+    from analyzer.sources import discover, human_age, human_size
+
+    now = time.time()
+    found = discover()
+    if opts.as_json:
+        echo_json([s.to_json(now) for s in found])
+        return
+    shown = [s for s in found if s.exists or show_all]
+    missing = sum(1 for s in found if not s.exists)
+    if not shown:
+        click.echo(f"No runtime logs found ({missing} known locations checked; `capscan sources --all` lists them).",
+                   err=True)
+        return
+    for s in shown:
+        state = f"{human_size(s.size):>10}  {human_age(s.age_seconds(now)):>4}" if s.exists else f"{'missing':>16}"
+        click.echo(f"{s.runtime:<12} {state}  {_plain(s.path)}   ({_plain(s.via)})")
+    if not show_all and missing:
+        click.echo(f"({missing} other known locations hold nothing; `capscan sources --all` lists them)", err=True)
+
+
+def discovered_paths() -> list[str]:
+    from analyzer.sources import discover, existing
+
+    return existing(discover())
+
+
+def ingest_discovered(opts: Options) -> None:
+    """``ingest --discover``: the discovered logs, read through watch's cursors
+    (a runtime's log keeps growing: each run is stored once, however often
+    this runs); prints the new run ids, or with --json one object per run."""
+    from analyzer.watch import Watcher
+
+    targets = discovered_paths()
+    if not targets:
+        click.echo("capscan: no runtime logs found (`capscan sources --all` lists where capscan looks)", err=True)
+        return
+    database = open_db(opts)
+    watcher = Watcher(database, targets, on_notice=lambda m: click.echo(f"capscan: {_plain(m)}", err=True))
+    try:
+        runs = watcher.poll(final=True)
+    finally:
+        watcher.close()
+    click.echo(f"capscan: {len(targets)} discovered log(s), {len(runs)} new run(s)", err=True)
+    if opts.as_json:
+        echo_json([{"path": r.source, "run_id": r.id, "verdict": (r.diagnosis or {}).get("verdict")} for r in runs])
+    else:
+        for r in runs:
+            click.echo(r.id)
+
+
+# ---------------------------------------------------------------------------
+# watch
+# ---------------------------------------------------------------------------
+
+
+def _verdict_line(run) -> str:
+    f, d = run.facts, run.diagnosis or {}
+    where = f"{run.source}:{f.first_line}-{f.last_line}"
+    what = " / ".join(x or "-" for x in (f.program, f.backend, d.get("environment")))
+    fixable = " (fixable)" if d.get("fixable") else ""
+    device = f"  {f.device.name}" if f.device.name else ""
+    return _plain(f"run {run.id}  {where}  {what}{device}  {d.get('verdict', 'unknown')}{fixable}")
+
+
+@click.command()
+@click.argument("paths", nargs=-1)
+@click.option("--once", is_flag=True, help="Read what is there now, store every complete line, exit.")
+@click.option("--interval", type=click.FloatRange(0.01, 3600), default=0.5, show_default=True,
+              help="Seconds between two looks at the files.")
+@click.option("--settle", type=click.FloatRange(0, 86400), default=5.0, show_default=True,
+              help="Store the open run once its file has been quiet this many seconds.")
+@click.option("--prometheus", "prom_path", type=click.Path(dir_okay=False), default=None,
+              help="Keep this node_exporter textfile current (rewritten after each stored run).")
+@click.option("--label", "labels", multiple=True, metavar="NAME=VALUE",
+              help="With --prometheus: a label on every series (e.g. guest=NAME); repeatable.")
+@click.option("--nl", is_flag=True, help="One JSON event per run on stdout (for log shippers) instead of a line.")
+@shared_options("db", "fail_on")
+def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, settle: float,
+          prom_path: str | None, labels: tuple[str, ...], nl: bool) -> None:
+    """Follow logs like `tail -F` (default: the discovered sources), store each
+    run as it completes, print one line per new verdict. Restart-safe: where it
+    stopped is kept in the database. Ctrl-C exits 130; with --fail-on, the first
+    such verdict stops it with exit 1."""
+    from analyzer.watch import Watcher
+
+    const = _constant_labels(labels)
+    discover = None
+    targets = list(paths)
+    if not targets:
+        targets = discovered_paths()
+        discover = discovered_paths
+        if not targets and once:
+            click.echo("capscan: no runtime logs found (`capscan sources --all` lists where capscan looks)", err=True)
+            return
+        click.echo(f"capscan: watching {len(targets)} discovered log(s)"
+                   + ("; new ones are picked up as they appear" if not once else ""), err=True)
+    database = open_db(opts)
+    if prom_path:
+        _write_prometheus(_snapshot(opts), prom_path, const)
+    stored = 0
+    found: list[str] = []
+
+    def on_runs(runs: list) -> None:
+        nonlocal stored
+        from analyzer.events import event_line
+
+        stored += len(runs)
+        for run in runs:
+            click.echo(event_line(database, run) if nl else _verdict_line(run))
+            verdict = (run.diagnosis or {}).get("verdict")
+            if verdict in opts.fail_on:
+                found.append(verdict)
+        sys.stdout.flush()
+        if prom_path:
+            try:
+                _write_prometheus(_snapshot(opts), prom_path, const)
+            except CapscanError as exc:
+                click.echo(f"capscan: {exc.format_message()}; will retry after the next run", err=True)
+
+    def on_notice(message: str) -> None:
+        click.echo(f"capscan: {_plain(message)}", err=True)
+
+    watcher = Watcher(database, targets, settle=settle, on_runs=on_runs, on_notice=on_notice, discover=discover)
+
+    def on_term(signum, frame):  # launchd and systemd stop a job with SIGTERM: stop as on Ctrl-C
+        raise KeyboardInterrupt
+
+    import signal
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        if once:
+            watcher.poll(final=True)
+        else:
+            while not found:
+                watcher.poll()
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        click.echo(f"capscan: watch stopped; {stored} run(s) stored; a restart resumes where it stopped", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    finally:
+        watcher.close()
+    if found:
+        sys.exit(EXIT_FAIL_ON)
+
+
+# ---------------------------------------------------------------------------
+# export
+# ---------------------------------------------------------------------------
+
+
+@click.group()
+def export() -> None:
+    """Hand stored results to Prometheus (textfile) or an OpenTelemetry endpoint."""
+
+
+@export.command("prometheus")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="The textfile to write, atomically (temp file + rename); default: stdout.")
+@click.option("--label", "labels", multiple=True, metavar="NAME=VALUE",
+              help="A label on every series (e.g. guest=NAME, for textfiles of several guests); repeatable.")
+@shared_options("db")
+def export_prometheus(opts: Options, out: str | None, labels: tuple[str, ...]) -> None:
+    """Write the node_exporter textfile format: verdicts, speeds, per-token overhead, remedy result."""
+    const = _constant_labels(labels)
+    snap = _snapshot(opts)
+    if out:
+        _write_prometheus(snap, out, const)
+        click.echo(f"capscan: wrote {out} ({snap.runs} recent run(s))", err=True)
+        return
+    from analyzer.export.prometheus import textfile_text
+
+    sys.stdout.write(textfile_text(snap, const))
+
+
+@export.command("otlp")
+@click.option("--timeout", type=click.FloatRange(0.1, 600), default=10.0, show_default=True,
+              help="Seconds to wait for the endpoint.")
+@shared_options("db")
+def export_otlp(opts: Options, timeout: float) -> None:
+    """Push the same metrics to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP; extra: capscan[otel])."""
+    try:
+        from analyzer.export import otlp
+
+        otlp.push  # noqa: B018 - the module imports the SDK lazily; check it is there before reading the database
+        import opentelemetry.exporter.otlp.proto.http.metric_exporter  # noqa: F401
+        import opentelemetry.sdk.metrics  # noqa: F401
+    except ImportError:
+        raise CapscanError("export otlp needs the OpenTelemetry SDK: pip install 'capscan[otel]'") from None
+    if not otlp.endpoint_configured():
+        raise CapscanError("set OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318) to say where to push")
+    snap = _snapshot(opts)
+    try:
+        points = otlp.push(snap, timeout_s=timeout)
+    except otlp.OtlpError as exc:
+        raise CapscanError(str(exc)) from None
+    click.echo(f"capscan: pushed {points} data point(s) from {snap.runs} recent run(s)", err=True)
+
+
+# ---------------------------------------------------------------------------
+# db serve
+# ---------------------------------------------------------------------------
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="Port to listen on.")
+@shared_options("db")
+def db_serve(opts: Options, host: str, port: int) -> None:
+    """Browse the database in Datasette, read-only (extra: capscan[datasette])."""
+    path = _db_file(opts)
+    if open_existing_db(opts) is None:  # a mistyped --db is an error there; nothing is ever created
+        raise CapscanError(f"no database at {path} yet: nothing stored (pipe a log in first)")
+    try:
+        import datasette.app  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise CapscanError("db serve needs Datasette: pip install 'capscan[datasette]'") from None
+    from analyzer import dbserve
+
+    note = dbserve.checkpoint(path)
+    if note:
+        click.echo(f"capscan: {note}", err=True)
+    click.echo(f"capscan: serving {path} read-only at http://{host}:{port}/ (Ctrl-C stops)", err=True)
+    dbserve.serve(path, host=host, port=port)

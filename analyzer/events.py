@@ -1,0 +1,61 @@
+"""One JSON object per diagnosed run, one per line (``--nl``): what the
+OpenTelemetry collector's filelog receiver (``json_parser``), Vector and
+Fluent Bit read.
+
+Field names are stable (``EVENT_FIELDS``, documented in the README). The
+event is the contract's run object (``diagnose --json``) plus what a log
+pipeline needs to file it: ``event``, ``time``, ``host_name``,
+``capscan_version``, the source's ``sha256`` and the run's ``summary``. Run
+ids and hashes belong here, never in metric labels."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import socket
+from typing import Any
+
+from analyzer import __version__
+
+EVENT_NAME = "capscan.run"
+EVENT_FIELDS = ("event", "time", "capscan_version", "host_name", "sha256", "summary",
+                "id", "source", "first_line", "last_line", "program", "backend", "device", "host_chip",
+                "environment", "capabilities", "shim", "throughput", "verdict", "fixable", "confidence", "findings")
+
+
+def _clean(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o
+
+
+def run_event(run, *, sha256: str | None = None, host_name: str | None = None) -> dict[str, Any]:
+    from analyzer.runjson import run_to_json
+
+    diag = run.diagnosis or {}
+    event: dict[str, Any] = {
+        "event": EVENT_NAME,
+        "time": run.created_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "capscan_version": __version__,
+        "host_name": host_name if host_name is not None else socket.gethostname(),
+        "sha256": sha256,
+        "summary": diag.get("summary"),
+    }
+    event.update(run_to_json(run))
+    return {k: event.get(k) for k in EVENT_FIELDS}
+
+
+def source_sha256(db, source_id: int) -> str | None:
+    row = db.conn.execute("SELECT sha256 FROM sources WHERE id = ?", (source_id,)).fetchone()
+    return row[0] if row else None
+
+
+def event_line(db, run) -> str:
+    """The event as one line of JSON (no raw newlines: control characters are escaped)."""
+    return json.dumps(_clean(run_event(run, sha256=source_sha256(db, run.source_id))), ensure_ascii=True,
+                      separators=(",", ":"))

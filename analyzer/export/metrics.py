@@ -1,0 +1,153 @@
+"""The database as a handful of low-cardinality metrics.
+
+Every exporter (Prometheus textfile, OTLP) reads the same ``Snapshot``:
+
+- ``capscan_run_info{verdict,fixable,environment,runtime,backend,host_chip,gpu_family} 1``:
+  one series per runtime, backend and environment seen among recent runs,
+  carrying the verdict of the latest such run (so a remedied run replaces
+  the stock one it fixed);
+- ``capscan_throughput_tokens_per_second{test,model}``: the latest measured
+  speed of each test and model;
+- ``capscan_per_token_overhead_seconds{test,model}``: for VM runs paired with
+  a bare-metal run of the same model, 1/vm - 1/host (the latest pairing);
+- ``capscan_remedy_verified``: 1 if the latest finished remedy run was
+  verified, 0 if it failed (absent when there is none);
+- ``capscan_last_run_timestamp_seconds``: when the newest run was stored.
+
+Run ids, hashes and paths never become labels (cardinality); they are in the
+``--nl`` events. Label values come from logs, so they are cleaned: printable
+ASCII from a short safe set, at most ``LABEL_MAX`` characters.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+from sqlite_utils import Database
+
+LABEL_MAX = 64
+RECENT_RUNS = 1000
+INFO_LABELS = ("verdict", "fixable", "environment", "runtime", "backend", "host_chip", "gpu_family")
+_UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:;/+()\[\]#@=-]")
+_SPACES = re.compile(r"\s+")
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+
+
+def label_value(value: object, max_len: int = LABEL_MAX) -> str:
+    """A log-derived string made safe as a label value: NFKC, control and
+    format characters (escapes, bidi overrides) removed, anything outside a
+    small ASCII set replaced by '_', whitespace collapsed, bounded length.
+    Missing values are 'unknown'."""
+    if value is None:
+        return "unknown"
+    text = unicodedata.normalize("NFKC", _ESCAPES.sub("", str(value)[: max_len * 4]))
+    text = "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")
+    text = _SPACES.sub(" ", _UNSAFE.sub("_", text)).strip()
+    if len(text) > max_len:
+        text = text[: max_len - 3].rstrip() + "..."
+    return text or "unknown"
+
+
+def gpu_family(apple_family: int | None) -> str:
+    from analyzer.rules.chips import family_name
+
+    return family_name(apple_family) if apple_family is not None else "unknown"
+
+
+@dataclass
+class Snapshot:
+    run_info: list[dict[str, str]] = field(default_factory=list)
+    throughput: dict[tuple[str, str], float] = field(default_factory=dict)  # (test, model) -> tok/s
+    overhead: dict[tuple[str, str], float] = field(default_factory=dict)  # (test, model) -> seconds per token
+    remedy_verified: int | None = None
+    last_run_timestamp: float | None = None
+    gpu: dict[str, str] = field(default_factory=dict)  # hw.model / hw.vendor of the latest run's device
+    runs: int = 0
+
+
+def _epoch(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.timestamp()
+
+
+_VENDOR_NAMES = {"apple": "Apple", "paravirtual": "Apple", "amd": "AMD", "intel": "Intel", "nvidia": "NVIDIA"}
+
+
+def collect(db: Database, recent: int = RECENT_RUNS) -> Snapshot:
+    from analyzer.rules.chips import vendor
+    from analyzer.store.queries import _throughput as run_throughput
+
+    snap = Snapshot()
+    rows = db.conn.execute(
+        "SELECT r.id, r.program, r.backend, r.device_name, r.apple_family, r.model, r.created_at, "
+        "d.verdict, d.fixable, d.environment, d.host_chip, d.report "
+        "FROM runs r JOIN diagnoses d ON d.run_id = r.id ORDER BY r.id DESC LIMIT ?", (int(recent),)).fetchall()
+    snap.runs = len(rows)
+    groups: set[tuple[str, str, str]] = set()
+    for (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip,
+         report) in rows:  # newest first: the first of each key wins
+        if snap.last_run_timestamp is None:
+            snap.last_run_timestamp = _epoch(created)
+            if device:
+                snap.gpu = {"hw.model": label_value(device, 128)}
+                kind = vendor(device)
+                if kind in _VENDOR_NAMES:
+                    snap.gpu["hw.vendor"] = _VENDOR_NAMES[kind]
+        key = (label_value(program), label_value(backend), label_value(env))
+        if key not in groups:
+            groups.add(key)
+            snap.run_info.append({
+                "verdict": label_value(verdict), "fixable": "true" if fixable else "false",
+                "environment": key[2], "runtime": key[0], "backend": key[1],
+                "host_chip": label_value(host_chip), "gpu_family": label_value(gpu_family(family))})
+        for t in run_throughput(db, rid):  # one entry per test and model (the median of repeated rows)
+            tkey = (label_value(t["test"], 32), label_value(t["model"] or model))
+            tok_s = t["tok_s"]
+            if tkey not in snap.throughput and tok_s is not None and 0 <= tok_s != float("inf"):
+                snap.throughput[tkey] = float(tok_s)
+        try:
+            paired = (json.loads(report) or {}).get("paired") if report else None
+        except ValueError:
+            paired = None
+        for t in (paired or {}).get("tests", []):
+            okey = (label_value(t.get("test"), 32), label_value(model))
+            cost = t.get("per_token_s")
+            if okey not in snap.overhead and isinstance(cost, (int, float)):
+                snap.overhead[okey] = float(cost)
+    row = db.conn.execute(
+        "SELECT result FROM remedy_actions WHERE result = 'verified' OR result LIKE 'failed%' "
+        "ORDER BY id DESC LIMIT 1").fetchone()
+    if row is not None:
+        snap.remedy_verified = 1 if row[0] == "verified" else 0
+    return snap
+
+
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RESERVED = frozenset(INFO_LABELS) | {"test", "model"}
+
+
+def constant_labels(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``--label NAME=VALUE`` (repeatable): a label put on every series (the
+    guest's name, so the textfiles of several guests in one folder never
+    collide). Raises ValueError with a one-line message."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip()
+        if not sep or not _LABEL_NAME.fullmatch(name) or name.startswith("__"):
+            raise ValueError(f"--label {pair!r}: expected NAME=VALUE with NAME like guest or site_1")
+        if name in RESERVED:
+            raise ValueError(f"--label {name}: capscan sets that label itself")
+        out[name] = label_value(value)
+    return out

@@ -1,0 +1,62 @@
+"""The snapshot as a node_exporter textfile (``--collector.textfile.directory``).
+
+Written with prometheus_client's own ``write_to_textfile`` into a private
+``CollectorRegistry``: it writes a temporary file beside the target and
+renames it over, so the collector never reads half a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+
+from analyzer.export.metrics import INFO_LABELS, Snapshot
+
+METRIC_NAMES = (
+    "capscan_run_info",
+    "capscan_throughput_tokens_per_second",
+    "capscan_per_token_overhead_seconds",
+    "capscan_remedy_verified",
+    "capscan_last_run_timestamp_seconds",
+)
+
+
+def registry_of(snap: Snapshot, const: dict[str, str] | None = None) -> CollectorRegistry:
+    """A private registry holding the snapshot; ``const`` labels (``--label``) go on every series."""
+    const = const or {}
+    names = tuple(const)
+    reg = CollectorRegistry(auto_describe=True)
+
+    def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+        return Gauge(name, doc, labels + names, registry=reg)
+
+    info = gauge("capscan_run_info", "Verdict of the latest capscan run per runtime, backend and environment "
+                 "(always 1).", INFO_LABELS)
+    for labels in snap.run_info:
+        info.labels(**labels, **const).set(1)
+    tps = gauge("capscan_throughput_tokens_per_second", "Latest measured speed per test (pp512, tg128, "
+                "prompt, generation) and model.", ("test", "model"))
+    for (test, model), value in snap.throughput.items():
+        tps.labels(test=test, model=model, **const).set(value)
+    cost = gauge("capscan_per_token_overhead_seconds", "Seconds per token a VM run pays over the bare-metal "
+                 "run of the same model (1/vm - 1/host).", ("test", "model"))
+    for (test, model), value in snap.overhead.items():
+        cost.labels(test=test, model=model, **const).set(value)
+    if snap.remedy_verified is not None:
+        g = gauge("capscan_remedy_verified", "1 if the latest capscan remedy run was verified, 0 if it failed.")
+        (g.labels(**const) if const else g).set(snap.remedy_verified)
+    if snap.last_run_timestamp is not None:
+        g = gauge("capscan_last_run_timestamp_seconds", "When the newest capscan run was stored (Unix time).")
+        (g.labels(**const) if const else g).set(snap.last_run_timestamp)
+    return reg
+
+
+def write_textfile(snap: Snapshot, path: str | Path, const: dict[str, str] | None = None) -> None:
+    """Atomically replace ``path`` (raises OSError when its folder is missing or not writable)."""
+    write_to_textfile(str(path), registry_of(snap, const))
+
+
+def textfile_text(snap: Snapshot, const: dict[str, str] | None = None) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry_of(snap, const)).decode()

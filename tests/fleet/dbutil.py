@@ -1,0 +1,34 @@
+"""A real database with a stock guest run, its bare-metal host, a remedied
+guest linked to the stock run, and a verified remedy action."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analyzer.diagnose import diagnose_runs
+from analyzer.ingest import ingest
+from analyzer.reader import open_input
+from analyzer.remedy import records
+from analyzer.store.db import open_db
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def ingest_file(db, path: Path) -> list[int]:
+    src = open_input(str(path))
+    try:
+        return ingest(db, src, force=True).run_ids
+    finally:
+        src.close()
+
+
+def fleet_db(path: Path) -> dict[str, int]:
+    db = open_db(path)
+    host = ingest_file(db, EXAMPLES / "m1-ultra-host.log")[0]
+    stock = ingest_file(db, EXAMPLES / "m1-ultra-guest-stock.log")[0]
+    shim = ingest_file(db, EXAMPLES / "m1-ultra-guest-shim.log")[0]
+    diagnose_runs(db, [host, stock, shim], refresh_peers=True)
+    action = records.record(db, "remedy-run", {"stock_run_id": stock}, "verified", None)
+    records.link_runs(db, [shim], stock, "remedy-run", action)
+    db.conn.close()
+    return {"host": host, "stock": stock, "shim": shim}

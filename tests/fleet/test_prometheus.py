@@ -1,0 +1,85 @@
+"""capscan export prometheus: node_exporter textfile, parsed back with prometheus_client's own parser."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from analyzer.export.metrics import LABEL_MAX, collect, label_value
+from analyzer.export.prometheus import METRIC_NAMES, write_textfile
+from analyzer.store.db import open_db
+from tests.conftest import run_capscan
+from tests.fleet.dbutil import fleet_db
+
+
+def samples(text: str) -> dict[str, list[tuple[dict, float]]]:
+    out: dict[str, list[tuple[dict, float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def test_textfile_parses_back_with_every_metric(tmp_path, db_path):
+    ids = fleet_db(db_path)
+    out = tmp_path / "textfile" / "capscan.prom"
+    out.parent.mkdir()
+    write_textfile(collect(open_db(db_path)), out)
+    got = samples(out.read_text())
+    assert set(got) == set(METRIC_NAMES)
+    info = got["capscan_run_info"]
+    assert all(v == 1 for _, v in info)
+    assert {frozenset(l) for l, _ in info} == {frozenset(
+        {"verdict", "fixable", "environment", "runtime", "backend", "host_chip", "gpu_family"})}
+    by_env = {l["environment"]: l for l, _ in info}
+    # the latest VM run is the remedied guest (the stock one it fixed is superseded); the host is bare metal
+    assert by_env["vm"]["gpu_family"] == "Apple9" and by_env["vm"]["verdict"] != "capability-downgrade"
+    assert by_env["bare-metal"] == {"verdict": "healthy", "fixable": "false", "environment": "bare-metal",
+                                    "runtime": "llama-bench", "backend": "metal", "host_chip": "Apple M1 Ultra",
+                                    "gpu_family": "Apple7"}
+    tps = {(l["test"], l["model"]): v for l, v in got["capscan_throughput_tokens_per_second"]}
+    assert tps == {("pp512", "llama 1B Q4_K - Medium"): 4786.7, ("tg128", "llama 1B Q4_K - Medium"): 206.6}
+    cost = {l["test"]: v for l, v in got["capscan_per_token_overhead_seconds"]}
+    assert abs(cost["tg128"] - (1 / 206.6 - 1 / 286.71)) < 1e-9
+    assert got["capscan_remedy_verified"] == [({}, 1.0)]
+    assert got["capscan_last_run_timestamp_seconds"][0][1] > 1.7e9
+    # no ids, hashes or paths among the label values
+    every_label = {v for series in got.values() for labels, _ in series for v in labels.values()}
+    assert not any(str(i) == v for i in ids.values() for v in every_label)
+    assert not any("/" in v and v.startswith("/") for v in every_label)
+
+
+def test_write_is_atomic_and_leaves_no_temp_files(tmp_path, db_path):
+    fleet_db(db_path)
+    out = tmp_path / "capscan.prom"
+    out.write_text("old\n")
+    inode_before = out.stat().st_ino
+    write_textfile(collect(open_db(db_path)), out)
+    assert out.stat().st_ino != inode_before  # replaced by rename, never rewritten in place
+    assert [p for p in os.listdir(tmp_path) if p.startswith("capscan.prom")] == ["capscan.prom"]
+
+
+def test_hostile_label_values_are_cleaned_and_bounded():
+    hostile = "llama\x1b[31m 7B\u202e\u0000 \"q\" {x}=\\ " + "A" * 500
+    v = label_value(hostile)
+    assert len(v) <= LABEL_MAX
+    assert all(0x20 <= ord(c) < 0x7F for c in v)
+    assert "\x1b" not in v and "\u202e" not in v and '"' not in v and "\\" not in v and "{" not in v
+    assert v.startswith("llama 7B _q_ _x_=_ AAA")  # the colour escape is dropped whole
+    assert label_value(None) == "unknown" and label_value("   ") == "unknown"
+
+
+def test_hostile_model_name_round_trips_through_the_textfile(tmp_path, db_path):
+    log = (Path(__file__).resolve().parents[2] / "examples" / "m1-ultra-guest-stock.log").read_text()
+    evil = 'llama 1B\x1b]0;pwned\x07 "}\n'  # escape, quote and brace in the model column
+    log = log.replace("llama 1B Q4_K - Medium         ", 'ev"il}{ \u202e' + "x" * 200 + " ")
+    src = tmp_path / "evil.log"
+    src.write_text(log + evil)
+    assert run_capscan("ingest", str(src), db=db_path).returncode == 0
+    out = tmp_path / "capscan.prom"
+    write_textfile(collect(open_db(db_path)), out)
+    got = samples(out.read_text())  # parses: the file is well-formed whatever the log held
+    models = {l["model"] for l, _ in got["capscan_throughput_tokens_per_second"]}
+    assert models and all(len(m) <= LABEL_MAX and m.isascii() and '"' not in m and "}" not in m for m in models)
