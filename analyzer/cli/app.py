@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import importlib
 import os
-import sqlite3
 import sys
 
 import click
@@ -19,7 +18,6 @@ import click
 from analyzer import __version__
 from analyzer.cli.exits import EXIT_BROKEN_PIPE, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_USAGE, FailOn
 from analyzer.cli.options import Options, add_shared
-from analyzer.store.errors import StoreError
 
 # Each command's module is imported only when that command runs (or --help lists
 # them): start-up is the interpreter, click, and the one command.
@@ -84,14 +82,27 @@ def main() -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("capscan: interrupted; the source being read was not stored", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except StoreError as exc:
-        _error_line(str(exc))
-    except sqlite3.Error as exc:
-        _error_line(f"database error ({exc})")
     except OSError as exc:
         if exc.errno != errno.EPIPE:  # BrokenPipeError is an OSError with EPIPE
             raise
         _reader_gone()
+    except Exception as exc:
+        message = _database_error(exc)
+        if message is None:
+            raise
+        _error_line(message)
+
+
+def _database_error(exc: Exception) -> str | None:
+    """The one line for a database that cannot be used (StoreError, or an sqlite3 error
+    from a damaged file): looked up in sys.modules, so `--version` imports neither."""
+    errors = sys.modules.get("analyzer.store.errors")
+    if errors is not None and isinstance(exc, errors.StoreError):
+        return str(exc)
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(exc, sqlite3.Error):
+        return f"database error ({exc})"
+    return None
 
 
 def _invoke() -> None:
