@@ -86,6 +86,21 @@ class RunBuilder:
         self._series: dict[tuple, tuple[array, int | None, float | None]] = {}  # (model, test, kind) -> speeds
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
         self.unsupported_seen: set[str] = set()  # facts.unsupported_ops as a set (O(1) membership)
+        self.flag_seen: dict[str, tuple[bool, int]] = {}  # flag -> (first value printed, its line)
+
+    def saw_device(self, name: str | None) -> None:
+        """Keep every GPU name the run mentions (evidence of the machine, even when not the chosen device)."""
+        if name and name not in self.facts.seen_devices and len(self.facts.seen_devices) < 32:
+            self.facts.seen_devices.append(name)
+
+    def saw_flag(self, flag: str, value: bool, line: int) -> None:
+        """A flag printed again with another value is a contradiction, recorded, never resolved by order."""
+        first = self.flag_seen.get(flag)
+        if first is None:
+            self.flag_seen[flag] = (value, line)
+        elif first[0] != value and not any(c["flag"] == flag for c in self.facts.flag_conflicts):
+            self.facts.flag_conflicts.append({"flag": flag, "value": first[0], "line": first[1], "other": value,
+                                              "other_line": line})
 
     # -- bookkeeping --------------------------------------------------------
     def touch(self, ev: Event, evidence: bool = True) -> None:
@@ -297,6 +312,7 @@ class Assembler:
             run.facts.metal_era = era
         if name:
             run.facts.device.name = name
+            run.saw_device(name)
         run.touch(ev)
 
     def _on_metal_family(self, ev: Event) -> None:
@@ -307,6 +323,8 @@ class Assembler:
     def _on_metal_flag(self, ev: Event) -> None:
         run = self._metal_run()
         flag, value = ev.data["flag"], ev.data["value"]
+        if flag in Capabilities.model_fields or flag == "unified_memory":
+            run.saw_flag(flag, value, ev.line)
         if flag in Capabilities.model_fields:
             setattr(run.facts.capabilities, flag, value)
         elif flag == "unified_memory":
@@ -337,8 +355,10 @@ class Assembler:
 
     def _device_hint(self, ev: Event, name: str | None) -> None:
         run = self.run
-        if name and run.facts.device.name is None and not re.fullmatch(r"MTL\d+|Metal|CPU", name):
-            run.facts.device.name = name
+        if name and not re.fullmatch(r"MTL\d+|Metal|CPU", name):
+            if run.facts.device.name is None:
+                run.facts.device.name = name
+            run.saw_device(name)
         run.touch(ev)
 
     def _on_metal_found_device(self, ev: Event) -> None:
@@ -348,6 +368,8 @@ class Assembler:
         self._device_hint(ev, ev.data.get("name"))
 
     def _on_model_device(self, ev: Event) -> None:
+        if re.fullmatch(r"MTL\d+|Metal", ev.data.get("device") or ""):
+            self.run.facts.backend = self.run.facts.backend or "metal"
         self.run.facts.model_device = ev.data.get("description")
         self._device_hint(ev, ev.data.get("description"))
 
@@ -359,6 +381,18 @@ class Assembler:
     def _on_metal_error(self, ev: Event) -> None:
         self.run.facts.metal_errors.append(ev.data["message"])
         self.run.touch(ev)
+
+    def _on_metal_library_failed(self, ev: Event) -> None:
+        run = self.run
+        if run.facts.metal_library_failed is None:
+            run.facts.metal_library_failed = ev.data["what"][:160]
+        run.touch(ev)
+
+    def _on_metal_agx_error(self, ev: Event) -> None:
+        run = self.run
+        run.facts.agx_domain = run.facts.agx_domain or ev.data["domain"]
+        run.facts.metal_errors.append(ev.text[:300])
+        run.touch(ev)
 
     def _on_metal_library_loaded(self, ev: Event) -> None:
         if self.pending_gate:
@@ -476,6 +510,7 @@ class Assembler:
         if run.facts.listed_devices is None:
             run.facts.listed_devices = []
         run.facts.listed_devices.append(f"{ev.data['id']}: {ev.data['description']}")
+        run.saw_device(ev.data["description"])
         run.touch(ev)
 
     def _on_devices_none(self, ev: Event) -> None:
@@ -492,6 +527,12 @@ class Assembler:
             run.facts.model = ev.data["name"]
         run.touch(ev)
 
+    def _on_model_ftype(self, ev: Event) -> None:
+        run = self.run
+        if run.facts.quant is None:
+            run.facts.quant = ev.data["ftype"]
+        run.touch(ev)
+
     def _on_offload(self, ev: Event) -> None:
         self.run.facts.offload = (ev.data["offloaded"], ev.data["total"])
         self.run.touch(ev)
@@ -503,7 +544,57 @@ class Assembler:
         if run.facts.ollama_library is None or lib != "cpu":
             run.facts.ollama_library = lib
             run.facts.ollama_description = ev.data.get("description")
+        run.saw_device(ev.data.get("description"))
         run.touch(ev)
+
+    def _on_ollama_offload(self, ev: Event) -> None:
+        run = self.run
+        run.explicit_program = "ollama"
+        d = ev.data
+        run.facts.offload = (d["offloaded"], d["total"])
+        if d.get("library") and (run.facts.ollama_library is None or d["library"] != "cpu"):
+            run.facts.ollama_library = d["library"]
+        run.touch(ev)
+
+    # Context: the machine around the run, and wrappers ----------------------
+    def _on_host_chip(self, ev: Event) -> None:
+        self.run.facts.host_chip_line = self.run.facts.host_chip_line or ev.data["chip"]
+        self.run.touch(ev)
+
+    def _on_host_model_name(self, ev: Event) -> None:
+        self.run.facts.host_model_name = self.run.facts.host_model_name or ev.data["name"]
+        self.run.touch(ev)
+
+    def _on_host_macos(self, ev: Event) -> None:
+        self.run.facts.macos_version = self.run.facts.macos_version or ev.data["version"]
+        self.run.touch(ev)
+
+    def _on_mlx_device(self, ev: Event) -> None:
+        run = self.run
+        run.explicit_program = run.explicit_program or "mlx_lm"
+        if run.facts.device.name is None:
+            run.facts.device.name = ev.data["name"]
+        run.saw_device(ev.data["name"])
+        run.touch(ev)
+
+    def _on_memory_device(self, ev: Event) -> None:
+        run = self.run
+        if ev.data["id"].startswith("MTL"):
+            run.facts.backend = run.facts.backend or "metal"
+        self._device_hint(ev, ev.data["name"])
+
+    def _on_model_mapped(self, ev: Event) -> None:
+        self.run.facts.mmap = True
+        self.run.touch(ev)
+
+    def _on_wrapper_virtualised(self, ev: Event) -> None:
+        run = self.run
+        run.facts.wrapper_virtualised = ev.data["name"]
+        self._device_hint(ev, ev.data["name"])
+
+    def _on_wrapper_gpu_layers(self, ev: Event) -> None:
+        self.run.facts.n_gpu_layers = ev.data["layers"]
+        self.run.touch(ev)
 
     # Benchmarks and timings --------------------------------------------------
     def _on_bench_md_header(self, ev: Event) -> None:
@@ -518,6 +609,10 @@ class Assembler:
 
     def _on_bench_row(self, ev: Event) -> None:
         self._bench(ev, ev.data)
+
+    def _on_bench_row_list(self, ev: Event) -> None:
+        for row in ev.data["rows"]:
+            self._bench(ev, row)
 
     def _on_bench_rows(self, ev: Event) -> None:
         """Consecutive llama-bench rows of one configuration (the dense JSONL path):
@@ -584,8 +679,10 @@ class Assembler:
             f.program = "llama-bench"
         run.bench_model = row.get("model")
         run.touch(ev, evidence=False)
+        label = row.get("label")  # rows of a hand-edited table told apart by a label ('master', 'PR')
         run.add_throughput(Throughput(
-            test=row["test"], tok_s=row["tok_s"], stddev=row.get("stddev"), model=row.get("model"), line=ev.line,
+            test=row["test"], tok_s=row["tok_s"], stddev=row.get("stddev"),
+            model=f"{row.get('model')} ({label})" if label else row.get("model"), line=ev.line,
             kind="bench", n_prompt=row.get("n_prompt"), n_gen=row.get("n_gen"), n_depth=row.get("n_depth")))
         self._spill()
 
@@ -706,6 +803,7 @@ class Assembler:
         self.run.touch(ev)
 
     def _on_probe_unified_memory(self, ev: Event) -> None:
+        self.run.saw_flag("unified_memory", ev.data["value"], ev.line)
         self.run.facts.device.unified_memory = ev.data["value"]
         self.run.touch(ev)
 

@@ -24,24 +24,33 @@ MAX_PEERS = 200
 
 
 def view_of(run: StoredRun, peers: list[Peer] | None = None) -> RunView:
-    return RunView(id=run.id, facts=run.facts, throughput=run.throughput, evidence=run.evidence, peers=peers or [])
+    return RunView(id=run.id, facts=run.facts, throughput=run.throughput, evidence=run.evidence, peers=peers or [],
+                   created_at=run.created_at)
 
 
 def _peers(db: Database, run: StoredRun, cache: dict[int, Peer],
            loaded: dict[int, StoredRun] | None = None) -> list[Peer]:
-    if not run.facts.model:
+    """Possible baselines: runs of the same model on the same hardware (the host chip). Runs of
+    other hardware are never candidates, so however many are stored they cannot crowd out or
+    replace the right one."""
+    chip = view_of(run).host_chip
+    if not run.facts.model or chip is None:
         return []
     ids = [r[0] for r in db.conn.execute(
-        "SELECT id FROM runs WHERE model = ? AND id != ? ORDER BY id DESC LIMIT ?",
-        (run.facts.model, run.id, MAX_PEERS))]
+        "SELECT r.id FROM runs r LEFT JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND r.id != ? "
+        "AND (d.run_id IS NULL OR d.host_chip = ?) ORDER BY r.id DESC LIMIT ?",
+        (run.facts.model, run.id, chip, MAX_PEERS))]
+    # the runs diagnosed together may carry no stored diagnosis yet, or one from older rules
+    ids += [rid for rid, other in (loaded or {}).items() if rid != run.id and other.facts.model == run.facts.model]
     out = []
-    for rid in ids:
+    for rid in dict.fromkeys(ids):
         if rid not in cache:
             other = (loaded or {}).get(rid) or load_run(db, rid)
             if other is None:
                 continue
             cache[rid] = view_of(other).peer()
-        out.append(cache[rid])
+        if cache[rid].host_chip == chip:
+            out.append(cache[rid])
     return out
 
 
@@ -61,19 +70,22 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
     an input of 60,000 runs is diagnosed in bounded memory."""
     ids = list(dict.fromkeys(run_ids))
     out: list[StoredRun] = []
-    models: set[str] = set()
+    keys: set[tuple[str, str]] = set()
     for batch in _batches(ids):
         for run in _diagnose_and_store(db, batch, {}):
-            if run.facts.model:
-                models.add(run.facts.model)
+            d = run.diagnosis
+            if run.facts.model and d and d.get("host_chip"):
+                keys.add((run.facts.model, d["host_chip"]))
             if keep:
                 out.append(run)
-    if refresh_peers and models:
+    if refresh_peers:
+        # only runs of the same model on the same hardware can have a new run as their baseline
         wanted = set(ids)
         others: dict[int, None] = {}
-        for model in models:
+        for model, chip in keys:
             for (rid,) in db.conn.execute(
-                    "SELECT id FROM runs WHERE model = ? ORDER BY id DESC LIMIT ?", (model, MAX_PEERS)):
+                    "SELECT r.id FROM runs r JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND d.host_chip = ? "
+                    "ORDER BY r.id DESC LIMIT ?", (model, chip, MAX_PEERS)):
                 if rid not in wanted:
                     others[rid] = None
         for batch in _batches(list(others)):

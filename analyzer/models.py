@@ -69,6 +69,7 @@ class RunFacts(BaseModel):
     shim: Shim | None = None
     shim_messages: list[str] = Field(default_factory=list)
     model: str | None = None
+    quant: str | None = None  # the model's quantization when printed apart from its name (`model ftype`)
     cpu_info: str | None = None
     gpu_info: str | None = None
     bench_backends: str | None = None
@@ -79,6 +80,13 @@ class RunFacts(BaseModel):
     unsupported_ops: list[str] = Field(default_factory=list)
     metal_errors: list[str] = Field(default_factory=list)
     family_fallback: bool = False
+    host_chip_line: str | None = None  # 'Chip:' of a Hardware Overview (system_profiler SPHardwareDataType)
+    host_model_name: str | None = None  # its 'Model Name:' ('MacBook Pro', 'Apple Virtual Machine 1')
+    macos_version: str | None = None
+    mmap: bool | None = None  # weights read through memory-mapped buffers (`*_Mapped model buffer`)
+    wrapper_virtualised: str | None = None  # an app said the Metal device looks virtualised (and names it)
+    metal_library_failed: str | None = None  # the first line saying the Metal library did not load
+    agx_domain: str | None = None  # an AGXMetal* error domain: Apple's own GPU driver answered (bare metal)
     library_load_s: float | None = None
     offload: tuple[int, int] | None = None
     vulkan_devices: list[dict] = Field(default_factory=list)
@@ -94,6 +102,12 @@ class RunFacts(BaseModel):
     sysprof_chipsets: list[str] = Field(default_factory=list)
     sysprof_metal: str | None = None
     processes: list[str] = Field(default_factory=list)
+    # Every GPU name the run mentions (device, found/picking device, model device lines): a name that
+    # is not the chosen device is still evidence of the machine (an AMD GPU listed beside others).
+    seen_devices: list[str] = Field(default_factory=list)
+    # A flag printed twice in one run with different values (blocks of two machines merged):
+    # {"flag", "value", "line", "other", "other_line"}. Never resolved by order.
+    flag_conflicts: list[dict] = Field(default_factory=list)
     # Per (model, test, kind): the speed (median of several rows), n, first line. None in
     # runs stored before it existed: readers then aggregate the throughput table.
     throughput_summary: list[dict] | None = None

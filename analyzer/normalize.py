@@ -22,6 +22,8 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("nslog", re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} (?P<proc>[^\[\s]+)\[\d+:[0-9a-fx]+\] ")),
     # journald short format: "Aug 09 12:41:47 host llama-server[2738]: "
     ("journald", re.compile(r"^[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \S+ (?P<proc>[^\[\s:]+)(?:\[\d+\])?: ")),
+    # GitHub Actions raw logs: "2026-07-14T09:12:03.4411820Z "
+    ("gh-actions", re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z ")),
     # journald iso / syslog RFC3339: "2026-08-09T12:41:47+0000 host proc[12]: "
     ("syslog-iso", re.compile(r"^\d{4}-\d{2}-\d{2}T[\d:.]+(?:Z|[+-]\d{2}:?\d{2})? \S+ (?P<proc>[^\[\s:]+)(?:\[\d+\])?: ")),
     # LM Studio: "2025-01-07 11:04:10 [DEBUG] " (often alone on its line)

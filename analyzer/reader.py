@@ -265,6 +265,52 @@ def _regular_size(f: BinaryIO) -> int | None:
     return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
+class _TeeReader(io.RawIOBase):
+    """--tee on stdin: a thread reads whatever has arrived and passes it through
+    to ``sink`` at once (flushed), before and independently of everything after
+    it (opening the store, parsing, a store waiting for a lock). The reading side
+    gets the same bytes from a bounded queue, so a slow ingest holds at most
+    ``depth`` chunks before the passthrough waits for it."""
+
+    def __init__(self, source: BinaryIO, sink: BinaryIO, depth: int = 64):
+        super().__init__()
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._pending = b""
+        self._eof = False
+        self._thread = threading.Thread(target=self._pump, args=(source, sink), name="capscan-tee", daemon=True)
+        self._thread.start()
+
+    def _pump(self, source: BinaryIO, sink: BinaryIO) -> None:
+        read = getattr(source, "read1", source.read)
+        try:
+            while True:
+                chunk = read(1 << 16)
+                if chunk:
+                    sink.write(chunk)
+                    sink.flush()
+                self._queue.put(chunk)
+                if not chunk:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the reading side (e.g. BrokenPipeError)
+            self._queue.put(exc)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self._pending and not self._eof:
+            item = self._queue.get()
+            if isinstance(item, BaseException):
+                self._eof = True
+                raise item
+            self._pending = item
+            self._eof = not item
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
 def _maybe_gunzip(stream: io.BufferedReader) -> BinaryIO:
     head = stream.peek(2)[:2]
     if head == _GZIP_MAGIC:
@@ -272,9 +318,13 @@ def _maybe_gunzip(stream: io.BufferedReader) -> BinaryIO:
     return stream
 
 
-def open_input(path: str, *, keep_raw: bool = False) -> Input:
+def open_input(path: str, *, keep_raw: bool = False, tee: BinaryIO | None = None) -> Input:
+    """Open a path, or ``-`` for stdin. ``tee`` (stdin only): pass every byte through
+    to it as soon as it arrives, from now on (see _TeeReader)."""
     if path == "-":
         raw = sys.stdin.buffer
+        if tee is not None:
+            raw = _TeeReader(raw, tee)  # type: ignore[assignment]
         stream = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
         return Input("<stdin>", _maybe_gunzip(stream), keep_raw=keep_raw)
     if os.path.isdir(path):

@@ -106,13 +106,15 @@ def render_run(out: Console, run: StoredRun, *, max_evidence: int = 10) -> None:
         for fnd in diag.get("findings", [])[1:]:
             if fnd["severity"] in ("error", "warning"):
                 out.print(Text(f"  {fnd['severity']}: ", style="yellow") + Text(fnd["message"]))
+        if not diag.get("environment"):
+            # environment is shown only on evidence: say what would decide it
+            env = next((f for f in diag.get("findings", []) if f["rule"] == "environment"), None)
+            if env:
+                out.print(Text("  environment: ", style="dim") + Text(env["message"], style="dim"))
     for line in facts_lines(run):
         out.print("  " + line, style="dim" if diag else "")
-    paired = diag.get("paired")
-    if paired:
-        parts = [f"{t['test']} {t['ratio']:.1%} ({t['per_token_s'] * 1000:+.2f} ms/token)" for t in paired["tests"][:4]]
-        out.print(f"  vs bare-metal run {paired['run']} of the same model: " + ", ".join(parts),
-                  style="dim" if diag.get("verdict") != "virtualization-overhead" else "")
+    for line in baseline_lines(diag):
+        out.print("  " + line, style="dim" if diag.get("verdict") != "virtualization-overhead" else "")
     evidence = _evidence_for(run, diag)
     if evidence:
         out.print("  evidence:")
@@ -128,6 +130,21 @@ def render_run(out: Console, run: StoredRun, *, max_evidence: int = 10) -> None:
         out.print(f"    expected after the remedy: {p['test']} ~{fmt_tps(p['predicted_tok_s'])} tok/s (bare metal "
                   f"{fmt_tps(p['host_tok_s'])}, plus {p['per_token_s'] * 1000:.2f} ms/token of virtual-GPU cost measured "
                   f"on {', '.join(p['from_models'])})", style="dim")
+
+
+def baseline_lines(diag: dict[str, Any]) -> list[str]:
+    """Which bare-metal run a guest is measured against and why (or why none), then the ratios."""
+    base = diag.get("baseline")
+    if not base:
+        return []
+    if base.get("run") is None:
+        return [f"baseline   none: {base['why']}"]
+    lines = [f"baseline   bare-metal run {base['run']}: {base['why']}"]
+    paired = diag.get("paired")
+    if paired:
+        parts = [f"{t['test']} {t['ratio']:.1%} ({t['per_token_s'] * 1000:+.2f} ms/token)" for t in paired["tests"][:4]]
+        lines.append(f"{'vs run ' + str(paired['run']):<10} " + ", ".join(parts))
+    return lines
 
 
 def _evidence_for(run: StoredRun, diag: dict[str, Any]) -> list[tuple[int, str]]:

@@ -35,4 +35,12 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "fixable": bool(diag.get("fixable", False)),
         "confidence": diag.get("confidence"),
         "findings": diag.get("findings", []),
+        # a guest's bare-metal baseline (same model and quantization, same host chip) and why, or why none;
+        # null for runs that are not guests
+        "baseline": diag.get("baseline"),
+        # what the human report shows beside the verdict: the next commands, the pairing with the
+        # baseline (per test: ratio and per-token cost) and the predicted speed after the remedy
+        "next": diag.get("next_steps", []),
+        "pairing": diag.get("paired"),
+        "prediction": diag.get("prediction", []),
     }

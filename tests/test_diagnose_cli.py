@@ -11,7 +11,8 @@ FIX = Path(__file__).resolve().parent / "fixtures"
 STOCK = FIX / "metal/m4-2026-08-guest-stock.log"
 
 RUN_KEYS = {"id", "source", "first_line", "last_line", "program", "backend", "device", "host_chip", "environment",
-            "capabilities", "shim", "throughput", "verdict", "fixable", "confidence", "findings"}
+            "capabilities", "shim", "throughput", "verdict", "fixable", "confidence", "findings", "baseline",
+            "next", "pairing", "prediction"}
 DEVICE_KEYS = {"name", "apple_family", "families", "unified_memory", "working_set_mb", "threadgroup_memory"}
 
 
@@ -28,6 +29,8 @@ def test_diagnose_json_matches_the_contract(tmp_path):
     assert run["capabilities"] == {"simdgroup_reduction": False, "simdgroup_mm": False, "bfloat": False,
                                    "tensor": False}
     assert run["environment"] == "vm" and run["shim"] is None
+    # a guest that does not name its host chip has no baseline, and says why
+    assert run["baseline"]["run"] is None and "host chip of this guest is unknown" in run["baseline"]["why"]
     assert run["program"] == "llama-bench" and run["backend"] == "metal"
     assert {t["test"]: t["tok_s"] for t in run["throughput"]} == {"pp512": 431.86, "tg128": 12.63}
     assert set(run["throughput"][0]) == {"test", "tok_s", "stddev", "model"}
@@ -138,5 +141,11 @@ def test_a_reader_that_goes_away_is_not_a_fail_on_hit(tmp_path):
 def test_report_pairs_a_guest_with_the_bare_metal_run_of_its_model(tmp_path):
     db = tmp_path / "pair.db"
     run_capscan("ingest", str(FIX / "metal/m4-2026-08-host-m1-ultra.log"), db=db, check=True)
+    out = run_capscan(input=(FIX / "baselines/guest-stock-block-and-json.log").read_bytes(), db=db,
+                      check=True).stdout.decode()
+    assert ("baseline   bare-metal run 1: same model and quantization (llama 1B Q4_K - Medium); same hardware "
+            "(Apple M1 Ultra, named by the guest's cpu_info)") in out
+    assert "vs run 1   pp512 8.9% (+2.11 ms/token), tg128 4.4% (+75.69 ms/token)" in out
+    # a guest whose log does not name its host chip is never paired with another machine's run
     out = run_capscan(input=STOCK.read_bytes(), db=db, check=True).stdout.decode()
-    assert "vs bare-metal run 1 of the same model: pp512 8.9% (+2.11 ms/token), tg128 4.4% (+75.69 ms/token)" in out
+    assert "baseline   none: the host chip of this guest is unknown" in out and "vs run" not in out

@@ -44,10 +44,10 @@ def report_of(run) -> list[str]:
     (("metal/m4-2026-08-guest-stock.log",),
      "This VM runs llama.cpp on slow fallback paths, because its virtual GPU under-reports what it can do; "
      "capscan can fix that."),
-    (("metal/m4-2026-08-host-m1-ultra.log", "metal/m4-2026-08-guest-stock.log"),
+    (("metal/m4-2026-08-host-m1-ultra.log", "baselines/guest-stock-block-and-json.log"),
      "This VM runs llama.cpp about 23x slower than its host, because its virtual GPU under-reports what it can do; "
      "capscan can fix that."),
-    (("metal/m4-2026-08-host-m1-ultra.log", "metal/m4-2026-08-guest-lume-shim.log"),
+    (("metal/m4-2026-08-host-m1-ultra.log", "shims/lume-shim-apple9-on-m1.log"),
      "This VM runs llama.cpp at 72% of its host's speed with full GPU capabilities: the rest is the virtual GPU's own "
      "cost, which no capability fix removes."),
     (("metal/m2-2024-10-amd-egpu-intel-mac.log",),
@@ -64,8 +64,8 @@ def test_first_line_says_it_in_plain_words(tmp_path, files, first):
 
 
 def test_the_fix_is_promised_only_when_fixable(tmp_path):
-    # symptoms only: a downgrade, but no positive evidence of an Apple-silicon host
-    run = diagnosed(tmp_path, "metal/symptoms-only-skipping.log")[0]
+    # symptoms in a VM: a downgrade, but no positive evidence of an Apple-silicon host
+    run = diagnosed(tmp_path, "rules/unsupported-op-paravirtual-listed.log")[0]
     assert run.diagnosis["verdict"] == "capability-downgrade" and not run.diagnosis["fixable"]
     first = report_of(run)[0]
     assert "can fix" not in first and "Apple-silicon host" in first
@@ -91,7 +91,7 @@ def test_speed_gap_prefers_the_predicted_remedied_speed():
     (("metal/m1-2023-11-mib.log",), "medium confidence: some capabilities are inferred from the printed GPU family, "
                                     "not printed"),
     (("metal/no-metal-rosetta-x86.log",), "high confidence: the log prints the deciding facts itself"),
-    (("metal/symptoms-only-skipping.log",), "low confidence: read from symptoms"),
+    (("rules/unsupported-op-paravirtual-listed.log",), "low confidence: read from symptoms"),
 ])
 def test_confidence_says_what_it_rests_on(tmp_path, files, clause):
     run = diagnosed(tmp_path, *files)[0]

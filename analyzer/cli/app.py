@@ -17,7 +17,7 @@ import click
 
 from analyzer import __version__
 from analyzer.cli.exits import EXIT_BROKEN_PIPE, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_USAGE, FailOn
-from analyzer.cli.options import Options, add_shared
+from analyzer.cli.options import Options, add_shared, chosen_format
 
 # Each command's module is imported only when that command runs (or --help lists
 # them): start-up is the interpreter, click, and the one command.
@@ -46,19 +46,21 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok, 1 a --fail-on verdict was found, 2 usage error or unreadable input, "
                     "130 interrupted.")
-@add_shared
+@add_shared("db", "formats", "tee", "fail_on", "gha")
 @click.option("--force", is_flag=True, help="Pipe mode: store the input even if the same content was stored before.")
 @click.option("--keep-raw", is_flag=True, help="Also store the raw log (gzip) with the facts.")
 @click.version_option(__version__, prog_name="capscan")
 @click.pass_context
-def cli(ctx: click.Context, db, as_json, tee, fail_on, force, keep_raw) -> None:
+def cli(ctx: click.Context, db, tee, fail_on, gha, force, keep_raw, **formats) -> None:
     """capscan: why is LLM inference in this VM slow?
 
     Pipe a llama.cpp log in (``llama-bench ... 2>&1 | capscan``): every run is
-    stored and diagnosed, with the evidence lines.
+    stored and diagnosed, with the evidence lines. With --tee the log passes
+    through to stdout as it is read, and the report goes to stderr.
     """
-    ctx.obj = Options().merged(db=db, as_json=as_json, tee=tee, fail_on=fail_on)
+    ctx.obj = Options().merged(db=db, fmt=chosen_format(formats), tee=tee, fail_on=fail_on, gha=gha)
     if ctx.invoked_subcommand is not None:
+        _group_flags_fit(ctx, ctx.obj, ctx.invoked_subcommand)
         return
     if sys.stdin is None or sys.stdin.isatty():  # a terminal, or no stdin at all (closed in a CI step)
         click.echo(ctx.get_help())
@@ -66,6 +68,23 @@ def cli(ctx: click.Context, db, as_json, tee, fail_on, force, keep_raw) -> None:
     from analyzer.cli.ingest import pipe_mode
 
     pipe_mode(ctx.obj, force=force, keep_raw=keep_raw)
+
+def _group_flags_fit(ctx: click.Context, opts: Options, name: str) -> None:
+    """`capscan --fail-on X runs` is `capscan runs --fail-on X`; a flag the command has no use for
+    is a usage error rather than silently ignored (a gate that cannot fire must not look armed)."""
+    command = cli.get_command(ctx, name)
+    if command is None:
+        return
+    takes = {p.name for p in command.params}
+    if isinstance(command, click.Group):  # db, remedy: their commands take --json only
+        takes = {"as_json", "db"}
+    fmt_param = None if opts.fmt is None else ("as_json" if opts.fmt == "json" and "as_json" in takes
+                                              else f"fmt_{opts.fmt}")
+    wrong = [flag for flag, given, param in (("--tee", opts.tee, "tee"), ("--fail-on", opts.fail_on, "fail_on"),
+                                             (f"--{opts.fmt}", opts.fmt, fmt_param))
+             if given and param not in takes]
+    if wrong:
+        raise click.UsageError(f"{', '.join(wrong)} has no meaning for `capscan {name}`")
 
 
 def main() -> None:

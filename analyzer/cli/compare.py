@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import sys
+from typing import Any, Iterator, TextIO
 
 import click
 
 from analyzer.cli.exits import CapscanError
 from analyzer.cli.ingest import diagnose_runs
-from analyzer.cli.options import Options, open_existing_db, shared_options
-from analyzer.cli.output import echo_json
+from analyzer.cli.options import Options, open_existing_db
+from analyzer.cli.output import Result, output_options, verdict_of
 from analyzer.cli.runs import resolve_run
+
+COLUMNS = ("a", "b", "test", "a_tok_s", "b_tok_s", "ratio", "per_token_ms")
 
 
 @click.command()
 @click.argument("run_refs", metavar="RUN_A RUN_B [RUN_C]", nargs=-1, required=True)
-@shared_options()
-def compare(opts: Options, run_refs: tuple[str, ...]) -> None:
+@output_options("db", "formats", "fail_on")
+def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
     """Capability diff, throughput ratios (B/A) and per-token cost of two runs;
     with three runs of one model (stock guest, remedied guest, host), the gap
     decomposition."""
     from analyzer.compare import assign_roles, compare_runs, decompose
-    from analyzer.report import console, render_compare
 
     if len(run_refs) not in (2, 3):
         raise click.UsageError("compare takes two runs (or three: stock guest, remedied guest, host)")
@@ -47,7 +48,59 @@ def compare(opts: Options, run_refs: tuple[str, ...]) -> None:
         stock, remedied, host = roles
         doc["pairs"] = [compare_runs(host, stock), compare_runs(host, remedied)]
         doc["decomposition"] = decompose(stock, remedied, host)
-    if opts.as_json:
-        echo_json(doc)
-    else:
-        render_compare(console(sys.stdout), doc)
+
+    def human(out: TextIO) -> None:
+        from analyzer.report import console, render_compare
+
+        render_compare(console(out), doc)
+
+    def markdown(out: TextIO) -> None:
+        out.write(markdown_compare(doc))
+
+    return Result(human=human, doc=doc, columns=COLUMNS, rows=rows_of(doc), markdown=markdown,
+                  verdicts=[verdict_of(r) for r in runs_])
+
+
+def rows_of(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """One row per pair and test in common."""
+    for pair in doc["pairs"]:
+        for t in pair["tests"]:
+            yield {"a": pair["a"], "b": pair["b"], "test": t["test"], "a_tok_s": t["a_tok_s"], "b_tok_s": t["b_tok_s"],
+                   "ratio": t["ratio"], "per_token_ms": t["per_token_s"] * 1000}
+
+
+def markdown_compare(doc: dict[str, Any]) -> str:
+    """Like llama.cpp's compare-llama-bench: per pair a table of test, both speeds and the speedup."""
+    import io
+
+    from analyzer import tabular
+
+    buf = io.StringIO()
+    for pair in doc["pairs"]:
+        buf.write(f"### run {pair['a']} (A) vs run {pair['b']} (B)\n\n")
+        differs = [row for row in pair["capabilities"] if row["differs"]]
+        if differs:
+            buf.write("capabilities that differ: " + ", ".join(
+                f"{tabular.markdown_cell(r['field'])} {tabular.markdown_cell(r['a'])} → "
+                f"{tabular.markdown_cell(r['b'])}" for r in differs) + "\n\n")
+        rows = [{"test": t["test"], f"run {pair['a']} t/s": t["a_tok_s"], f"run {pair['b']} t/s": t["b_tok_s"],
+                 "speedup": f"{t['ratio']:.2f}", "B - A per token": f"{t['per_token_s'] * 1000:+.3f} ms"}
+                for t in pair["tests"]]
+        if rows:
+            cols = list(rows[0])
+            tabular.write_markdown(buf, cols, rows, right=cols[1:])
+        else:
+            buf.write("no test in common\n")
+        buf.write("\n")
+    dec = doc.get("decomposition")
+    if dec:
+        buf.write(f"### gap decomposition: stock run {dec['stock']}, remedied run {dec['remedied']}, "
+                  f"host run {dec['host']}\n\n")
+        rows = [{"test": r["test"], "stock t/s": r["stock_tok_s"], "remedied t/s": r["remedied_tok_s"],
+                 "host t/s": r["host_tok_s"], "excess/token": f"{r['excess_s'] * 1000:.3f} ms",
+                 "downgrade": f"{r['downgrade_share']:.1%}", "residual": f"{r['residual_share']:.1%}"}
+                for r in dec["tests"]]
+        if rows:
+            cols = list(rows[0])
+            tabular.write_markdown(buf, cols, rows, right=cols[1:])
+    return buf.getvalue()

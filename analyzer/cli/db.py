@@ -14,7 +14,7 @@ def db() -> None:
 
 
 @db.command("path")
-@shared_options()
+@shared_options("db", "json")
 def db_path(opts: Options) -> None:
     """Print the database path."""
     from analyzer.paths import resolve_db_path
@@ -27,7 +27,7 @@ def db_path(opts: Options) -> None:
 
 
 @db.command("stats")
-@shared_options()
+@shared_options("db", "json")
 def db_stats(opts: Options) -> None:
     """Sources, runs, rows and verdicts stored."""
     from analyzer.paths import resolve_db_path

@@ -8,8 +8,9 @@ import sys
 import click
 
 from analyzer.cli.exits import EXIT_USAGE, CapscanError
-from analyzer.cli.options import Options, open_db, shared_options
-from analyzer.cli.output import echo_json, emit_report, notice
+from analyzer.cli.options import Options, open_db
+from analyzer.cli.output import Result, output_options, report_result, verdict_of, write
+from analyzer.cli.output import error_line, notice
 
 
 def _progress_for(path: str):
@@ -31,23 +32,36 @@ def _progress_for(path: str):
     return progress, size
 
 
-def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool) -> tuple[list, list[str]]:
+def start_tee(opts: Options, paths: list[str] | tuple[str, ...], *, keep_raw: bool) -> dict:
+    """--tee with stdin: start passing it through now, before anything slow (imports, opening
+    the store, waiting for its lock) happens; ingest_paths reads it later."""
+    if not opts.tee or "-" not in paths:
+        return {}
+    from analyzer.reader import open_input
+
+    return {"-": open_input("-", keep_raw=keep_raw, tee=sys.stdout.buffer)}
+
+
+def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool,
+                 opened: dict | None = None) -> tuple[list, list[str]]:
     """Ingest each path in its own transaction. Returns (results, errors);
-    a bad input does not stop the others or undo what they stored."""
+    a bad input does not stop the others or undo what they stored.
+    ``opened``: inputs already open (stdin under --tee, already passing through)."""
     from analyzer.ingest import ingest
     from analyzer.reader import InputError, open_input
 
+    opened = dict(opened or {})
     results, errors = [], []
     for path in paths:
         try:
-            source = open_input(path, keep_raw=keep_raw)
+            source = opened.pop(path) if path in opened else open_input(path, keep_raw=keep_raw)
         except InputError as exc:
             errors.append(str(exc))
-            click.echo(f"capscan: {exc}", err=True)
+            error_line(exc)
             continue
         bar = _progress_for(path)
         try:
-            tee_stream = sys.stdout.buffer if tee else None
+            tee_stream = sys.stdout.buffer if tee and path != "-" else None  # stdin: tee'd as it arrives
             if bar:
                 progress, size = bar
                 with progress:
@@ -58,7 +72,7 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
                 result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream)
         except InputError as exc:
             errors.append(str(exc))
-            click.echo(f"capscan: {exc}", err=True)
+            error_line(exc)
             salvaged = getattr(exc, "result", None)  # a truncated gzip: the lines before the damage were stored
             if salvaged is not None:
                 results.append(salvaged)
@@ -93,12 +107,13 @@ def diagnose_runs(db, run_ids: list[int], *, keep: bool = True) -> list:
 
 def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
     """Bare ``capscan`` with stdin not a terminal: ingest stdin, store it, print the report."""
+    opened = start_tee(opts, ["-"], keep_raw=keep_raw)
     database = open_db(opts)
-    results, errors = ingest_paths(database, ["-"], force=force, keep_raw=keep_raw, tee=opts.tee)
+    results, errors = ingest_paths(database, ["-"], force=force, keep_raw=keep_raw, tee=opts.tee, opened=opened)
     if errors and not results:
         sys.exit(EXIT_USAGE)  # the one-line reason was printed by ingest_paths
     run_ids = [rid for r in results for rid in r.run_ids]
-    emit_report(opts, diagnose_runs(database, run_ids))
+    write(opts, report_result(opts, diagnose_runs(database, run_ids)))
     if errors:
         sys.exit(EXIT_USAGE)  # what could be read was stored and reported
 
@@ -110,32 +125,49 @@ def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
                    "watch's cursors: only what is new.")
 @click.option("--force", is_flag=True, help="Store again even if the same content was stored before.")
 @click.option("--keep-raw", is_flag=True, help="Also store the raw log (gzip); logs can hold prompts and answers.")
-@shared_options()
-def ingest(opts: Options, paths: tuple[str, ...], discover: bool, force: bool, keep_raw: bool) -> None:
-    """Store the runs found in files (or - for stdin); prints the new run ids."""
+@output_options("db", "json", "tee", "fail_on")
+def ingest(opts: Options, paths: tuple[str, ...], discover: bool, force: bool, keep_raw: bool) -> Result | None:
+    """Store the runs found in files (or - for stdin); prints the new run ids.
+
+    With --tee, stdin passes through to stdout line by line as it is read, and
+    the run ids go to stderr."""
     if not paths and not discover:
         raise click.UsageError("give files (or - for stdin), or --discover")
+    if discover and not paths and opts.fail_on:
+        raise click.UsageError("--fail-on gates the files given here; --discover alone has none (use `capscan "
+                               "runs --fail-on` after it)")
+    opened = start_tee(opts, paths, keep_raw=keep_raw)
     if discover:
         from analyzer.cli.fleet import ingest_discovered
 
         ingest_discovered(opts)  # through watch's cursors: a growing log is never stored twice
         if not paths:
-            return
+            return None
     database = open_db(opts)
-    results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=False)
-    diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids], keep=False)
-    if opts.as_json:
-        echo_json([{
-            "path": r.path, "source_id": r.source_id, "run_ids": r.run_ids, "duplicate_of": r.duplicate_of,
-            "lines": r.lines, "recognised_lines": r.recognised, "overlong_lines": r.overlong, "size": r.size,
-        } for r in results])
-    else:
+    results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee,
+                                   opened=opened)
+    # the runs are kept only for a --fail-on gate: 60,000 runs are diagnosed in bounded memory otherwise
+    runs_ = diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids],
+                          keep=bool(opts.fail_on))
+    if opts.fail_on:  # the gate also sees runs stored by an earlier ingest of the same content
+        runs_ += diagnose_runs(database, [rid for r in results if r.duplicate for rid in r.run_ids])
+
+    def human(out) -> None:
         for r in results:
             if not r.duplicate:
                 for rid in r.run_ids:
-                    click.echo(rid)
+                    out.write(f"{rid}\n")
+
     if errors:
+        write(opts, Result(human=human, doc=_ingest_doc(results)))
         sys.exit(EXIT_USAGE)
+    return Result(human=human, doc=_ingest_doc(results), verdicts=[verdict_of(r) for r in runs_])
+
+
+def _ingest_doc(results: list) -> list[dict]:
+    return [{"path": r.path, "source_id": r.source_id, "run_ids": r.run_ids, "duplicate_of": r.duplicate_of,
+             "lines": r.lines, "recognised_lines": r.recognised, "overlong_lines": r.overlong, "size": r.size}
+            for r in results]
 
 
 @click.command()
@@ -144,7 +176,7 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool, force: bool, k
 @click.option("--last", is_flag=True, help="Diagnose the runs of the most recently stored source.")
 @click.option("--force", is_flag=True, help="Store the inputs again even if their content was stored before.")
 @click.option("--keep-raw", is_flag=True, help="Also store the raw logs (gzip).")
-@shared_options()
+@output_options("db", "formats", "tee", "fail_on", "gha")
 def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool, force: bool,
              keep_raw: bool) -> None:
     """Diagnose stored runs, or ingest the inputs first and diagnose them."""
@@ -165,7 +197,9 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
             raise CapscanError("no runs stored yet")
         ids += [r[0] for r in database.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", row)]
     if paths:
-        results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee)
+        opened = start_tee(opts, paths, keep_raw=keep_raw)
+        results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee,
+                                       opened=opened)
         if errors and not results and not ids:
             sys.exit(EXIT_USAGE)
         ids += [rid for r in results for rid in r.run_ids]
@@ -175,6 +209,6 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
                    or database.conn.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone() is None]
         if missing:
             raise CapscanError("no run " + ", ".join(str(i) for i in missing))
-    emit_report(opts, diagnose_runs(database, list(dict.fromkeys(ids))))
+    write(opts, report_result(opts, diagnose_runs(database, list(dict.fromkeys(ids)))))
     if errors:
         sys.exit(EXIT_USAGE)

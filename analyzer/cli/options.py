@@ -19,16 +19,23 @@ from analyzer.cli.exits import CapscanError
 @dataclass
 class Options:
     db: str | None = None
-    as_json: bool = False
+    fmt: str | None = None          # json, nl, csv, tsv, markdown; None: for people
     tee: bool = False
     fail_on: list[str] = field(default_factory=list)
+    gha: bool = True                # GitHub Actions summary and annotations when GITHUB_ACTIONS=true
+
+    @property
+    def as_json(self) -> bool:
+        return self.fmt == "json"
 
     def merged(self, **kw: Any) -> "Options":
+        fmt = kw.get("fmt") or ("json" if kw.get("as_json") else None)
         return Options(
             db=kw.get("db") or self.db,
-            as_json=bool(kw.get("as_json")) or self.as_json,
+            fmt=fmt or self.fmt,
             tee=bool(kw.get("tee")) or self.tee,
             fail_on=parse_fail_on(kw.get("fail_on")) or self.fail_on,
+            gha=self.gha and kw.get("gha", True) is not False,
         )
 
 
@@ -54,17 +61,49 @@ SHARED: dict[str, Callable[[Callable], Callable]] = {
     "tee": click.option("--tee", is_flag=True, default=False,
                         help="Pass the input through to stdout; report on stderr."),
     "fail_on": click.option("--fail-on", "fail_on", default=None, metavar="VERDICT[,VERDICT...]",
-                            help="Exit 1 when any run has one of these verdicts."),
+                            help="Exit 1 when any run has one of these verdicts (unknown: also when nothing "
+                                 "was recognised)."),
+    "gha": click.option("--gha/--no-gha", "gha", default=True, show_default=True,
+                        help="Under GitHub Actions (GITHUB_ACTIONS=true): add the report to the job summary and "
+                             "annotate downgrade and hardware-limit runs."),
 }
-_PARAM = {"db": "db", "json": "as_json", "tee": "tee", "fail_on": "fail_on"}
+# --json and the table formats: one flag each, read together as Options.fmt (one at a time)
+FORMAT_FLAGS = (
+    ("--json", "json", "JSON on stdout."),
+    ("--nl", "nl", "One JSON object per line."),
+    ("--csv", "csv", "CSV with a header row."),
+    ("--tsv", "tsv", "Tab-separated with a header row."),
+    ("--markdown", "markdown", "A GitHub markdown table (PR comments, job summaries)."),
+)
+
+
+def _formats_option(func: Callable) -> Callable:
+    for flag, value, text in reversed(FORMAT_FLAGS):
+        func = click.option(flag, f"fmt_{value}", is_flag=True, default=False, help=text)(func)
+    return func
+
+
+def chosen_format(kwargs: dict[str, Any]) -> str | None:
+    """Pop the format flags from a command's kwargs: the one given, None, or a usage error for two."""
+    given = [value for _, value, _ in FORMAT_FLAGS if kwargs.pop(f"fmt_{value}", False)]
+    if len(given) > 1:
+        raise click.UsageError("choose one output format: " + ", ".join("--" + g for g in given))
+    return given[0] if given else None
+
+
+SHARED["formats"] = _formats_option
+_PARAM = {"db": "db", "json": "as_json", "formats": "fmt", "tee": "tee", "fail_on": "fail_on", "gha": "gha"}
 ALL = ("db", "json", "tee", "fail_on")
 
 
-def add_shared(func: Callable, names: tuple[str, ...] = ALL) -> Callable:
+def add_shared(*names: str) -> Callable[[Callable], Callable]:
     """Only declare the options (the group uses this: it builds its Options itself)."""
-    for name in reversed(names):
-        func = SHARED[name](func)
-    return func
+    def decorate(func: Callable) -> Callable:
+        for name in reversed(names or ALL):
+            func = SHARED[name](func)
+        return func
+
+    return decorate
 
 
 def shared_options(*names: str) -> Callable[[Callable], Callable]:
@@ -75,12 +114,12 @@ def shared_options(*names: str) -> Callable[[Callable], Callable]:
         @click.pass_context
         @functools.wraps(func)
         def wrapper(ctx: click.Context, **kwargs):
-            given = {_PARAM[n]: kwargs.pop(_PARAM[n]) for n in names}
+            given = {_PARAM[n]: chosen_format(kwargs) if n == "formats" else kwargs.pop(_PARAM[n]) for n in names}
             base: Options = ctx.obj if ctx.obj is not None else Options()
             ctx.obj = base.merged(**given)
             return func(ctx.obj, **kwargs)
 
-        return add_shared(wrapper, names)
+        return add_shared(*names)(wrapper)
 
     return decorate
 

@@ -6,34 +6,34 @@ to stderr. With --tee, stdout carries the input, so the report goes to stderr.
 
 from __future__ import annotations
 
-import json
-import math
+import functools
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
 import click
 
 from analyzer import __version__
 from analyzer.cli.exits import FailOn
-from analyzer.cli.options import Options
+from analyzer.cli.options import Options, shared_options
 
 
 def dump_json(obj: Any) -> str:
     """Indented JSON; NaN and infinities (which JSON has not) become null."""
-    def clean(o: Any) -> Any:
-        if isinstance(o, float) and not math.isfinite(o):
-            return None
-        if isinstance(o, dict):
-            return {str(k): clean(v) for k, v in o.items()}
-        if isinstance(o, (list, tuple)):
-            return [clean(v) for v in o]
-        return o
+    from analyzer.tabular import dumps
 
-    return json.dumps(clean(obj), indent=2, ensure_ascii=False)
+    return dumps(obj)
 
 
 def echo_json(obj: Any) -> None:
     click.echo(dump_json(obj))
+
+
+def error_line(message: Any) -> None:
+    """``capscan: <message>`` on stderr, inert (messages can quote paths and log text)."""
+    from analyzer.tabular import safe_text
+
+    click.echo(f"capscan: {safe_text(message)}", err=True)
 
 
 def data_out(opts: Options):
@@ -56,49 +56,210 @@ def count_runs(ids: list[int]) -> str:
 
 
 def notice(result) -> None:
-    """One stderr line on what an ingest stored."""
+    """One stderr line on what an ingest stored (the path made inert: a file name can hold a
+    newline, which under GitHub Actions would start a workflow command)."""
+    from analyzer.tabular import safe_text
+
+    path = safe_text(result.path)
     if result.duplicate:
-        click.echo(f"capscan: {result.path}: already ingested (source {result.duplicate_of}, "
+        click.echo(f"capscan: {path}: already ingested (source {result.duplicate_of}, "
                    f"{count_runs(result.run_ids)}); use --force to ingest it again", err=True)
         return
-    msg = f"capscan: {result.path}: {count_runs(result.run_ids)}"
+    msg = f"capscan: {path}: {count_runs(result.run_ids)}"
     msg += f", {result.lines:,} lines, {result.recognised:,} recognised"
     if result.overlong:
         msg += f", {result.overlong} overlong line(s) skipped"
     if result.size == 0:
-        msg = f"capscan: {result.path}: empty input, nothing recognised"
+        msg = f"capscan: {path}: empty input, nothing recognised"
     click.echo(msg, err=True)
 
 
-def emit_report(opts: Options, runs: list, *, header: str | None = None) -> None:
-    """The diagnosis report (or its JSON) of diagnosed runs; raises FailOn for a --fail-on verdict."""
-    from analyzer.report import console, render_run
+@dataclass
+class Result:
+    """What a command shows, in every form; write() picks the one asked for.
+
+    doc: the --json document (None: the records as a JSON array, streamed);
+    records: --nl objects (default: rows); columns/rows: --csv, --tsv and the
+    default --markdown table (rows may be a generator: it is read once);
+    human: the default text; markdown: a richer --markdown than the table;
+    verdicts: what --fail-on looks at (None: the command has no verdicts; it is
+    read after the output is written, so a streaming command may fill it then);
+    report_runs: diagnosed runs, for the GitHub Actions summary and annotations.
+    """
+
+    human: Callable[[TextIO], None]
+    doc: Any = None
+    records: Iterable[Any] | None = None
+    columns: Sequence[str] = ()
+    rows: Iterable[dict[str, Any]] = ()
+    right: Sequence[str] = ()
+    markdown: Callable[[TextIO], None] | None = None
+    verdicts: list[str] | None = None
+    report_runs: list | None = None
+
+
+def write(opts: Options, result: Result) -> None:
+    """The one output path: the chosen format on stdout (stderr under --tee), then
+    GitHub Actions, then --fail-on."""
+    from analyzer import tabular
+
+    out = data_out(opts)
+    fmt = opts.fmt
+    if fmt == "json":
+        if result.doc is not None:
+            out.write(tabular.dumps(result.doc) + "\n")
+        else:
+            tabular.write_json_array(out, result.records if result.records is not None else result.rows)
+    elif fmt == "nl":
+        tabular.write_nl(out, result.records if result.records is not None else result.rows)
+    elif fmt in ("csv", "tsv"):
+        tabular.write_delimited(out, result.columns, result.rows, tsv=fmt == "tsv")
+    elif fmt == "markdown":
+        if result.markdown is not None:
+            result.markdown(out)
+        else:
+            tabular.write_markdown(out, result.columns, result.rows, right=result.right)
+    else:
+        result.human(out)
+    out.flush()
+    if result.report_runs is not None and opts.gha:
+        from analyzer.cli import gha
+
+        gha.report(result.report_runs)
+    if result.verdicts is not None:
+        check_fail_on(opts, result.verdicts)
+
+
+def check_fail_on(opts: Options, verdicts: list[str]) -> None:
+    """Raise FailOn when a verdict is one of --fail-on's; no run at all counts as unknown."""
+    if not opts.fail_on:
+        return
+    found = [v for v in (verdicts or ["unknown"]) if v in opts.fail_on]
+    if found:
+        raise FailOn(found)
+
+
+def output_options(*names: str) -> Callable[[Callable], Callable]:
+    """shared_options(*names) for a command that returns a Result: write() prints it."""
+    def decorate(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def run(opts: Options, *args: Any, **kwargs: Any) -> None:
+            result = func(opts, *args, **kwargs)
+            if result is not None:
+                write(opts, result)
+
+        return shared_options(*names)(run)
+
+    return decorate
+
+
+def verdict_of(run) -> str:
+    return (run.diagnosis or {}).get("verdict", "unknown")
+
+
+REPORT_COLUMNS = ("run", "source", "program", "device", "environment", "host_chip", "verdict", "fixable",
+                  "confidence", "test", "tok_s", "baseline_run", "baseline_tok_s", "ratio")
+
+
+def report_rows(runs: list) -> Iterator[dict[str, Any]]:
+    """One row per run and test (a run without throughput: one row, test empty)."""
+    for run in runs:
+        diag = run.diagnosis or {}
+        paired = diag.get("paired") or {}
+        base = {t["test"]: t for t in paired.get("tests", [])}
+        row = {"run": run.id, "source": run.source, "program": run.facts.program, "device": run.facts.device.name,
+               "environment": diag.get("environment"), "host_chip": diag.get("host_chip"), "verdict": verdict_of(run),
+               "fixable": bool(diag.get("fixable")), "confidence": diag.get("confidence")}
+        tests = run.throughput or [None]
+        for t in tests:
+            b = base.get(t["test"]) if t else None
+            yield {**row, "test": t["test"] if t else None, "tok_s": t["tok_s"] if t else None,
+                   "baseline_run": paired.get("run") if b else None,
+                   "baseline_tok_s": b["baseline_tok_s"] if b else None, "ratio": b["ratio"] if b else None}
+
+
+def report_result(opts: Options, runs: list, *, max_evidence: int = 10, overall: bool = True,
+                  doc: Any = None, gha: bool = True) -> Result:
+    """A diagnosis report (pipe mode, diagnose, probe; show with doc= one run) in every form."""
     from analyzer.runjson import run_to_json
     from analyzer.verdicts import summary_verdict
 
-    out = data_out(opts)
-    verdicts = [(r.diagnosis or {}).get("verdict", "unknown") for r in runs]
+    verdicts = [verdict_of(r) for r in runs]
     fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
-    if opts.as_json:
+    if doc is None:
         doc = {"capscan_version": __version__,
                "summary": {"verdict": summary_verdict(verdicts), "runs": len(runs), "fixable": fixable},
                "runs": [run_to_json(r) for r in runs]}
-        out.write(dump_json(doc) + "\n")
-    else:
-        con = console(out)
-        if not runs:
-            con.print("No runs recognised in this input: verdict unknown. "
-                      "(`capscan formats` lists what capscan reads.)")
-        for i, run in enumerate(runs):
-            if i:
-                con.print()
-            render_run(con, run)
-        if runs:
-            overall = summary_verdict(verdicts)
-            worst = next((r for r, v in zip(runs, verdicts) if v == overall), runs[-1])  # where the verdict comes from
+
+    def human(out: TextIO) -> None:
+        render_report(out, runs, max_evidence=max_evidence, overall=overall)
+
+    def markdown(out: TextIO) -> None:
+        out.write(markdown_report(runs))
+
+    return Result(human=human, doc=doc, records=(run_to_json(r) for r in runs), columns=REPORT_COLUMNS,
+                  rows=report_rows(runs), right=("run", "tok_s", "baseline_run", "baseline_tok_s", "ratio"),
+                  markdown=markdown, verdicts=verdicts, report_runs=runs if gha else None)
+
+
+def render_report(out: TextIO, runs: list, *, max_evidence: int = 10, overall: bool = True) -> None:
+    from analyzer.report import console, render_run
+    from analyzer.verdicts import summary_verdict
+
+    con = console(out)
+    if not runs:
+        con.print("No runs recognised in this input: verdict unknown. "
+                  "(`capscan formats` lists what capscan reads.)")
+    for i, run in enumerate(runs):
+        if i:
             con.print()
-            con.print(f"overall: {overall}" + ("  (fixable)" if fixable else "")
-                      + f"   browse: capscan tui --run {worst.id}", style="dim")
-    found = [v for v in verdicts if v in opts.fail_on]
-    if found:
-        raise FailOn(found)
+        render_run(con, run, max_evidence=max_evidence)
+    if runs and overall:
+        verdicts = [verdict_of(r) for r in runs]
+        fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
+        worst_verdict = summary_verdict(verdicts)
+        worst = next((r for r, v in zip(runs, verdicts) if v == worst_verdict), runs[-1])  # where the verdict comes from
+        con.print()
+        con.print(f"overall: {worst_verdict}" + ("  (fixable)" if fixable else "")
+                  + f"   browse: capscan tui --run {worst.id}", style="dim")
+
+
+def markdown_report(runs: list) -> str:
+    """The report as GitHub markdown: a heading, a table of runs and speeds, each run's why and next steps."""
+    import io
+
+    from analyzer import tabular
+    from analyzer.verdicts import summary_verdict
+
+    md = tabular.markdown_cell
+    buf = io.StringIO()
+    verdict = summary_verdict([verdict_of(r) for r in runs])
+    fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
+    buf.write(f"### capscan: {verdict}{' (fixable)' if fixable else ''}\n\n")
+    if not runs:
+        buf.write("No runs recognised in this input: verdict unknown.\n")
+        return buf.getvalue()
+    columns = ("run", "source", "device", "environment", "verdict", "test", "tok_s", "baseline_tok_s", "ratio")
+    rows = []
+    for r in report_rows(runs):
+        r = dict(r)
+        if r["ratio"] is not None:
+            r["ratio"] = f"{r['ratio']:.1%}"
+        rows.append(r)
+    tabular.write_markdown(buf, columns, rows, right=("run", "tok_s", "baseline_tok_s", "ratio"))
+    for run in runs:
+        diag = run.diagnosis or {}
+        notes = [n for n in ("fixable" if diag.get("fixable") else None,
+                             f"{diag['confidence']} confidence" if diag.get("confidence") else None) if n]
+        buf.write(f"\n**run {run.id}: {verdict_of(run)}**" + (f" ({', '.join(notes)})" if notes else "")
+                  + (f": {md(diag['summary'])}" if diag.get("summary") else "") + "\n")
+        for step in diag.get("next_steps", []):
+            buf.write(f"- next: {md(step)}\n")
+        for p in diag.get("prediction", []):
+            buf.write(f"- expected after the remedy: {md(p['test'])} ~{p['predicted_tok_s']:,.2f} tok/s\n")
+    return buf.getvalue()
+
+
+def emit_report(opts: Options, runs: list) -> None:
+    """The diagnosis report of diagnosed runs in the chosen format; raises FailOn for a --fail-on verdict."""
+    write(opts, report_result(opts, runs))

@@ -11,7 +11,7 @@ from analyzer.cli.exits import CapscanError
 from analyzer.cli.ingest import diagnose_runs
 from analyzer.cli.options import open_db, shared_options
 from analyzer.cli.output import emit_report, notice
-from analyzer.cli.via import forward, via_options
+from analyzer.cli.via import via_options
 
 
 @click.command("probe", context_settings={"ignore_unknown_options": True})
@@ -20,11 +20,9 @@ from analyzer.cli.via import forward, via_options
 @click.option("--force", is_flag=True, help="Store the output even if the same output was stored before.")
 @click.argument("probe_args", nargs=-1, type=click.UNPROCESSED)
 @via_options
-@shared_options("db", "json", "fail_on")
-def probe(opts, probe_path, force, probe_args, via, vm, guest_capscan) -> None:
+@shared_options("db", "formats", "fail_on", "gha")
+def probe(opts, probe_path, force, probe_args) -> None:
     """Run the native capability probe, store its output as a run, print the diagnosis."""
-    forward(opts, via, vm, guest_capscan, ["probe", *(["--force"] if force else []),
-                                           *(["--", *probe_args] if probe_args else [])])
     from analyzer.ingest import ingest
     from analyzer.reader import Input, InputError
     from analyzer.remedy import platform as plat

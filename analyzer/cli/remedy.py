@@ -21,7 +21,7 @@ import click
 from analyzer.cli.exits import EXIT_REFUSED, EXIT_UNVERIFIED, CapscanError
 from analyzer.cli.options import open_db, shared_options
 from analyzer.cli.output import echo_json
-from analyzer.cli.via import forward, via_options
+from analyzer.cli.via import via_options
 
 if TYPE_CHECKING:
     from analyzer.remedy.check import Check
@@ -70,13 +70,11 @@ def remedy() -> None:
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @via_options
 @shared_options("db", "json")
-def plan_cmd(opts, run_id, last, command, via, vm, guest_capscan) -> None:
+def plan_cmd(opts, run_id, last, command) -> None:
     """The exact steps `remedy run` would take here for a run, or why nothing should be done.
 
     Optionally the command to remedy after --: capscan remedy plan --run 7 -- llama-bench -m m.gguf
     """
-    forward(opts, via, vm, guest_capscan, ["remedy", "plan", *(["--run", str(run_id)] if run_id else []),
-                                        *(["--last"] if last else []), *(["--", *command] if command else [])])
     from analyzer.remedy.plan import build_plan
     from analyzer.remedy.runner import Runner
 
@@ -134,7 +132,7 @@ def _print_compare(cmp: dict[str, Any], out) -> None:
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @via_options
 @shared_options("db", "json")
-def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest_capscan) -> None:
+def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> None:
     """Launch CMD with the interposer injected, store and verify the new run.
 
     capscan remedy run [--family auto|N] -- CMD ARGS...
@@ -144,9 +142,6 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
         cmd = cmd[1:]
     if not cmd:
         raise CapscanError("nothing to run: capscan remedy run -- CMD ARGS...")
-    forward(opts, via, vm, guest_capscan, ["remedy", "run", "--family", family_spec,
-                                        *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else []),
-                                        "--", *cmd])
     from analyzer.diagnose import diagnose_runs
     from analyzer.remedy import launch as L
     from analyzer.remedy import platform as plat
@@ -227,8 +222,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command, via, vm, guest
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @via_options
 @shared_options("db", "json")
-def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, command, via, vm,
-            guest_capscan) -> None:
+def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, command) -> None:
     """The prefix for launching one command yourself: /usr/bin/env DYLD_INSERT_LIBRARIES=... CMD.
 
     capscan remedy env [-- CMD ARGS...]: with CMD, the whole line (after checking
@@ -238,10 +232,6 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    forward(opts, via, vm, guest_capscan, ["remedy", "env", "--shell", shell, "--family", family_spec,
-                                           *(["--run", str(run_id)] if run_id else []), *(["--last"] if last else []),
-                                           *(["--scrub-children"] if scrub_children else []),
-                                           *(["--", *cmd] if cmd else [])])
     from analyzer.diagnose import diagnose_runs
     from analyzer.remedy import prefix as px
     from analyzer.remedy.plan import refusal_for
@@ -496,18 +486,13 @@ def _print_selftest(doc: dict[str, Any]) -> None:
               help="A third run with another shim (Lume, Tart, Anka) injected instead, for an A/B.")
 @via_options
 @shared_options("db", "json")
-def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, compare_shim, via, vm,
-                 guest_capscan) -> None:
+def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, compare_shim) -> None:
     """Prove the remedy on this machine: probe stock vs remedied, store both, one verdict.
 
     Verdicts: works, interposing-disabled, refused-by-hardened-runtime,
     arm64e-missing, not-a-vm (inconclusive otherwise). Exit 0 only for works.
     On Linux it runs against the LD_PRELOAD stand-in and says so.
     """
-    forward(opts, via, vm, guest_capscan, ["remedy", "selftest", "--family", family_spec,
-                                           *(["--llama-bench", llama_bench] if llama_bench else []),
-                                           *(["-m", model] if model else []),
-                                           *(["--compare-shim", compare_shim] if compare_shim else [])])
     if model and not llama_bench:
         raise CapscanError("-m/--model goes with --llama-bench PATH")
     from analyzer.remedy.runner import Runner

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import sys
+import os
+import shutil
+from typing import Any, Iterator, TextIO
 
 import click
 
 from analyzer.cli.exits import CapscanError
 from analyzer.cli.ingest import diagnose_runs
-from analyzer.cli.options import Options, open_existing_db, shared_options
-from analyzer.cli.output import echo_json
+from analyzer.cli.options import Options, open_existing_db
+from analyzer.cli.output import Result, output_options, report_result
 from analyzer.verdicts import VERDICTS
 
 
@@ -33,25 +35,135 @@ def resolve_run(database, ref: str) -> int:
     return rid
 
 
+# The columns people read: key, header, right-aligned. Piped, all of them, complete.
+LIST_COLUMNS = (("id", "id", True), ("created_at", "when", False), ("source", "source", False),
+                ("program", "program", False), ("device", "device", False), ("environment", "env", False),
+                ("verdict", "verdict", False), ("best_pp", "best pp", True), ("best_tg", "best tg", True))
+# To fit a terminal, in this order: shorten, then drop; id, verdict and the speeds always stay whole.
+FIT_STEPS = (("shrink", "source", 24), ("shrink", "device", 24), ("drop", "program", 0), ("drop", "when", 0),
+             ("shrink", "source", 14), ("shrink", "device", 14), ("drop", "env", 0), ("drop", "source", 0),
+             ("drop", "device", 0))
+SAMPLE = 200  # rows read ahead to size the columns; the rest stream
+
+
 @click.command()
 @click.option("--limit", "-n", default=50, show_default=True, help="How many runs (0 = all).")
 @click.option("--verdict", default=None, type=click.Choice(VERDICTS), help="Only runs with this verdict.")
 @click.option("--search", default=None, help="Only runs whose device, source, program or model contains this text.")
-@shared_options()
-def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> None:
-    """List stored runs, newest first."""
-    from analyzer.report import console, runs_table
-    from analyzer.store.queries import list_runs
+@output_options("db", "formats", "fail_on")
+def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> Result:
+    """List stored runs, newest first.
+
+    On a terminal, a table that fits its width; piped, every column complete,
+    tab-separated (or --json, --nl, --csv, --tsv, --markdown). Rows stream."""
+    from analyzer.store.queries import RUN_COLUMNS, iter_runs
 
     database = open_existing_db(opts)
-    rows = list_runs(database, limit=limit or None, verdict=verdict, text=search) if database else []
-    if opts.as_json:
-        echo_json(rows)
+    seen: list[str] = []
+
+    def rows() -> Iterator[dict[str, Any]]:
+        if database is None:
+            return
+        for row in iter_runs(database, limit=limit or None, verdict=verdict, text=search):
+            seen.append(row["verdict"] or "unknown")
+            yield row
+
+    def human(out: TextIO) -> None:
+        stream = rows()
+        first = next(stream, None)
+        if first is None:
+            click.echo(empty_runs_notice(database, verdict, search), err=True)
+            return
+        _write_runs(out, _chain(first, stream))
+
+    def markdown(out: TextIO) -> None:
+        from analyzer.tabular import write_markdown
+
+        headers = [h for _, h, _ in LIST_COLUMNS]
+        write_markdown(out, headers, (_cells(r) for r in rows()), right=[h for _, h, r in LIST_COLUMNS if r])
+
+    return Result(human=human, columns=RUN_COLUMNS, rows=rows(), markdown=markdown, verdicts=seen)
+
+
+def _chain(first: dict, rest: Iterator[dict]) -> Iterator[dict]:
+    yield first
+    yield from rest
+
+
+def _cells(row: dict[str, Any]) -> dict[str, str]:
+    from analyzer.display import fmt_tps
+    from analyzer.tabular import safe_text
+
+    return {"id": str(row["id"]), "when": (row["created_at"] or "")[:16].replace("T", " "),
+            "source": safe_text(row["source"] or "-"), "program": safe_text(row["program"] or "-"),
+            "device": safe_text(row["device"] or "-"), "env": row["environment"] or "-",
+            "verdict": row["verdict"] or "-", "best pp": fmt_tps(row["best_pp"]), "best tg": fmt_tps(row["best_tg"])}
+
+
+def _write_runs(out: TextIO, rows: Iterator[dict[str, Any]]) -> None:
+    """Piped: tab-separated, complete. On a terminal: a table fitted to its width."""
+    headers = [h for _, h, _ in LIST_COLUMNS]
+    if not out.isatty():
+        out.write("\t".join(headers) + "\n")
+        for row in rows:
+            c = _cells(row)
+            out.write("\t".join(c[h] for h in headers) + "\n")
         return
-    if not rows:
-        click.echo(empty_runs_notice(database, verdict, search), err=True)
-        return
-    console(sys.stdout).print(runs_table(rows))
+    ahead = []
+    for row in rows:
+        ahead.append(_cells(row))
+        if len(ahead) >= SAMPLE:
+            break
+    widths = {h: max([len(h)] + [len(c[h]) for c in ahead]) for h in headers}
+    widths = fit_widths(widths, shutil.get_terminal_size((100, 24)).columns)
+    right = {h for _, h, r in LIST_COLUMNS if r}
+    color = not os.environ.get("NO_COLOR")
+    out.write(_line({h: h for h in widths}, widths, right, bold=color) + "\n")
+    for c in ahead:
+        out.write(_line(c, widths, right, color=color) + "\n")
+    for row in rows:
+        out.write(_line(_cells(row), widths, right, color=color) + "\n")
+
+
+def fit_widths(widths: dict[str, int], total: int) -> dict[str, int]:
+    """Shorten and drop the least important columns until the table fits in total columns."""
+    widths = dict(widths)
+
+    def size() -> int:
+        return sum(widths.values()) + 2 * (len(widths) - 1)
+
+    for action, col, to in FIT_STEPS:
+        if size() <= total:
+            break
+        if col not in widths:
+            continue
+        if action == "drop":
+            del widths[col]
+        else:
+            widths[col] = min(widths[col], max(to, len(col), widths[col] - (size() - total)))
+    return widths
+
+
+_STYLE = {"capability-downgrade": ("red", True), "hardware-limit": ("magenta", True),
+          "no-gpu-offload": ("yellow", True), "virtualization-overhead": ("cyan", True),
+          "healthy": ("green", True), "unknown": (None, False)}
+
+
+def _line(cells: dict[str, str], widths: dict[str, int], right: set[str], *, color: bool = False,
+          bold: bool = False) -> str:
+    parts = []
+    for h, w in widths.items():
+        text = cells[h]
+        if len(text) > w and h in ("source", "device", "program", "when", "env"):
+            text = ("…" + text[-(w - 1):]) if h == "source" else (text[:w - 1] + "…")
+        padded = text.rjust(w) if h in right else text.ljust(w)
+        if bold:
+            padded = click.style(padded, bold=True)
+        elif color and h == "verdict" and text in _STYLE:
+            fg, b = _STYLE[text]
+            padded = click.style(padded, fg=fg, bold=b, dim=text == "unknown")
+        parts.append(padded)
+    return "  ".join(parts).rstrip()
 
 
 def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
@@ -66,10 +178,9 @@ def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
 
 @click.command()
 @click.argument("run_ref", metavar="RUN")
-@shared_options()
-def show(opts: Options, run_ref: str) -> None:
+@output_options("db", "formats", "fail_on")
+def show(opts: Options, run_ref: str) -> Result:
     """One run: device, capabilities, throughput, findings, evidence lines."""
-    from analyzer.report import console, render_run
     from analyzer.runjson import run_to_json
 
     database = open_existing_db(opts)
@@ -78,7 +189,5 @@ def show(opts: Options, run_ref: str) -> None:
     runs_ = diagnose_runs(database, [resolve_run(database, run_ref)])
     if not runs_:
         raise CapscanError(f"no run {run_ref}")
-    if opts.as_json:
-        echo_json(run_to_json(runs_[0]))
-    else:
-        render_run(console(sys.stdout), runs_[0], max_evidence=200)
+    return report_result(opts, runs_, max_evidence=200, overall=False, doc=run_to_json(runs_[0]),
+                         gha=False)

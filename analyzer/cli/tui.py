@@ -12,7 +12,7 @@ from analyzer.cli.options import Options, open_existing_db, shared_options
 
 @click.command()
 @click.option("--run", "run_id", type=int, default=None, help="Open this run's detail directly.")
-@shared_options()
+@shared_options("db")
 def tui(opts: Options, run_id: int | None) -> None:
     """The Textual browser: runs, why, guest against host."""
     if not sys.stdout.isatty() or not sys.stdin.isatty():

@@ -10,13 +10,14 @@ from __future__ import annotations
 from analyzer.normalize import normalize
 from analyzer.parsers.base import Collector, Event, Format
 from analyzer.parsers.bench import BENCH, JSONL_PREFIX, JsonlRows
+from analyzer.parsers.context import CONTEXT
 from analyzer.parsers.gpu_backends import CUDA, VULKAN
 from analyzer.parsers.metal import METAL
 from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
 from analyzer.parsers.system import OLLAMA, SYSTEM
 from analyzer.parsers.timings import TIMINGS
 
-FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, BENCH, TIMINGS, PROBE, SYSTEM_PROFILER, SYSTEM, OLLAMA)
+FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, BENCH, TIMINGS, PROBE, SYSTEM_PROFILER, SYSTEM, OLLAMA, CONTEXT)
 
 LITERALS: tuple[str, ...] = tuple(dict.fromkeys(lit for fmt in FORMATS for lit in fmt.literals))
 LITERAL_BYTES: tuple[bytes, ...] = tuple(lit.encode() for lit in LITERALS)

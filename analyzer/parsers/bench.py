@@ -174,6 +174,18 @@ def _row(config: dict[str, Any], m: tuple) -> dict:
 bench_row_from = _row  # for the dispatcher's batches
 
 
+def _json_array(m: re.Match) -> dict | None:
+    """A whole llama-bench JSON array on one line (`jq -c .`, or a tool that re-serialised it)."""
+    try:
+        obj = _loads(m.group(0).strip().rstrip(","))
+    except ValueError:
+        return None
+    if not isinstance(obj, list):
+        return None
+    rows = [row for item in obj if isinstance(item, dict) and (row := row_from_fields(item, "json")) is not None]
+    return {"rows": rows} if rows else None
+
+
 def _json_row(m: re.Match) -> dict | None:
     try:
         obj = _loads(m.group(0).rstrip(","))
@@ -193,14 +205,25 @@ class _JsonObjectCollector:
         self.start = line_no
         self.lines = [text]
 
+    in_array = False  # inside a multi-line array (`jq .` puts every samples_ns element on its own line)
+
     def feed(self, line_no: int, text: str) -> list[Event] | None:
         stripped = text.strip()
+        if len(self.lines) > self.MAX_LINES:
+            return None  # not a llama-bench object after all: drop it
+        if self.in_array:
+            if not re.fullmatch(r"[-+\d.eE,\s]*\]?\s*,?", stripped):
+                return None  # interrupted object (cut-off output): drop it
+            self.in_array = not stripped.startswith("]")
+            self.lines.append(text)
+            return []
         if stripped.startswith("}"):
             row = self._row()
             self.lines = []
             return [Event("bench.row", self.start, "", row)] if row else []
-        if not stripped.startswith('"') or len(self.lines) > self.MAX_LINES:
+        if not stripped.startswith('"'):
             return None  # interrupted object (cut-off output): drop it
+        self.in_array = stripped.endswith("[")
         self.lines.append(text)
         return []
 
@@ -269,6 +292,7 @@ BENCH = Format(
     literals=("build_commit", "INSERT INTO", "\u00b1", "| model"),
     patterns=(
         Pattern("bench.row", rx(r"^\{.*\"build_commit\".*\}\s*,?\s*$"), _json_row),
+        Pattern("bench.row_list", rx(r"^\[\s*\{.*\"build_commit\".*\}\s*\]\s*$"), _json_array),
         Pattern("bench.json_start", rx(r'^"build_commit"\s*:'),
                 collector=lambda m, n, t: _JsonObjectCollector(n, t)),
         Pattern("bench.csv_header", rx(r"^build_commit,build_number,"), collector=lambda m, n, t: _CsvCollector(t)),
@@ -288,6 +312,9 @@ BENCH = Format(
                "('3ffbbd5c', '4840', '1', 'Apple M2 Max', '512', '0', '1234.5', '3.2');", "bench.row",
                {"test": "pp512", "backend": "Metal", "table": "test"}),
         Sample('"build_commit": "ee3d1b54c",', "bench.json_start", {}),
+        Sample('[{"build_commit":"ee3d1b54c","cpu_info":"Accelerate, Apple M1 Ultra","gpu_info":"Apple M1 Ultra",'
+               '"backends":"MTL,BLAS","model_type":"llama 1B Q4_K - Medium","n_prompt":512,"n_gen":0,"n_depth":0,'
+               '"avg_ts":4871.99,"stddev_ts":9.1,"samples_ts":[4845.63,4881.12]}]', "bench.row_list", {}),
         Sample("build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_type", "bench.csv_header", {}),
         Sample("| model                          |       size |     params | backend    | threads |          test |"
                "                  t/s |", "bench.md_header", {"columns": ["model", "size", "params", "backend", "threads",
@@ -306,7 +333,16 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
     rec = dict(zip(columns, cells))
     ts = rec.get("t/s", "")
     m = re.match(r"^\s*([-\d.,]+(?:e[+-]?\d+)?) \u00b1 ([-\d.,]+(?:e[+-]?\d+)?)", ts)
+    if "test" not in rec and "n_prompt" in rec and "n_gen" in rec:  # the first layout (2023-08): no test column
+        rec["test"] = test_name(to_int(rec["n_prompt"]), to_int(rec["n_gen"])) or ""
+        rec.setdefault("ngl", rec.get("n_gpu_layers", ""))
     test = re.sub(r"\s+", "", rec.get("test", "")).replace("@", " @ ")
+    backend = rec.get("backend") or None
+    label = None
+    if backend:  # a hand-edited label: 'Vulkan (master)', 'Vulkan (PR)'
+        lm = re.fullmatch(r"(?P<backend>[^()]+?)\s*\((?P<label>[^()]+)\)", backend)
+        if lm:
+            backend, label = lm.group("backend"), lm.group("label")
     if not m or not re.match(r"^(pp|tg)\d+", test):
         return None
     p = re.match(r"^pp(\d+)", test)
@@ -321,7 +357,8 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
         "tok_s": to_float(m.group(1)),
         "stddev": to_float(m.group(2)),
         "model": rec.get("model") or None,
-        "backend": rec.get("backend") or None,
+        "backend": backend,
+        "label": label,
         "n_gpu_layers": to_int(rec["ngl"]) if rec.get("ngl") else None,
         "cpu_info": None,
         "gpu_info": None,

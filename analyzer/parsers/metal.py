@@ -32,8 +32,10 @@ FLAG_LABELS = {
 def _device(m: re.Match) -> dict:
     raw = m.group("raw").strip()
     func = m.group("func")
-    data: dict = {"era": "M4" if func == "ggml_metal_device_init" else "legacy"}
     mm = re.fullmatch(r"MTL(\d+)(?: \((.+)\))?", raw)
+    # a block pasted without its prefix: only the 2026 'MTL0' names say which era it is
+    m4 = func == "ggml_metal_device_init" or (func is None and mm is not None)
+    data: dict = {"era": "M4" if m4 else "legacy"}
     if mm:
         data["index"] = int(mm.group(1))
         if mm.group(2):
@@ -71,18 +73,21 @@ def _working_set(m: re.Match) -> dict:
 METAL = Format(
     name="metal",
     description="ggml-metal capability block, kernel skips and op errors (2023-2026)",
-    literals=("ggml_metal", "Metal GPU does not support"),
+    # the bare capability labels let through a block pasted without its ggml_metal_*: prefix
+    literals=("ggml_metal", "Metal GPU does not support", "GPU name:", "GPU family: MTLGPUFamily", "simdgroup ",
+              "hasUnifiedMemory", "has unified memory", "has bfloat", "has tensor", "recommendedMaxWorkingSetSize",
+              "AGXMetal", "Metal backend"),
     patterns=(
-        Pattern("metal.device", rx(r"(?P<func>ggml_metal_\w+): GPU name:\s+(?P<raw>\S.*?)\s*$"), _device),
+        Pattern("metal.device", rx(r"(?:^|(?P<func>ggml_metal_\w+): )GPU name:\s+(?P<raw>\S.*?)\s*$"), _device),
         Pattern(
             "metal.family",
-            rx(r"ggml_metal_\w+: GPU family:\s+MTLGPUFamily(?P<group>Apple|Common|Metal|Mac)(?P<n>\d+)\s+\((?P<code>\d+)\)\s*$"),
+            rx(r"(?:^|ggml_metal_\w+: )GPU family:\s+MTLGPUFamily(?P<group>Apple|Common|Metal|Mac)(?P<n>\d+)\s+\((?P<code>\d+)\)\s*$"),
             _family,
         ),
         Pattern(
             "metal.flag",
             rx(
-                r"ggml_metal_\w+:\s+(?P<label>simdgroup reduction(?: support)?|simdgroup matrix mul\.(?: support)?"
+                r"(?:^|ggml_metal_\w+:\s+)(?P<label>simdgroup reduction(?: support)?|simdgroup matrix mul\.(?: support)?"
                 r"|has bfloat|bfloat|use bfloat|has tensor|hasUnifiedMemory|has unified memory|has residency sets"
                 r"|use residency sets|use shared buffers)\s*=\s*(?P<value>true|false)\s*$"
             ),
@@ -90,7 +95,7 @@ METAL = Format(
         ),
         Pattern(
             "metal.working_set",
-            rx(r"ggml_metal_\w+:\s+recommendedMaxWorkingSetSize\s*=\s*(?P<value>[\d.,]+)\s+(?P<unit>MB|MiB)\s*$"),
+            rx(r"(?:^|ggml_metal_\w+:\s+)recommendedMaxWorkingSetSize\s*=\s*(?P<value>[\d.,]+)\s+(?P<unit>MB|MiB)\s*$"),
             _working_set,
         ),
         Pattern("metal.skip_kernel", rx(r"ggml_metal_\w+: skipping (?P<kernel>kernel_\w+)\s+\(not supported\)")),
@@ -104,12 +109,27 @@ METAL = Format(
             "metal.family_fallback",
             rx(r"(?P<func>\w+): Metal GPU does not support family (?P<family>\d+) - falling back to CPU"),
         ),
+        # an error domain of Apple's own GPU driver: a physical Apple GPU (never the paravirtual one)
+        Pattern("metal.agx_error", rx(r"Error Domain=(?P<domain>AGXMetal\w+)")),
+        # the Metal library not loading: a packaging/toolchain problem, whatever the GPU
+        Pattern("metal.library_failed", rx(r"ggml_metal_\w+: (?P<what>loading '\(null\)'|error compiling source"
+                                           r"|error: failed to create library|error: failed to initialize the Metal library"
+                                           r"|error: Error Domain=(?:MTLLibraryErrorDomain|NSCocoaErrorDomain)[^\n]*)")),
+        Pattern("metal.library_failed",
+                rx(r"(?P<func>llama_\w+): (?P<what>(?:failed to initialize the context: )?failed to initialize Metal "
+                   r"backend)")),
         Pattern("metal.error", rx(r"(?P<func>ggml_metal_\w+): error: (?P<message>\S.*?)\s*$")),
     ),
     samples=(
         Sample("ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)", "metal.device",
                {"index": 0, "name": "Apple Paravirtual device", "era": "M4"}),
         Sample("ggml_metal_device_init: GPU name:   MTL0", "metal.device", {"index": 0, "era": "M4"}),
+        # the block as people paste it: without the ggml_metal_*: prefix
+        Sample("GPU name:   MTL0 (Apple Paravirtual device)", "metal.device",
+               {"index": 0, "name": "Apple Paravirtual device", "era": "M4"}),
+        Sample("GPU family: MTLGPUFamilyApple5  (1005)", "metal.family", {"code": 1005}),
+        Sample("simdgroup reduction   = false", "metal.flag", {"flag": "simdgroup_reduction", "value": False}),
+        Sample("hasUnifiedMemory              = false", "metal.flag", {"flag": "unified_memory", "value": False}),
         Sample("ggml_metal_init: GPU name:   Apple M2 Max", "metal.device", {"name": "Apple M2 Max", "era": "legacy"}),
         Sample("ggml_metal_device_init: GPU family: MTLGPUFamilyApple5  (1005)", "metal.family", {"code": 1005}),
         Sample("ggml_metal_init: GPU family: MTLGPUFamilyApple7 (1007)", "metal.family", {"code": 1007}),
@@ -138,6 +158,13 @@ METAL = Format(
         Sample("ggml_metal_library_init: loaded in 8.931 sec", "metal.library_loaded", {"seconds": "8.931"}),
         Sample("whisper_backend_init: Metal GPU does not support family 7 - falling back to CPU", "metal.family_fallback",
                {"family": "7"}),
+        Sample("ggml_metal_init: loading '(null)'", "metal.library_failed", {"what": "loading '(null)'"}),
+        Sample("ggml_metal_library_init: error: failed to create library", "metal.library_failed",
+               {"what": "error: failed to create library"}),
+        Sample("llama_new_context_with_model: failed to initialize Metal backend", "metal.library_failed",
+               {"what": "failed to initialize Metal backend"}),
+        Sample("ggml_metal_library_compile_pipeline: error: Error Domain=AGXMetalG16X Code=3 \"Compiler encountered an "
+               "internal error\"", "metal.agx_error", {"domain": "AGXMetalG16X"}),
         Sample("ggml_metal_init: error: failed to allocate buffer, size =   512.00 MiB", "metal.error",
                {"message": "failed to allocate buffer, size =   512.00 MiB"}),
     ),

@@ -51,10 +51,9 @@ class _DeviceListCollector:
         return []
 
 
-def _kv_line(m: re.Match) -> dict | None:
-    """ollama slog: time=... level=INFO source=types.go:130 msg="inference compute" id=0 library=metal ..."""
+def _slog(text: str) -> dict | None:
     try:
-        parts = shlex.split(m.string, posix=True)
+        parts = shlex.split(text, posix=True)
     except ValueError:
         return None
     data = {}
@@ -62,7 +61,27 @@ def _kv_line(m: re.Match) -> dict | None:
         if "=" in part:
             key, _, value = part.partition("=")
             data[key] = value
-    if data.get("msg") != "inference compute" or "library" not in data:
+    return data
+
+
+def _offload_line(m: re.Match) -> dict | None:
+    """ollama's layer placement: msg="offload to cpu" (2024) or msg=offload library=cpu (2025), layers.offload=N."""
+    data = _slog(m.string)
+    if not data or not (data.get("msg") or "").startswith("offload"):
+        return None
+    library = data.get("library") or (data["msg"][len("offload to "):] if data["msg"].startswith("offload to ") else "")
+    try:
+        offloaded, total = int(data["layers.offload"]), int(data["layers.model"])
+    except (KeyError, ValueError):
+        return None
+    return {"library": library.lower() or None, "offloaded": offloaded, "total": total,
+            "requested": data.get("layers.requested")}
+
+
+def _kv_line(m: re.Match) -> dict | None:
+    """ollama slog: time=... level=INFO source=types.go:130 msg="inference compute" id=0 library=metal ..."""
+    data = _slog(m.string)
+    if not data or data.get("msg") != "inference compute" or "library" not in data:
         return None
     out = {"library": data["library"].lower()}
     for key in ("name", "description", "total", "available", "type"):
@@ -75,7 +94,7 @@ SYSTEM = Format(
     name="system",
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
     literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name", "using device",
-              "layers to GPU"),
+              "layers to GPU", "model ftype", "file type   ="),
     patterns=(
         Pattern("process.start", rx(r"^main: build = (?P<number>\d+) \((?P<commit>[0-9a-f]+)\)\s*$")),
         # llama-bench's last line (md and sql output): closes the run it ends.
@@ -87,6 +106,8 @@ SYSTEM = Format(
                 collector=lambda m, n, t: _DeviceListCollector(n, t)),
         Pattern("build.target", rx(r"built with (?P<compiler>.+?) for (?P<target>[\w.-]+)\s*$")),
         Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S.*?)\s*$")),
+        # the quantization, printed apart from the model name (llm_load_print_meta 2023-24, print_info 2025 on)
+        Pattern("model.ftype", rx(r"(?:llm_load_print_meta: model ftype|print_info: file type)\s+=\s+(?P<ftype>\S.*?)\s*$")),
         Pattern("model.device",
                 rx(r"using device (?P<device>\S+) \((?P<description>[^()]*(?:\([^()]*\))?[^()]*)\)")),
         Pattern("offload", rx(r"offloaded (?P<offloaded>\d+)/(?P<total>\d+) layers to GPU"),
@@ -94,6 +115,8 @@ SYSTEM = Format(
     ),
     samples=(
         Sample("main: build = 1015 (226255b)", "process.start", {"number": "1015", "commit": "226255b"}),
+        Sample("llm_load_print_meta: model ftype      = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
+        Sample("print_info: file type   = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
         Sample("build: ee3d1b54c (10167)", "build.footer", {"commit": "ee3d1b54c", "number": "10167"}),
         Sample("system_info: n_threads = 24 (n_threads_batch = 24) / 32 | Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | "
                "ARM_FMA = 1 | ACCELERATE = 1 | REPACK = 1 |", "system_info", {"n_threads": 24, "backends": ["Metal", "CPU"]}),
@@ -119,8 +142,9 @@ SYSTEM = Format(
 OLLAMA = Format(
     name="ollama",
     description="ollama server.log device summary (msg=\"inference compute\" library=metal|cpu|cuda|rocm)",
-    literals=("inference compute",),
-    patterns=(Pattern("ollama.compute", rx(r"inference compute"), _kv_line),),
+    literals=("inference compute", "layers.offload="),
+    patterns=(Pattern("ollama.compute", rx(r"inference compute"), _kv_line),
+              Pattern("ollama.offload", rx(r"msg=\"?offload\b.*layers\.offload=\d+"), _offload_line)),
     samples=(
         Sample('time=2025-02-16T20:51:57.943-06:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
                'library=metal variant="" compute="" driver=0.0 name="" total="16.0 GiB" available="16.0 GiB"',
@@ -128,5 +152,11 @@ OLLAMA = Format(
         Sample('time=2025-05-01T10:00:00.000Z level=INFO source=types.go:130 msg="inference compute" id=cpu '
                'library=cpu compute="" name=cpu description=cpu total="15.5 GiB" available="12.0 GiB"',
                "ollama.compute", {"library": "cpu"}),
+        Sample('time=2024-08-21T14:03:40.112Z level=INFO source=memory.go:309 msg="offload to cpu" layers.requested=-1 '
+               'layers.model=29 layers.offload=0 layers.split="" memory.available="[6.8 GiB]"', "ollama.offload",
+               {"library": "cpu", "offloaded": 0, "total": 29}),
+        Sample('time=2025-04-02T08:15:31.779-04:00 level=INFO source=server.go:138 msg=offload library=cpu '
+               'layers.requested=0 layers.model=29 layers.offload=0 layers.split="" memory.available="[9.1 GiB]"',
+               "ollama.offload", {"library": "cpu", "offloaded": 0, "total": 29, "requested": "0"}),
     ),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from analyzer.rules import chips
+from analyzer.rules import baseline, chips
 from analyzer.rules.view import RunView
 
 Finding = dict[str, Any]
@@ -34,15 +34,31 @@ def finding(message: str, evidence: list[dict[str, Any]], **extra: Any) -> Findi
 # ---------------------------------------------------------------------------
 
 
+ENVIRONMENT_DECIDERS = ("the Metal start-up block (its `GPU name:` line), llama-bench `-o json` (its cpu_info reads "
+                        "'(Virtual)' in a guest) or `capscan probe` run on the same machine")
+
+
 def _environment(v: RunView) -> Finding | None:
     if v.environment == "vm":
         host = f" on an {v.host_chip} host" if v.host_chip else ""
-        return finding(f"Runs in a virtual machine{host}.", v.vm_evidence[:3])
+        return finding(f"Runs in a virtual machine{host} ({v.vm_signs[0][0]}).", v.vm_evidence[:3])
     if v.environment == "bare-metal":
-        return finding(f"Runs on bare metal ({v.host_chip or v.device_names[0]}).",
-                       v.lines("metal.device", "bench.device", "vulkan.device", "cuda.device", "sysprof.chipset",
-                               "probe.device", limit=1))
-    return None
+        why, lines = v.bare_metal_signs[0]
+        return finding(f"Runs on bare metal ({v.host_chip or why}).", lines)
+    if v.contradictions:
+        return None  # contradictory-evidence says what the run shows
+    return finding("Whether this ran in a VM or on bare metal is not shown; " + ENVIRONMENT_DECIDERS + " would decide "
+                   "it.", [])
+
+
+def _contradictory(v: RunView) -> Finding | None:
+    if not v.contradictions:
+        return None
+    parts = [what for what, _ in v.contradictions]
+    lines = [line for _, ls in v.contradictions for line in ls]
+    return finding("The run's evidence contradicts itself: " + "; ".join(parts) + ". Lines of two machines or "
+                   "processes were probably merged (pasted or interleaved logs); capscan never picks one by order, "
+                   "so nothing here is marked fixable. Ingest each machine's log on its own.", lines)
 
 
 def _inferred_capabilities(v: RunView) -> Finding | None:
@@ -72,7 +88,16 @@ _DO_NOT_FORCE = ("Do not force capabilities with a shim here: this GPU really la
 
 
 def _non_apple_gpu(v: RunView) -> Finding | None:
-    if not v.is_metal or not (MAC_DISCRETE & v.vendors):
+    if not v.is_metal:
+        return None
+    if v.unnamed_non_apple_gpu:
+        return finding(f"The Metal device is not named ('MTL0' only), but it reports {chips.family_name(v.metal_family)} "
+                       "with no Apple family" + (", has no unified memory" if v.facts.device.unified_memory is False else "")
+                       + ((f", and the build targets {v.facts.build_target}") if (v.facts.build_target or "").startswith(
+                           "x86_64") else "") + ": an AMD or Intel GPU of an Intel Mac, so llama.cpp rightly runs "
+                       "without simdgroup matrix multiply. " + _DO_NOT_FORCE,
+                       v.lines("metal.device", "metal.family", "metal.flag", "build.target", limit=5))
+    if not (MAC_DISCRETE & v.vendors):
         return None
     kind = "AMD" if "amd" in v.vendors else "NVIDIA" if "nvidia" in v.vendors else "Intel"
     return finding(f"{kind} GPU on an Intel Mac: it is not an Apple GPU and has no Apple7 family, so llama.cpp rightly "
@@ -111,7 +136,7 @@ def _no_metal_device(v: RunView) -> Finding | None:
         why = " (an x86_64 build running under Rosetta cannot use Metal)" if target.startswith("x86_64-apple") else ""
         return finding("No GPU device was found: everything ran on the CPU" + why + ".",
                        v.lines("devices.header", "build.target", limit=2))
-    if target.startswith("x86_64-apple") and not v.device_names:
+    if target.startswith("x86_64-apple") and not v.device_names and f.metal_era is None:
         return finding("An x86_64 build on macOS (Rosetta on Apple silicon): Metal is unavailable, everything ran on "
                        "the CPU. Install an arm64 build.", v.lines("build.target", limit=1))
     if f.cuda_failed and not v.device_names:
@@ -123,12 +148,23 @@ def _no_metal_device(v: RunView) -> Finding | None:
     return None
 
 
+def _metal_library_failed(v: RunView) -> Finding | None:
+    f = v.facts
+    if not f.metal_library_failed:
+        return None
+    return finding(f"The Metal library did not load ({f.metal_library_failed}): Metal was never used, whatever the GPU. "
+                   "This is a packaging or toolchain problem, not a capability one.",
+                   v.lines("metal.library_failed", limit=3))
+
+
 def _zero_layers(v: RunView) -> Finding | None:
     f = v.facts
     if f.offload and f.offload[0] == 0 and f.offload[1] > 0:
         return finding(f"0 of {f.offload[1]} layers were offloaded to the GPU: the model ran on the CPU.",
                        v.lines("offload", limit=1))
     if f.n_gpu_layers == 0:
+        if f.wrapper_virtualised:
+            return finding("The app forced gpu_layers=0: the model ran on the CPU.", v.lines("wrapper.gpu_layers", limit=1))
         return finding("llama-bench ran with n_gpu_layers = 0: the model ran on the CPU.",
                        v.lines("bench.device", limit=1))
     if f.ollama_library == "cpu":
@@ -175,25 +211,53 @@ def _paravirtual_clamp(v: RunView) -> Finding | None:
     return finding(msg, ev)
 
 
-def _downgrade_symptoms(v: RunView) -> Finding | None:
-    """No capability block, but the consequences of one are visible."""
+def _symptom(v: RunView) -> tuple[str, str, list[dict[str, Any]]] | None:
+    """(what was seen, what it means in a VM, lines) for the visible consequences of a clamp, or None.
+    Only when no capability block decides (a printed reduction flag)."""
     f = v.facts
-    if v.facts.metal_era is not None and v.caps.simdgroup_reduction is not None:
-        return None  # the block is there: _paravirtual_clamp decides
-    if MAC_DISCRETE & v.vendors:
-        return None
+    if f.metal_era is not None and f.capabilities.simdgroup_reduction is not None or v.family_basis == "printed":
+        return None  # the capability block decides
     if f.unsupported_ops:
-        return finding(f"Metal rejected op(s) {', '.join(f.unsupported_ops)} as unsupported: the device reports no "
-                       "simdgroup reduction, the signature of a VM's paravirtual GPU (Apple5).",
-                       v.lines("metal.unsupported_op", limit=3))
+        return (f"Metal rejected op(s) {', '.join(f.unsupported_ops)} as unsupported",
+                "the device reports no simdgroup reduction, the signature of a VM's paravirtual GPU (Apple5)",
+                v.lines("metal.unsupported_op", limit=3))
     if f.skipped_kernels_non_bf16 >= 50:
-        return finding(f"{f.skipped_kernels} Metal kernels were skipped as unsupported ({f.skipped_kernels_non_bf16} "
-                       "not bf16): the device lacks simdgroup reduction/matrix multiply, the signature of a VM's "
-                       "paravirtual GPU.", v.lines("metal.skip_kernel", limit=3))
+        return (f"{f.skipped_kernels} Metal kernels were skipped as unsupported ({f.skipped_kernels_non_bf16} not "
+                "bf16)", "the device lacks simdgroup reduction/matrix multiply, the signature of a VM's paravirtual "
+                "GPU", v.lines("metal.skip_kernel", limit=3))
     if f.family_fallback:
-        return finding("whisper.cpp fell back to the CPU because the GPU does not report family 7.",
-                       v.lines("metal.family_fallback", limit=1))
+        return ("whisper.cpp fell back to the CPU because the GPU does not report family 7",
+                "the paravirtual GPU reports Apple5", v.lines("metal.family_fallback", limit=1))
     return None
+
+
+def _downgrade_symptoms(v: RunView) -> Finding | None:
+    """No capability block, but the consequences of one are visible, in a VM."""
+    if MAC_DISCRETE & v.vendors or v.environment != "vm":
+        return None  # the same symptoms elsewhere decide nothing: _symptoms_without_vm says so
+    seen = _symptom(v)
+    if seen is None:
+        return None
+    what, meaning, lines = seen
+    return finding(f"{what} in a VM guest: {meaning}.", lines + v.vm_evidence[:1])
+
+
+def _symptoms_without_vm(v: RunView) -> Finding | None:
+    """The symptoms of a clamp without evidence of a VM: AMD/Intel Mac GPUs and pre-M1 Apple GPUs
+    lack simdgroup reduction too, so the symptoms alone decide nothing."""
+    if v.environment == "vm" or MAC_DISCRETE & v.vendors:
+        return None
+    seen = _symptom(v)
+    if seen is None:
+        return None
+    what, _, lines = seen
+    if v.environment == "bare-metal":
+        return finding(f"{what}, on bare metal ({v.host_chip or v.device_names[0]}): not a VM's family clamp and "
+                       "nothing a shim could restore; an op this llama.cpp build does not run on this GPU, or a broken "
+                       "build.", lines)
+    return finding(f"{what}, but nothing in the log names the device: a VM's paravirtual GPU (Apple5) does this, and "
+                   "so do AMD/Intel Mac GPUs and pre-M1 Apple GPUs, so capscan does not guess.", lines,
+                   next="start-up-block")
 
 
 def _slower_than_cpu(v: RunView) -> Finding | None:
@@ -202,7 +266,8 @@ def _slower_than_cpu(v: RunView) -> Finding | None:
         return None
     mine = v.best()
     for p in v.peers:
-        if p.environment == "vm" and not p.gpu_offload and p.model == v.facts.model:
+        if p.environment == "vm" and not p.gpu_offload and p.model == v.facts.model and p.quant == v.facts.quant \
+                and v.host_chip is not None and p.host_chip == v.host_chip:
             slower = [t for t in mine if t in p.throughput and mine[t] < p.throughput[t]]
             if slower:
                 t = slower[0]
@@ -301,6 +366,25 @@ def _mlx(v: RunView) -> Finding | None:
                    v.lines("timing", limit=2))
 
 
+def _wrapper_disabled_gpu(v: RunView) -> Finding | None:
+    f = v.facts
+    if not f.wrapper_virtualised:
+        return None
+    return finding(f"The app itself says the Metal device looks virtualised ({f.wrapper_virtualised}) and runs on the "
+                   "CPU: it gave up on the GPU because the VM's paravirtual device under-reports its family. With the "
+                   "remedy the device reports the host chip's real family, and the app can offload again.",
+                   v.lines("wrapper.virtualised", "wrapper.gpu_layers", limit=2))
+
+
+def _macos14_mmap(v: RunView) -> Finding | None:
+    f = v.facts
+    if v.environment != "vm" or not f.mmap or not (f.macos_version or "").startswith("14."):
+        return None
+    return finding(f"A macOS {f.macos_version} guest reads the weights through memory-mapped (no-copy) buffers: on "
+                   "macOS 14 paravirtual GPUs this has been reported to give wrong output (stale data). Run with "
+                   "--no-mmap.", v.lines("host.macos", "model.mapped", limit=2), next="--no-mmap")
+
+
 def _venus(v: RunView) -> Finding | None:
     if "venus" not in v.vendors:
         return None
@@ -314,20 +398,19 @@ def _venus(v: RunView) -> Finding | None:
 
 
 def bare_metal_baseline(v: RunView):
-    """The closest bare-metal run of the same model with full capabilities:
-    (peer, test, my_tok_s / its_tok_s) on the first shared test."""
-    mine = v.best()
-    for p in v.peers:
-        if p.environment != "bare-metal" or p.full_caps is False or not p.gpu_offload:
-            continue
-        if not v.facts.model or p.model != v.facts.model:
-            continue
-        shared = [t for t in mine if t in p.throughput and p.throughput[t] > 0]
-        gen = [t for t in shared if t.startswith("tg") or t == "generation"]
-        if shared:
-            t = (gen or shared)[0]
-            return p, t, mine[t] / p.throughput[t]
-    return None
+    """The guest's bare-metal baseline (same model and quantization, same host chip; see
+    analyzer.rules.baseline): (peer, test, my_tok_s / its_tok_s) on the first shared test
+    (generation first), or None."""
+    found = baseline.choose(v)
+    if found is None or found.peer is None:
+        return None
+    peer, mine = found.peer, v.best()
+    shared = [t for t in mine if t in peer.throughput and peer.throughput[t] > 0]
+    gen = [t for t in shared if t.startswith("tg") or t == "generation"]
+    if not shared:
+        return None
+    t = (gen or shared)[0]
+    return peer, t, mine[t] / peer.throughput[t]
 
 
 def _virtualization_overhead(v: RunView) -> Finding | None:
@@ -351,9 +434,12 @@ def _virtualization_overhead(v: RunView) -> Finding | None:
 
 
 def _healthy(v: RunView) -> Finding | None:
-    if not v.gpu_offload:
-        return None
     f = v.facts
+    if not v.gpu_offload or f.unsupported_ops or f.metal_library_failed:
+        return None  # a run that crashed on an op, or whose Metal library failed, is not healthy
+    if not v.gates_on_family and v.environment == "vm" and v.throughput:
+        return finding("MLX in a VM: MLX does not gate its kernels on supportsFamily, so the paravirtual GPU's family "
+                       "does not slow it; nothing to remedy.", v.vm_evidence[:1] + v.lines("timing", limit=1))
     if v.is_metal and v.full_caps and not (MAC_DISCRETE & v.vendors):
         return finding("Full capabilities: simdgroup reduction and matrix multiply are on.",
                        v.lines("metal.flag", contains="simdgroup", limit=2) or v.lines("metal.family", limit=1))
@@ -365,6 +451,7 @@ def _healthy(v: RunView) -> Finding | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("environment", None, "info", _environment),
+    Rule("contradictory-evidence", None, "warning", _contradictory),
     Rule("capabilities-inferred", None, "info", _inferred_capabilities),
     Rule("amd-intel-gpu", "hardware-limit", "error", _non_apple_gpu),
     Rule("old-apple-gpu", "hardware-limit", "error", _old_apple_gpu),
@@ -372,8 +459,10 @@ RULES: tuple[Rule, ...] = (
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
     Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
+    Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed),
     Rule("paravirtual-family-clamp", "capability-downgrade", "error", _paravirtual_clamp),
     Rule("downgrade-symptoms", "capability-downgrade", "error", _downgrade_symptoms),
+    Rule("symptoms-without-vm", None, "info", _symptoms_without_vm),
     Rule("metal-slower-than-cpu", "capability-downgrade", "error", _slower_than_cpu),
     Rule("gap-to-bare-metal", "capability-downgrade", "warning", _gap_to_host),
     Rule("near-bare-metal", None, "info", _near_bare_metal),
@@ -381,6 +470,8 @@ RULES: tuple[Rule, ...] = (
     Rule("capability-overclaim", None, "warning", _shim_overclaim),
     Rule("mlx-unaffected", None, "info", _mlx),
     Rule("venus-guest", None, "info", _venus),
+    Rule("wrapper-disabled-gpu", None, "warning", _wrapper_disabled_gpu),
+    Rule("macos14-mmap", None, "warning", _macos14_mmap),
     Rule("virtualization-overhead", "virtualization-overhead", "warning", _virtualization_overhead),
     Rule("full-capabilities", "healthy", "info", _healthy),
 )

@@ -12,10 +12,11 @@ from typing import Any
 
 from analyzer.rules import chips
 from analyzer.compare import per_token_cost
-from analyzer.rules.catalog import RULES, bare_metal_baseline
+from analyzer.rules import baseline
+from analyzer.rules.catalog import RULES
 from analyzer.rules.view import RunView
 
-RULES_VERSION = "1"
+RULES_VERSION = "2"  # 2: contradictions veto fixable, same-hardware baselines
 _PRECEDENCE = ("hardware-limit", "no-gpu-offload", "capability-downgrade", "virtualization-overhead", "healthy")
 
 SUMMARY = {
@@ -41,7 +42,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
         if rule.verdict and rule.verdict not in fired:
             fired[rule.verdict] = rule.id
     verdict = next((v for v in _PRECEDENCE if v in fired), "unknown")
-    if verdict == "healthy" and not view.full_caps and view.is_metal and view.paravirtual:
+    if verdict == "healthy" and not view.full_caps and view.is_metal and view.paravirtual and view.gates_on_family:
         verdict = "unknown"  # never call a clamped guest healthy
     fixable, why_fixable = False, None
     if verdict == "capability-downgrade":
@@ -66,26 +67,27 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "capabilities_inferred": sorted(view.inferred),
         "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None, findings),
         "findings": findings,
-        "next_steps": next_steps(view, verdict, fixable, why_fixable),
-        "paired": paired_with_bare_metal(view),
+        "next_steps": next_steps(view, verdict, fixable, why_fixable, {f["rule"] for f in findings})
+        + (["Run with --no-mmap: macOS 14 guests have read stale weights through no-copy mmap buffers."]
+           if any(f["rule"] == "macos14-mmap" for f in findings) else []),
+        **_baseline(view),
         "rules_version": RULES_VERSION,
     }
 
 
-def paired_with_bare_metal(view: RunView) -> dict[str, Any] | None:
-    """A VM run paired with the bare-metal run of the same model: per shared
-    test, the ratio and the per-token cost 1/vm - 1/host."""
-    if view.environment != "vm":
-        return None
-    found = bare_metal_baseline(view)
+def _baseline(view: RunView) -> dict[str, Any]:
+    """`baseline`: which bare-metal run a guest is measured against and why (or why none);
+    `paired`: per shared test, the ratio and the per-token cost 1/vm - 1/host."""
+    found = baseline.choose(view)
     if found is None:
-        return None
-    peer = found[0]
-    mine = view.best()
-    tests = [{"test": t, "tok_s": mine[t], "baseline_tok_s": peer.throughput[t], "ratio": mine[t] / peer.throughput[t],
-              "per_token_s": per_token_cost(mine[t], peer.throughput[t])}
-             for t in mine if t in peer.throughput and peer.throughput[t] > 0 and mine[t] > 0]
-    return {"run": peer.id, "tests": tests} if tests else None
+        return {"baseline": None, "paired": None}
+    peer, mine = found.peer, view.best()
+    tests = [] if peer is None else [
+        {"test": t, "tok_s": mine[t], "baseline_tok_s": peer.throughput[t], "ratio": mine[t] / peer.throughput[t],
+         "per_token_s": per_token_cost(mine[t], peer.throughput[t])}
+        for t in mine if t in peer.throughput and peer.throughput[t] > 0 and mine[t] > 0]
+    paired = {"run": peer.id, "why": found.why, "tests": tests} if tests else None
+    return {"baseline": found.as_dict(view), "paired": paired}
 
 
 def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | None:
@@ -102,7 +104,7 @@ def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | Non
     return "high"
 
 
-_EXPLAINS_UNKNOWN = ("mlx-unaffected", "near-bare-metal", "venus-guest")
+_EXPLAINS_UNKNOWN = ("contradictory-evidence", "symptoms-without-vm", "mlx-unaffected", "near-bare-metal", "venus-guest")
 
 
 def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisive: dict | None,
@@ -117,7 +119,13 @@ def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisi
     return text
 
 
-def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None) -> list[str]:
+START_UP_BLOCK = ("Paste the start-up block too: the ggml_metal_device_init: (or ggml_metal_init:) lines printed before "
+                  "the model loads (llama-bench prints them; llama-cli/llama-server need -v), or run `capscan probe` "
+                  "on the same machine, then pipe it into capscan.")
+
+
+def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
+               findings: set[str] | frozenset[str] = frozenset()) -> list[str]:
     cap = view.host_family or chips.APPLE7
     if verdict == "capability-downgrade" and fixable:
         why = ("the host's real one" if view.host_family else
@@ -131,12 +139,23 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None) -> l
     if verdict == "hardware-limit":
         return ["Nothing to remedy: do not force capabilities on this GPU. For speed, use a smaller or more "
                 "quantized model, or an Apple-silicon Mac."]
+    if verdict == "no-gpu-offload" and "metal-library-failed" in findings:
+        return ["The Metal library did not load: use a build with the library embedded (GGML_METAL_EMBED_LIBRARY=ON, "
+                "the default of release builds), or set GGML_METAL_PATH_RESOURCES to the folder holding "
+                "default.metallib / ggml-metal.metal; compile errors need matching Xcode command line tools. Then "
+                "run again and pipe the log in."]
+    if verdict == "no-gpu-offload" and "wrapper-disabled-gpu" in findings and view.environment == "vm":
+        return [f"The app gave up on the VM's GPU: capscan remedy plan --run {view.id}, then "
+                f"capscan remedy run --family {view.host_family or chips.APPLE7} -- <the app> and let it offload "
+                "again (drop the forced gpu_layers=0)."]
     if verdict == "no-gpu-offload":
         return ["Make the GPU visible: an arm64 build with Metal (`llama-cli --list-devices` should list it), "
                 "and -ngl 99 (or ollama with a Metal library)."]
     if verdict == "virtualization-overhead":
         return ["Nothing to fix in capabilities. Fewer, larger dispatches help: bigger batches (-b/-ub), "
                 "larger models amortise the fixed per-token cost."]
+    if verdict == "unknown" and "symptoms-without-vm" in findings and view.environment is None:
+        return [START_UP_BLOCK]
     if verdict == "unknown" and not view.gates_on_family:
         return ["Nothing to remedy for MLX. To check llama.cpp on the same machine, run llama-bench and pipe "
                 "it in: llama-bench -m model.gguf 2>&1 | capscan"]

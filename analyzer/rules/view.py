@@ -30,6 +30,10 @@ class Peer:
     backend: str | None
     gpu_offload: bool
     throughput: dict[str, float]  # test -> best tok/s
+    host_chip: str | None = None  # the hardware: a guest's host chip, a bare-metal run's own GPU
+    quant: str | None = None
+    build: str | None = None
+    created_at: str | None = None
 
 
 @dataclass
@@ -39,6 +43,7 @@ class RunView:
     throughput: list[dict[str, Any]]
     evidence: list[Evidence]
     peers: list[Peer] = field(default_factory=list)
+    created_at: str | None = None
 
     # -- evidence helpers --------------------------------------------------
     def lines(self, *kinds: str, contains: str | None = None, limit: int = 6) -> list[dict[str, Any]]:
@@ -57,7 +62,8 @@ class RunView:
         names = [n for n in (f.device.name, f.gpu_info, f.model_device, f.ollama_description) if n]
         names += f.sysprof_chipsets
         names += [d.get("name", "") for d in f.vulkan_devices + f.cuda_devices if d.get("name")]
-        return names
+        names += f.seen_devices
+        return list(dict.fromkeys(names))
 
     @cached_property
     def vendors(self) -> set[str]:
@@ -72,49 +78,176 @@ class RunView:
     def paravirtual(self) -> bool:
         return "paravirtual" in self.vendors
 
-    # -- environment ----------------------------------------------------------
-    @cached_property
-    def vm_evidence(self) -> list[dict[str, Any]]:
-        ev = []
+    @property
+    def unnamed_non_apple_gpu(self) -> bool:
+        """A Metal device that names no model (2026 builds print only 'MTL0') but lists its families with
+        Metal3 or Metal4 and no Apple family at all: an AMD or Intel GPU of an Intel Mac."""
         f = self.facts
+        if self.paravirtual or f.shim is not None or f.metal_era is None or self.vendors:
+            return False
+        return (self._full_family_listing and self.apple_family is None and self.metal_family is not None)
+
+    # -- environment ----------------------------------------------------------
+    # Each reading is a list of signs: (what it shows, the lines that show it). A sign counts
+    # wherever it appears in the run: contradictory evidence is never resolved by order.
+    @cached_property
+    def vm_signs(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        f = self.facts
+        signs = []
         if self.paravirtual:
-            ev += self.lines("metal.device", "metal.found_device", "model.device", "probe.device", "probe.json",
-                             "sysprof.chipset", "bench.device", "devices.item", contains="paravirtual", limit=2)
+            signs.append(("the GPU is Apple's paravirtual device", self.lines(
+                "metal.device", "metal.found_device", "model.device", "probe.device", "probe.json", "sysprof.chipset",
+                "bench.device", "devices.item", "ollama.compute", "wrapper.virtualised", contains="paravirtual",
+                limit=2)))
         if f.cpu_info and "(virtual)" in f.cpu_info.lower():
-            ev += self.lines("bench.device", contains="(virtual)", limit=1)
+            signs.append((f"the CPU is named {f.cpu_info!r}", self.lines("bench.device", contains="(virtual)", limit=1)))
         if "venus" in self.vendors:
-            ev += self.lines("vulkan.device", contains="venus", limit=1) or self.lines("vulkan.device", limit=1)
-        return ev
+            signs.append(("the GPU is a Virtio-GPU Venus device",
+                          self.lines("vulkan.device", contains="venus", limit=1) or self.lines("vulkan.device", limit=1)))
+        if f.shim is not None:
+            signs.append((f"the {f.shim.name} capability shim runs only in guests", self.lines("shim.banner", limit=1)))
+        if self._hardware_overview_virtual is True:
+            signs.append((f"the Hardware Overview reads {f.host_chip_line or f.host_model_name!r}",
+                          self.lines("host.chip", "host.model_name", limit=1)))
+        return signs
+
+    @property
+    def _hardware_overview_virtual(self) -> bool | None:
+        """system_profiler SPHardwareDataType: 'Chip: Apple M1 Ultra (Virtual)' / 'Apple Virtual Machine' in a
+        guest; a plain chip on a Mac. None when not shown."""
+        f = self.facts
+        if f.host_chip_line is None and f.host_model_name is None:
+            return None
+        text = f"{f.host_chip_line or ''} {f.host_model_name or ''}".lower()
+        if "(virtual)" in text or "virtual machine" in text:
+            return True
+        return False if f.host_chip_line else None
+
+    @property
+    def vm_evidence(self) -> list[dict[str, Any]]:
+        seen: dict[int, dict[str, Any]] = {}
+        for _, lines in self.vm_signs:
+            for line in lines:
+                seen.setdefault(line["line"], line)
+        return list(seen.values())
+
+    @cached_property
+    def bare_metal_signs(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        f = self.facts
+        signs = []
+        physical = [n for n in self.device_names
+                    if chips.vendor(n) in ("apple", "amd", "intel", "nvidia")]
+        if physical:
+            signs.append((f"a physical GPU is named ({physical[0]})", self.lines(
+                "metal.device", "metal.found_device", "metal.picking_device", "model.device", "bench.device",
+                "vulkan.device", "cuda.device", "sysprof.chipset", "probe.device", "probe.json", "ollama.compute",
+                "devices.item", contains=physical[0], limit=1)))
+        if f.agx_domain:
+            signs.append((f"Apple's own GPU driver answered ({f.agx_domain} error domain)",
+                          self.lines("metal.agx_error", limit=1)))
+        if self._hardware_overview_virtual is False:
+            signs.append((f"the Hardware Overview names the Mac's chip, {f.host_chip_line}",
+                          self.lines("host.chip", limit=1)))
+        if not self.paravirtual and f.shim is None and f.device.name is None and f.metal_era is not None:
+            never = [c for c in self.families if 1006 <= c <= 1999 or 5001 <= c <= 5999]
+            if never:
+                signs.append((f"the Metal device reports {chips.family_name(max(never))}, which a paravirtual GPU "
+                              "never does", self.lines("metal.family", contains=str(max(never)), limit=1)))
+        return signs
 
     @cached_property
     def environment(self) -> str | None:
-        f = self.facts
-        if self.paravirtual or "venus" in self.vendors or (f.cpu_info and "(virtual)" in f.cpu_info.lower()):
+        """'vm' or 'bare-metal' only on evidence, and only when the run does not show both."""
+        vm, bare = bool(self.vm_signs), bool(self.bare_metal_signs)
+        if vm and not bare:
             return "vm"
-        if self.vendors & {"apple", "amd", "intel", "nvidia"}:
+        if bare and not vm:
             return "bare-metal"
         return None
+
+    @cached_property
+    def contrary_signs(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Intel-host or non-Apple signs anywhere in the run: each one vetoes 'fixable'."""
+        f = self.facts
+        signs = []
+        for name in self.device_names:
+            if chips.vendor(name) in ("amd", "intel", "nvidia"):
+                signs.append((f"the log names an Intel-Mac GPU ({name})", self.lines(
+                    "metal.device", "metal.found_device", "metal.picking_device", "model.device", "bench.device",
+                    "sysprof.chipset", "ollama.compute", "vulkan.device", "cuda.device", contains=name, limit=1)))
+        if chips.is_intel_cpu(f.cpu_info):
+            signs.append((f"the host is an Intel Mac (CPU {f.cpu_info!r})", self.lines("bench.device", limit=1)))
+        if self.unnamed_non_apple_gpu:
+            signs.append((f"the Metal device reports {chips.family_name(self.metal_family)} and no Apple family, so it "
+                          "is an Intel-Mac GPU (AMD or Intel)", self.lines("metal.family", limit=2)))
+        if self.saw_value("unified_memory", False):
+            signs.append(("the GPU has no unified memory, which every Apple-silicon host gives (an Intel-Mac GPU, "
+                          "or a VM on an Intel host)", self.lines("metal.flag", "probe.unified_memory",
+                                                                     contains="false", limit=1)))
+        if (f.build_target or "").startswith("x86_64"):
+            signs.append((f"the program is an x86_64 build ({f.build_target}), so an Intel Mac or Rosetta",
+                           self.lines("build.target", limit=1)))
+        return signs
+
+    def saw_value(self, flag: str, value: bool) -> bool:
+        """Was this value printed for the flag anywhere in the run (not just last)?"""
+        f = self.facts
+        current = f.device.unified_memory if flag == "unified_memory" else getattr(f.capabilities, flag, None)
+        return current is value or any(c["flag"] == flag and value in (c["value"], c["other"])
+                                       for c in f.flag_conflicts)
+
+    @cached_property
+    def contradictions(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Evidence of two machines in one run (blocks merged, logs interleaved)."""
+        out = []
+        for c in self.facts.flag_conflicts:
+            label = c["flag"].replace("_", " ")
+            lines = [{"line": e.line, "text": e.text} for e in self.evidence
+                     if e.line in (c["line"], c["other_line"]) and e.kind in ("metal.flag", "probe.unified_memory")]
+            out.append((f"{label} is printed {str(c['value']).lower()} (line {c['line']}) and "
+                        f"{str(c['other']).lower()} (line {c['other_line']})", lines))
+        if self.vm_signs and self.bare_metal_signs:
+            vm, bare = self.vm_signs[0], self.bare_metal_signs[0]
+            out.append((f"it shows a VM guest ({vm[0]}) and bare metal ({bare[0]})", vm[1][:1] + bare[1][:1]))
+        return out
 
     # -- host chip --------------------------------------------------------------
     @cached_property
     def host_chip(self) -> str | None:
+        return self._host_chip[0]
+
+    @property
+    def host_chip_basis(self) -> str | None:
+        """Where the host chip comes from, in words (for the report's baseline line)."""
+        return self._host_chip[1]
+
+    @cached_property
+    def _host_chip(self) -> tuple[str | None, str | None]:
         f = self.facts
         if self.environment == "vm":
-            for text in (f.cpu_info, *[d.get("name") for d in f.vulkan_devices]):
+            # only the guest's own evidence names its host: its CPU name, its Venus device
+            for text, basis in ((f.cpu_info, "the guest's cpu_info"),
+                                *[(d.get("name"), "the guest's Venus device") for d in f.vulkan_devices],
+                                (f.host_chip_line, "the guest's Hardware Overview")):
                 chip = chips.apple_chip(text)
                 if chip:
-                    return chip
+                    return chip, basis
             if chips.is_intel_cpu(f.cpu_info):
-                return (f.cpu_info or "").split(",")[-1].replace("(Virtual)", "").strip() or "Intel"
-            return None
+                return ((f.cpu_info or "").split(",")[-1].replace("(Virtual)", "").strip() or "Intel",
+                        "the guest's cpu_info")
+            return None, None
         if self.environment == "bare-metal":
             for name in self.device_names:
                 chip = chips.apple_chip(name)
                 if chip:
-                    return chip
-            if "amd" in self.vendors or "intel" in self.vendors:
-                return next((n for n in self.device_names if chips.vendor(n) in ("amd", "intel")), None)
-        return None
+                    return chip, "its GPU"
+            chip = chips.apple_chip(f.host_chip_line)
+            if chip and not self.vendors - {"apple"}:
+                return chip, "the Mac's Hardware Overview"
+            if "amd" in self.vendors or "intel" in self.vendors or "nvidia" in self.vendors:
+                return next((n for n in self.device_names if chips.vendor(n) in ("amd", "intel", "nvidia")),
+                            None), "its GPU"
+        return None, None
 
     @property
     def host_family(self) -> int | None:
@@ -122,21 +255,27 @@ class RunView:
 
     @property
     def intel_host(self) -> bool:
-        """A VM on an Intel Mac: the paravirtual device there has no unified memory."""
+        """A VM on an Intel Mac: an Intel CPU, or a paravirtual device that has no unified memory
+        (consistently: a run that prints both is a contradiction, not a reading)."""
         f = self.facts
         if self.environment != "vm":
             return False
         if chips.is_intel_cpu(f.cpu_info):
             return True
-        return self.paravirtual and f.device.unified_memory is False
+        return self.paravirtual and f.device.unified_memory is False and not self.saw_value("unified_memory", True)
 
     @property
     def apple_silicon_host(self) -> tuple[bool, str]:
-        """(True, how we know) only on positive evidence."""
-        if self.intel_host:
-            return False, "the host is an Intel Mac"
-        if {"amd", "intel", "nvidia"} & self.vendors:
-            return False, "the log names an Intel-Mac GPU (AMD, Intel or NVIDIA)"
+        """(True, how we know) only on positive evidence of a VM guest on an Apple-silicon host, with no
+        contrary sign anywhere in the run; else (False, why not)."""
+        if self.contradictions:
+            return False, "the run's evidence contradicts itself: " + self.contradictions[0][0]
+        if self.contrary_signs:
+            return False, self.contrary_signs[0][0]
+        if self.environment != "vm":
+            if self.environment == "bare-metal":
+                return False, "this run is on bare metal, where the GPU reports its real family"
+            return False, "nothing in the log shows a VM guest"
         fam = self.host_family
         if fam is not None:
             return True, f"the guest names its host chip, {self.host_chip}"
@@ -249,6 +388,11 @@ class RunView:
         return f.shim is not None or (self.paravirtual and (self.apple_family or 0) > chips.PARAVIRTUAL_DEFAULT)
 
     @property
+    def physical_gpus(self) -> list[str]:
+        """Distinct GPU names: GGML_METAL_DEVICES's MTL0..MTL3 on one Mac are one GPU."""
+        return list(dict.fromkeys(n for n in self.device_names if chips.vendor(n) not in (None, "software")))
+
+    @property
     def gpu_offload(self) -> bool:
         f = self.facts
         if f.offload and f.offload[0] == 0:
@@ -267,7 +411,8 @@ class RunView:
     def peer(self) -> Peer:
         return Peer(id=self.id, environment=self.environment, full_caps=self.full_caps, host_family=self.host_family,
                     remedied=self.remedied, model=self.facts.model, backend=self.facts.backend,
-                    gpu_offload=self.gpu_offload, throughput=self.best())
+                    gpu_offload=self.gpu_offload, throughput=self.best(), host_chip=self.host_chip,
+                    quant=self.facts.quant, build=self.facts.build_commit, created_at=self.created_at)
 
 
 METAL3_CODE = chips.METAL3

@@ -186,18 +186,12 @@ def facets(conn: sqlite3.Connection, max_devices: int = 60) -> Facets:
 
 
 def baseline_for(conn: sqlite3.Connection, run_id: int, model: str | None, diagnosis: dict | None) -> int | None:
-    """The bare-metal run this run is best measured against: the peer the
-    diagnosis named, else the newest bare-metal run of the same model."""
-    for finding in (diagnosis or {}).get("findings", []):
-        peer = (finding.get("data") or {}).get("peer")
-        if isinstance(peer, int) and peer != run_id:
-            return peer
-    if not model or (diagnosis or {}).get("environment") == "bare-metal":
-        return None
-    row = conn.execute(
-        "SELECT r.id FROM runs r JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND r.id != ? "
-        "AND d.environment = 'bare-metal' ORDER BY r.id DESC LIMIT 1", (model, run_id)).fetchone()
-    return row[0] if row else None
+    """The bare-metal run the diagnosis measured this run against (same model and quantization,
+    same host chip; see analyzer.rules.baseline), or None. Never guessed here: a run of another
+    machine is no baseline."""
+    base = (diagnosis or {}).get("baseline") or {}
+    rid = base.get("run")
+    return rid if isinstance(rid, int) and rid != run_id else None
 
 
 def neighbour(conn: sqlite3.Connection, run_id: int, flt: RunFilter, older: bool) -> int | None:

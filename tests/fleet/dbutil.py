@@ -12,6 +12,11 @@ from analyzer.remedy import records
 from analyzer.store.db import open_db
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# guests whose logs name their host chip (llama-bench JSON's cpu_info 'Apple M1 Ultra (Virtual)'): only such a
+# guest is paired with the bare-metal run of its host (issue 10: baselines on the same hardware only)
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GUEST_NAMING_HOST = FIXTURES / "baselines" / "guest-stock-block-and-json.log"
+SHIM_NAMING_HOST = FIXTURES / "shims" / "lume-shim-apple9-on-m1.log"
 
 
 def ingest_file(db, path: Path) -> list[int]:
@@ -25,8 +30,8 @@ def ingest_file(db, path: Path) -> list[int]:
 def fleet_db(path: Path) -> dict[str, int]:
     db = open_db(path)
     host = ingest_file(db, EXAMPLES / "m1-ultra-host.log")[0]
-    stock = ingest_file(db, EXAMPLES / "m1-ultra-guest-stock.log")[0]
-    shim = ingest_file(db, EXAMPLES / "m1-ultra-guest-shim.log")[0]
+    stock = ingest_file(db, GUEST_NAMING_HOST)[0]
+    shim = ingest_file(db, SHIM_NAMING_HOST)[0]
     diagnose_runs(db, [host, stock, shim], refresh_peers=True)
     action = records.record(db, "remedy-run", {"stock_run_id": stock}, "verified", None)
     records.link_runs(db, [shim], stock, "remedy-run", action)

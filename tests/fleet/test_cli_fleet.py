@@ -173,8 +173,10 @@ def test_cli_db_serve_missing_database(tmp_path):
 
 
 def test_cli_watch_nl_events_and_prometheus_textfile(tmp_path, db_path):
+    from tests.fleet.dbutil import GUEST_NAMING_HOST
+
     log = tmp_path / "server.log"
-    log.write_bytes(GUEST + HOST)
+    log.write_bytes(GUEST_NAMING_HOST.read_bytes() + HOST)  # a guest that names its host: paired, so every metric
     prom = tmp_path / "guest.prom"
     proc = run_capscan("watch", "--once", "--nl", "--prometheus", str(prom), "--label", "guest=tart-1", str(log),
                        db=db_path)

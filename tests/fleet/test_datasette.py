@@ -27,7 +27,7 @@ async def test_canned_queries_return_the_expected_rows(db_path):
     assert database.is_mutable is False  # opened immutable: no writes, no locks
 
     downgraded = await _get(ds, f"/{name}/downgraded_by_host_chip.json?_shape=array")
-    assert downgraded == [{"host_chip": "unknown", "runs": 1, "fixable_runs": 1, "sources": 1, "devices": 1,
+    assert downgraded == [{"host_chip": "Apple M1 Ultra", "runs": 1, "fixable_runs": 1, "sources": 1, "devices": 1,
                            "latest": downgraded[0]["latest"]}]
 
     speedups = await _get(ds, f"/{name}/remedy_speedups.json?_shape=array")

@@ -8,7 +8,7 @@ import json
 from analyzer.events import EVENT_FIELDS, EVENT_NAME, event_line
 from analyzer.store.db import open_db
 from analyzer.store.queries import load_run
-from tests.fleet.dbutil import EXAMPLES, fleet_db
+from tests.fleet.dbutil import EXAMPLES, GUEST_NAMING_HOST, fleet_db
 
 
 def test_event_fields_are_the_documented_ones(db_path):
@@ -20,8 +20,8 @@ def test_event_fields_are_the_documented_ones(db_path):
     assert tuple(event) == EVENT_FIELDS
     assert event["event"] == EVENT_NAME and event["id"] == ids["stock"]
     assert event["verdict"] == "capability-downgrade" and event["fixable"] is True
-    assert event["sha256"] == hashlib.sha256((EXAMPLES / "m1-ultra-guest-stock.log").read_bytes()).hexdigest()
-    assert event["first_line"] == 1 and event["last_line"] == 21
+    assert event["sha256"] == hashlib.sha256(GUEST_NAMING_HOST.read_bytes()).hexdigest()
+    assert event["first_line"] == 1 and event["last_line"] == 62
     assert event["device"]["name"] == "Apple Paravirtual device" and event["device"]["apple_family"] == 1005
     assert {t["test"]: t["tok_s"] for t in event["throughput"]} == {"pp512": 431.86, "tg128": 12.63}
     assert event["summary"] and event["time"] and event["host_name"]

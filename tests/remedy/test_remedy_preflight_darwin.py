@@ -220,7 +220,8 @@ def test_dylib_checks(env, linux_build, macos_build, tmp_path):
     ("backends/cpu-only-system-info-2024-10.log", "no-gpu-offload", "The GPU is not used at all"),
     ("metal/m4-2026-05-timestamped.log", "healthy", "nothing to fix"),
     ("metal/m0-2023-06-mps.log", "unknown", "capscan never injects on a guess"),
-    ("metal/symptoms-only-skipping.log", "capability-downgrade", "Not marked fixable"),
+    ("metal/symptoms-only-skipping.log", "unknown", "capscan never injects on a guess"),
+    ("rules/contradictory-merged-legacy-blocks.log", "capability-downgrade", "Not marked fixable"),
     ("shims/lume-broad-overclaim.log", None, "LumeMetalCapabilities"),
 ])
 def test_runs_that_are_not_fixable_are_refused(env, fixture, verdict, phrase):

@@ -70,6 +70,16 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("bench/anka-m3pro-guest-cpu.json",), "no-gpu-offload", False),
         (("timings/ollama-server-cpu.log",), "no-gpu-offload", False),
     ],
+    "metal-library-failed": [
+        (("shapes/metal-library-null-2024.log",), "no-gpu-offload", False),
+        (("shapes/metal-library-create-failed-2025.log",), "no-gpu-offload", False),
+    ],
+    "wrapper-disabled-gpu": [
+        (("shapes/wrapper-virtualised-forced-cpu.log",), "no-gpu-offload", False),
+    ],
+    "macos14-mmap": [
+        (("shapes/macos14-guest-mmap.log",), "healthy", False),
+    ],
     "cpu-only-build": [
         (("rules/cpu-only-build-2025.log",), "no-gpu-offload", False),
     ],
@@ -85,9 +95,17 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("metal/whisper-family-fallback.log",), "capability-downgrade", True),
     ],
     "downgrade-symptoms": [
-        (("metal/m2-2024-05-instructlab-unsupported-op.log",), "capability-downgrade", False),
-        (("metal/symptoms-only-skipping.log",), "capability-downgrade", False),
-        (("rules/whisper-fallback-only.log",), "capability-downgrade", False),
+        (("rules/unsupported-op-paravirtual-listed.log",), "capability-downgrade", False),
+    ],
+    # the same symptoms without evidence of a VM decide nothing (AMD/Intel and pre-M1 GPUs show them too)
+    "symptoms-without-vm": [
+        (("metal/m2-2024-05-instructlab-unsupported-op.log",), "unknown", False),
+        (("metal/symptoms-only-skipping.log",), "unknown", False),
+        (("rules/whisper-fallback-only.log",), "unknown", False),
+        (("rules/bare-metal-m2max-unsupported-op.log",), "unknown", False),
+    ],
+    "contradictory-evidence": [
+        (("rules/contradictory-merged-legacy-blocks.log",), "capability-downgrade", False),
     ],
     "metal-slower-than-cpu": [
         (("bench/anka-m3pro-guest-cpu.json", "bench/anka-m3pro-stock.json"), "capability-downgrade", True),
@@ -118,7 +136,7 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("backends/vulkan-2024-02-found.log",), "healthy", False),
     ],
     "virtualization-overhead": [
-        (("metal/m4-2026-08-host-m1-ultra.log", "metal/m4-2026-08-guest-lume-shim.log"),
+        (("metal/m4-2026-08-host-m1-ultra.log", "shims/lume-shim-apple9-on-m1.log"),
          "virtualization-overhead", False),
         (("bench/host-m1-ultra.json", "shims/lume-shim-apple9-on-m1.log"), "virtualization-overhead", False),
     ],

@@ -18,9 +18,9 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 # ingestion order -> run ids 1..5
 LOGS = (
-    "metal/m4-2026-08-guest-stock.log",      # 1 capability-downgrade (vm)
+    "baselines/guest-stock-block-and-json.log",  # 1 capability-downgrade (vm on an M1 Ultra, named by cpu_info)
     "metal/m4-2026-08-host-m1-ultra.log",    # 2 healthy (bare-metal M1 Ultra)
-    "metal/m4-2026-08-guest-lume-shim.log",  # 3 virtualization-overhead (vm, Lume shim)
+    "shims/lume-shim-apple9-on-m1.log",         # 3 virtualization-overhead (vm on the M1 Ultra, Lume shim)
     "metal/m3-2025-03-intel-iris.log",       # 4 hardware-limit
     "metal/no-metal-rosetta-x86.log",        # 5 no-gpu-offload
 )

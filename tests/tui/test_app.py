@@ -114,7 +114,7 @@ async def test_open_run_detail_and_back(tui_db):
         assert "CAPABILITY-DOWNGRADE" in verdict and "fixable" in verdict
         assert "reports Apple5" in verdict
         caps = text_of(app.screen, "#caps")
-        assert "Apple M1 Ultra" in caps and "bare-metal run 2" in caps
+        assert "Apple M1 Ultra" in caps and "named in the guest's log" in caps
         assert caps.count("downgraded") == 3
         findings = text_of(app.screen, "#findings")
         assert "paravirtual-family-clamp" in findings

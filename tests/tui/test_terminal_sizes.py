@@ -63,7 +63,7 @@ async def test_runs_at_200_columns_give_the_source_the_spare_width(tui_db):
         assert set(shown) >= {"id", "when", "source", "program", "device", "env", "verdict", "pp", "tg"}
         assert shown["source"] > 60
         table = app.runs_screen.query_one("#runs", DataTable)
-        assert str(table.get_row("3")[3]) == "m4-2026-08-guest-lume-shim.log"  # whole, not cut to 18
+        assert str(table.get_row("3")[3]) == "lume-shim-apple9-on-m1.log"  # whole, not cut to 18
 
 
 async def test_columns_follow_a_resize(tui_db):

@@ -218,9 +218,14 @@ class DetailScreen(Screen):
             if h:
                 table.add_row(Text(f"  host run {self.baseline.id}", style="dim"), Text(fmt_tps(h), style="dim"),
                               "", "", "", Text(bar(h, scale), style="green"), "")
-        note = Text(f"bars: this run against bare-metal run {self.baseline.id} of the same model"
-                    if self.baseline else "no bare-metal run of this model stored: ingest the host's log to see "
-                                          "how far this run is from it", style="dim")
+        base = (run.diagnosis or {}).get("baseline") or {}
+        if self.baseline:
+            note = Text(f"bars: this run against bare-metal run {self.baseline.id} ({base.get('why', 'its baseline')})",
+                        style="dim")
+        elif base.get("why"):
+            note = Text(f"no baseline: {base['why']}", style="dim")
+        else:
+            note = Text("no bare-metal baseline for this run", style="dim")
         return Group(title, table, note)
 
     def _remedy(self, plan: dict[str, Any] | None, error: str | None) -> Group:

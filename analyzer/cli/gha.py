@@ -1,0 +1,69 @@
+"""GitHub Actions: with GITHUB_ACTIONS=true, the markdown report goes to the
+job summary ($GITHUB_STEP_SUMMARY) and each capability-downgrade (error) or
+hardware-limit (warning) run becomes an annotation. --no-gha turns it off.
+
+Annotations are workflow commands on stderr (the runner reads both streams;
+stdout stays data). Their text comes partly from logs, which are hostile: it is
+escaped by the workflow-command rules (% CR LF in the message; also : and , in
+properties) and every other control character is dropped, so a log line can
+neither end the command early nor start another one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+ANNOTATE = {"capability-downgrade": "error", "hardware-limit": "warning"}
+_CONTROL = re.compile("[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def active() -> bool:
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def escape_data(text: str) -> str:
+    """A workflow command's message: % first, then CR and LF; other controls dropped."""
+    text = _CONTROL.sub("", str(text))
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A workflow command's property value (title=, file=): also : and ,."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(run) -> str | None:
+    """The ::error/::warning line for a run, or None for verdicts that need none."""
+    diag = run.diagnosis or {}
+    verdict = diag.get("verdict", "unknown")
+    level = ANNOTATE.get(verdict)
+    if level is None:
+        return None
+    props = [f"title={escape_property(f'capscan: run {run.id} is {verdict}')}"]
+    if run.source and not run.source.startswith("<"):
+        props.insert(0, f"file={escape_property(run.source)}")
+        if run.facts.first_line:
+            props.insert(1, f"line={int(run.facts.first_line)}")
+    message = diag.get("summary") or verdict
+    return f"::{level} {','.join(props)}::{escape_data(message)}"
+
+
+def report(runs: list) -> None:
+    """Under GitHub Actions: append the markdown report to the job summary and annotate."""
+    if not active():
+        return
+    from analyzer.cli.output import markdown_report
+
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(markdown_report(runs) + "\n")
+        except OSError as exc:
+            print(f"capscan: cannot write the job summary {summary}: {exc.strerror or exc}", file=sys.stderr)
+    for run in runs:
+        line = annotation(run)
+        if line:
+            print(line, file=sys.stderr, flush=True)

@@ -1,0 +1,59 @@
+"""Lines around a run that say which machine it ran on, or what a wrapper did:
+`system_profiler SPHardwareDataType`'s Hardware Overview, `sw_vers` and the
+macOS version, MLX's `device_info()`, llama.cpp's memory breakdown table,
+memory-mapped weight buffers, and apps that print their own decisions
+("Metal device looks virtualised (...)", "Forcing gpu_layers=0")."""
+
+from __future__ import annotations
+
+import re
+
+from analyzer.parsers.base import Format, Pattern, Sample, rx
+
+
+def _macos(m: re.Match) -> dict:
+    return {"version": m.group("version")}
+
+
+def _gpu_layers(m: re.Match) -> dict:
+    return {"layers": int(m.group("layers"))}
+
+
+CONTEXT = Format(
+    name="context",
+    description="the machine around a run (Hardware Overview chip, macOS version, MLX device_info, memory breakdown, "
+                "mmap'd buffers) and wrappers that disable the GPU",
+    literals=("Chip:", "Model Name:", "ProductVersion:", "System Version:", "platform.platform:", "'device_name':",
+              "llama_memory_breakdown_print", "_Mapped model buffer", "looks virtuali", "gpu_layers=0",
+              "n_gpu_layers=0"),
+    patterns=(
+        # system_profiler SPHardwareDataType: "Chip: Apple M2 Max" (a guest reads "Apple M1 Ultra (Virtual)")
+        Pattern("host.chip", rx(r"^Chip:\s+(?P<chip>Apple \S.*?)\s*$")),
+        Pattern("host.model_name", rx(r"^Model Name:\s+(?P<name>\S.*?)\s*$")),
+        Pattern("host.macos", rx(r"^(?:ProductVersion:\s+|System Version:\s+macOS\s+|platform\.platform:\s+macOS-)"
+                                 r"(?P<version>\d+(?:\.\d+){0,2})"), _macos),
+        # MLX: mx.metal.device_info() -> {'architecture': 'air64_v26', 'device_name': 'Apple Paravirtual device', ...}
+        Pattern("mlx.device", rx(r"'device_name':\s*'(?P<name>[^']+)'")),
+        # llama_memory_breakdown_print: |   - MTL0 (Apple M2 Ultra) | 196608 = ...
+        Pattern("memory.device", rx(r"llama_memory_breakdown_print: \|\s+- (?P<id>[A-Za-z]+\d+) \((?P<name>[^()|]+)\)")),
+        Pattern("model.mapped", rx(r"(?P<buffer>\w+)_Mapped model buffer size")),
+        Pattern("wrapper.virtualised", rx(r"looks virtuali[sz]ed\s*\((?P<name>[^()]+)\)")),
+        Pattern("wrapper.gpu_layers", rx(r"\b(?:n_)?gpu_layers\s*=\s*(?P<layers>0)\b"), _gpu_layers),
+    ),
+    samples=(
+        Sample("      Chip: Apple M2 Max", "host.chip", {"chip": "Apple M2 Max"}),
+        Sample("      Model Name: MacBook Pro", "host.model_name", {"name": "MacBook Pro"}),
+        Sample("ProductVersion:\t\t14.6.1", "host.macos", {"version": "14.6.1"}),
+        Sample("      System Version: macOS 14.6.1 (23G93)", "host.macos", {"version": "14.6.1"}),
+        Sample("  platform.platform: macOS-14.4.1-arm64-arm-64bit", "host.macos", {"version": "14.4.1"}),
+        Sample("{'architecture': 'air64_v26', 'device_name': 'Apple Paravirtual device', 'memory_size': 7516192768}",
+               "mlx.device", {"name": "Apple Paravirtual device"}),
+        Sample("llama_memory_breakdown_print: |   - MTL3 (Apple M2 Ultra) | 196608 = 187990 + (1604 =  1604 +  0 +  0) "
+               "+  7014 |", "memory.device", {"id": "MTL3", "name": "Apple M2 Ultra"}),
+        Sample("load_tensors:  MTL0_Mapped model buffer size =   934.70 MiB", "model.mapped", {"buffer": "MTL0"}),
+        Sample("2026-07-30 11:02:14,552 WARNING [inference] Metal device looks virtualised (Apple Paravirtual device): "
+               "simdgroup kernels are unavailable, will run on CPU", "wrapper.virtualised",
+               {"name": "Apple Paravirtual device"}),
+        Sample("2026-07-30 11:02:14,552 INFO  [inference] Forcing gpu_layers=0", "wrapper.gpu_layers", {"layers": 0}),
+    ),
+)

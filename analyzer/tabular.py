@@ -1,0 +1,104 @@
+"""Rows out, in the formats people already pipe: JSON, NL (one JSON object per
+line), CSV, TSV, markdown (a GitHub table, for PR comments and job summaries)
+and a plain text table. Every writer streams: rows are written as they come,
+so listing 100,000 runs never holds them all.
+
+Cells are made text-safe here: tabs and newlines inside a value would break a
+TSV/markdown row, so they become spaces (and | is escaped in markdown)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
+
+FORMATS = ("json", "nl", "csv", "tsv", "markdown")
+
+
+def _clean(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    return o
+
+
+def dumps(obj: Any, *, indent: int | None = 2) -> str:
+    """JSON; NaN and infinities (which JSON has not) become null."""
+    return json.dumps(_clean(obj), indent=indent, ensure_ascii=False)
+
+
+def write_json_array(out: TextIO, items: Iterable[Any]) -> None:
+    """A JSON array written item by item (the same text json.dumps(indent=2) gives)."""
+    first = True
+    for item in items:
+        body = "\n".join("  " + line for line in dumps(item).splitlines())
+        out.write(("[\n" if first else ",\n") + body)
+        first = False
+    out.write("[]\n" if first else "\n]\n")
+
+
+def write_nl(out: TextIO, items: Iterable[Any]) -> None:
+    for item in items:
+        out.write(dumps(item, indent=None) + "\n")
+
+
+# control characters (C0, DEL, C1) and the bidi/zero-width format characters that reorder or hide text
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def safe_text(value: Any) -> str:
+    """One line of inert text: whitespace runs and control/bidi characters become one space."""
+    text = str(value)
+    return _UNSAFE.sub(" ", text) if _UNSAFE.search(text) else text
+
+
+def text_cell(value: Any, *, decimals: int | None = None) -> str:
+    """A table cell: '' for absent, yes/no, floats in full (or rounded), inert text."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return ""
+        return repr(value) if decimals is None else f"{value:,.{decimals}f}"
+    return safe_text(value)
+
+
+def write_delimited(out: TextIO, columns: Sequence[str], rows: Iterable[dict[str, Any]], *, tsv: bool) -> None:
+    if tsv:
+        out.write("\t".join(columns) + "\n")
+        for row in rows:
+            out.write("\t".join(text_cell(row.get(c)) for c in columns) + "\n")
+        return
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(columns)
+    for row in rows:
+        w.writerow([_csv_cell(row.get(c)) for c in columns])
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    return safe_text(value) if isinstance(value, str) else value
+
+
+def markdown_cell(value: Any) -> str:
+    """Inert in GitHub markdown: | splits no cell, < > & start no HTML, backticks no code."""
+    text = text_cell(value, decimals=2)
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`")):
+        text = text.replace(a, b)
+    return text or " "
+
+
+def write_markdown(out: TextIO, columns: Sequence[str], rows: Iterable[dict[str, Any]],
+                   *, right: Sequence[str] = ()) -> None:
+    out.write("| " + " | ".join(columns) + " |\n")
+    out.write("|" + "|".join("---:" if c in right else ":---" for c in columns) + "|\n")
+    for row in rows:
+        out.write("| " + " | ".join(markdown_cell(row.get(c)) for c in columns) + " |\n")
