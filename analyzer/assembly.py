@@ -37,6 +37,8 @@ _EVIDENCE_CAP = {"metal.skip_kernel": 5, "probe.family": 40, "timing": 20, "cuda
                  "devices.item": 16}
 _EVIDENCE_TOTAL = 300
 _UNSET = object()
+# ggml has about a hundred ops; a log naming more distinct ones is noise or hostile: the first ones are kept
+MAX_UNSUPPORTED_OPS = 256
 _APPLE = range(1001, 2000)
 
 
@@ -83,6 +85,7 @@ class RunBuilder:
         self.setup_counts: dict[str, int] = {}
         self._series: dict[tuple, tuple[array, int | None, float | None]] = {}  # (model, test, kind) -> speeds
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
+        self.unsupported_seen: set[str] = set()  # facts.unsupported_ops as a set (O(1) membership)
         self.flag_seen: dict[str, tuple[bool, int]] = {}  # flag -> (first value printed, its line)
 
     def saw_device(self, name: str | None) -> None:
@@ -344,8 +347,10 @@ class Assembler:
 
     def _on_metal_unsupported_op(self, ev: Event) -> None:
         run = self.run
-        if ev.data["op"] not in run.facts.unsupported_ops:
-            run.facts.unsupported_ops.append(ev.data["op"])
+        op = ev.data["op"]
+        if op not in run.unsupported_seen and len(run.unsupported_seen) < MAX_UNSUPPORTED_OPS:
+            run.unsupported_seen.add(op)
+            run.facts.unsupported_ops.append(op)
         run.touch(ev)
 
     def _device_hint(self, ev: Event, name: str | None) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from analyzer.compare import per_token_cost, predict_tok_s
 from analyzer.rules.engine import RULES_VERSION, diagnose
 from analyzer.rules.view import Peer, RunView
+from analyzer.store.db import is_read_only
 from analyzer.store.queries import StoredRun, load_run
 from analyzer.store.writer import now
 
@@ -100,30 +101,51 @@ def diagnose_stored_run(db: Database, run: StoredRun) -> dict:
     return _diagnose_one(db, run, lambda: _peers(db, run, {}))
 
 
-def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool = False) -> list[StoredRun]:
+def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool = False,
+                  keep: bool = True) -> list[StoredRun]:
     """Diagnose (again) and store; returns the runs with their diagnosis attached.
 
     With ``refresh_peers``, stored runs of the same models are diagnosed again
-    too: a host log arriving today is the baseline of yesterday's guest log."""
-    cache: dict[int, Peer] = {}
+    too: a host log arriving today is the baseline of yesterday's guest log.
+    Runs are loaded BATCH at a time; with ``keep=False`` none is returned, so
+    an input of 60,000 runs is diagnosed in bounded memory."""
     ids = list(dict.fromkeys(run_ids))
-    out = _diagnose_and_store(db, ids, cache)
+    out: list[StoredRun] = []
+    keys: set[tuple[str, str]] = set()
+    for batch in _batches(ids):
+        for run in _diagnose_and_store(db, batch, {}):
+            d = run.diagnosis
+            if run.facts.model and d and d.get("host_chip"):
+                keys.add((run.facts.model, d["host_chip"]))
+            if keep:
+                out.append(run)
     if refresh_peers:
         # only runs of the same model on the same hardware can have a new run as their baseline
-        keys = {(r.facts.model, r.diagnosis.get("host_chip")) for r in out
-                if r.facts.model and r.diagnosis and r.diagnosis.get("host_chip")}
-        others: list[int] = []
+        wanted = set(ids)
+        others: dict[int, None] = {}
         for model, chip in keys:
-            others += [row[0] for row in db.conn.execute(
-                "SELECT r.id FROM runs r JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND d.host_chip = ? "
-                "ORDER BY r.id DESC LIMIT ?", (model, chip, MAX_PEERS))]
-        others = [i for i in dict.fromkeys(others) if i not in ids]
-        if others:
-            _diagnose_and_store(db, others, cache)
+            for (rid,) in db.conn.execute(
+                    "SELECT r.id FROM runs r JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND d.host_chip = ? "
+                    "ORDER BY r.id DESC LIMIT ?", (model, chip, MAX_PEERS)):
+                if rid not in wanted:
+                    others[rid] = None
+        for batch in _batches(list(others)):
+            _diagnose_and_store(db, batch, {})
         # predictions read the other runs' diagnoses, so they come after the refresh
         for run in out:
-            _attach_prediction(db, run)
+            try:
+                _attach_prediction(db, run)
+            except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
+                (run.diagnosis or {}).pop("prediction", None)
     return out
+
+
+BATCH = 500
+
+
+def _batches(ids: list[int]) -> Iterable[list[int]]:
+    for i in range(0, len(ids), BATCH):
+        yield ids[i:i + BATCH]
 
 
 def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer | None]) -> list[StoredRun]:
@@ -152,7 +174,7 @@ def _row(run: StoredRun) -> tuple:
 
 
 def _store(db: Database, rows: list[tuple]) -> None:
-    if rows:
+    if rows and not is_read_only(db):  # a read-only database: diagnosed in memory, not kept
         with db.conn:  # one short write transaction
             db.conn.executemany(
                 "INSERT OR REPLACE INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, "

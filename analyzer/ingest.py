@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
@@ -10,6 +11,7 @@ from analyzer.models import Throughput
 from analyzer.parsers import Dispatcher
 from analyzer.reader import Input, PartialInputError
 from analyzer.scanner import Scanner
+from analyzer.store.db import StoreError
 from analyzer.store.writer import SourceWriter
 
 if TYPE_CHECKING:
@@ -51,12 +53,10 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
     """
     writer = SourceWriter(db, source.path)
     result = IngestResult(path=source.path)
-    order: list[int] = []
+    order: dict[int, None] = {}  # run ids in order of appearance (a dict: membership in O(1))
 
     def on_run(run: RunBuilder) -> None:
-        run_id = writer.write_run(run.seq, run.facts, run.evidence)
-        if run_id not in order:
-            order.append(run_id)
+        order[writer.write_run(run.seq, run.facts, run.evidence)] = None
 
     def on_throughput(run: RunBuilder, rows: list[Throughput]) -> None:
         writer.write_throughput(run.seq, run.facts, rows)
@@ -76,6 +76,7 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
         result.recognised, result.unrecognised = dispatcher.recognised, dispatcher.unrecognised
         result.overlong, result.size = scanner.stats.overlong, source.size
         result.rejected = dispatcher.rejected
+        writer.begin()  # the write lock first: parallel ingests of one content then see each other's commit
         dup = writer.duplicate_of(source.sha256)
         if dup is not None and not force:
             writer.rollback()
@@ -88,7 +89,7 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
             size=source.size, sha256=source.sha256, lines=result.lines, recognised=result.recognised,
             unrecognised=result.unrecognised, overlong=result.overlong,
             raw_gzip=source.raw_gzip() if keep_raw else None, before_commit=before_commit)
-        result.run_ids = order
+        result.run_ids = list(order)
         if source.damage:
             ids = ", ".join(str(i) for i in order)
             raise PartialInputError(
@@ -97,6 +98,20 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
         return result
     except PartialInputError:
         raise  # committed: what was readable is stored
+    except sqlite3.Error as exc:
+        _rollback_quietly(writer)
+        raise StoreError(f"cannot store {source.path} ({exc}); nothing of it was stored, and what the database "
+                         "held before is unchanged") from None
     except BaseException:
-        writer.rollback()
+        _rollback_quietly(writer)
         raise
+
+
+def _rollback_quietly(writer: SourceWriter) -> None:
+    """Roll back; a rollback that fails too (the disk is full) must not hide
+    the first error: SQLite undoes an unfinished transaction when the
+    connection closes or the next process opens the file."""
+    try:
+        writer.rollback()
+    except sqlite3.Error:
+        pass

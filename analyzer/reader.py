@@ -13,7 +13,9 @@ import queue
 import threading
 import io
 import os
+import stat
 import sys
+import tempfile
 import zlib
 from typing import BinaryIO, Iterator
 
@@ -39,43 +41,82 @@ class _GunzipStream:
     yields every complete line before the damage (``gzip.GzipFile`` loses the
     whole buffered read when the trailer is missing).
 
+    Memory is bounded whatever the compression ratio: each step inflates at
+    most ``size`` bytes (zlib's ``max_length``) and keeps the compressed input
+    it did not consume for the next step, so a few MB of gzip that expand to
+    4 GiB cost one chunk at a time.
+
     ``read`` returns data ending at a line boundary while the stream is
     healthy; when it turns out to be damaged, the unfinished last line is
     dropped (a line cut off mid-way is never parsed) and ``damage`` says why.
-    Concatenated gzip members are decoded one after the other."""
+    Concatenated gzip members are decoded one after the other; zero bytes
+    after the last member (the padding some tools write, which ``gzip -t`` and
+    ``zcat`` accept) are ignored."""
 
     def __init__(self, raw: BinaryIO):
         self._raw = raw
-        self._d = zlib.decompressobj(31)
+        self._d: "zlib._Decompress | None" = None  # the member being inflated; None between members
+        self._pending = b""  # compressed bytes read but not yet given to a member
+        self._padding = False  # zero bytes seen after the last member
+        self._started = False
         self._tail = b""
         self._done = False
         self.damage: str | None = None
         self.tee: BinaryIO | None = None  # --tee: the compressed bytes, passed through as read
 
-    def read(self, size: int = CHUNK) -> bytes:
-        while not self._done:
-            comp = self._raw.read(size)
-            if comp and self.tee is not None:
-                self.tee.write(comp)
+    def _fail(self, why: str, *, keep_tail: bool = False) -> None:
+        self._done = True
+        self.damage = why
+        if not keep_tail:
+            self._tail = b""  # the last line is cut off: never parse it
+
+    def _inflate(self, size: int) -> bytes | None:
+        """At most ``size`` decompressed bytes (possibly none), or None at the end."""
+        if self._done:
+            return None
+        d = self._d
+        if d is not None and d.unconsumed_tail:
+            data = d.unconsumed_tail
+        elif self._pending:
+            data, self._pending = self._pending, b""
+        else:
+            data = self._raw.read(size)
+            if data and self.tee is not None:
+                self.tee.write(data)
                 self.tee.flush()
-            if not comp:
+            if not data:
                 self._done = True
-                if not self._d.eof or self._d.unconsumed_tail:
-                    self.damage = "truncated gzip (compressed data ends early)"
-                    self._tail = b""  # the last line is cut off: never parse it
-                    return b""
-                break
-            try:
-                out = self._d.decompress(comp)
-                while self._d.eof and self._d.unused_data:
-                    rest = self._d.unused_data
-                    self._d = zlib.decompressobj(31)
-                    out += self._d.decompress(rest)
-            except zlib.error as exc:
-                self._done = True
-                self.damage = f"corrupt gzip ({exc})"
-                self._tail = b""
+                if d is not None or not self._started:
+                    self._fail("truncated gzip (compressed data ends early)")
+                return None
+        if d is None:
+            if self._padding or data[:1] == b"\x00":
+                if data.strip(b"\x00"):
+                    self._fail("trailing garbage after the gzip data (ignored)", keep_tail=True)
+                    return None
+                self._padding = True
                 return b""
+            if self._started and not _GZIP_MAGIC.startswith(data[:2]):
+                # not another member: what gzip calls "decompression OK, trailing garbage ignored"
+                self._fail("trailing garbage after the gzip data (ignored)", keep_tail=True)
+                return None
+            d = self._d = zlib.decompressobj(31)
+            self._started = True
+        try:
+            out = d.decompress(data, size)
+        except zlib.error as exc:
+            self._fail(f"corrupt gzip ({exc})")
+            return None
+        if d.eof:  # this member is complete; what follows is another member, padding or garbage
+            self._pending = d.unused_data
+            self._d = None
+        return out
+
+    def read(self, size: int = CHUNK) -> bytes:
+        while True:
+            out = self._inflate(size)
+            if out is None:
+                break
             if not out:
                 continue
             buf = self._tail + out if self._tail else out
@@ -125,13 +166,17 @@ class _BackgroundSha256:
 
 
 class Input:
-    def __init__(self, path: str, stream: BinaryIO, *, keep_raw: bool = False):
+    def __init__(self, path: str, stream: BinaryIO, *, keep_raw: bool = False, file: BinaryIO | None = None):
         self.path = path
         self._stream = stream
+        # A regular file: its size when opened, to notice it shrinking while it is read.
+        self._file = file
+        self._opened_size = _regular_size(file) if file is not None else None
         self.size = 0
         self._sha = _BackgroundSha256()
+        # --keep-raw: the input, gzip-compressed as it streams, spooled to a temporary file past a few MB
         self._raw = zlib.compressobj(6, zlib.DEFLATED, 31) if keep_raw else None
-        self._raw_parts: list[bytes] = []
+        self._raw_spool = tempfile.SpooledTemporaryFile(max_size=8 << 20) if keep_raw else None
         # Set when the input was damaged part-way (a truncated gzip): the
         # complete lines before the damage were read; this says what happened.
         self.damage: str | None = None
@@ -140,10 +185,19 @@ class Input:
     def sha256(self) -> str:
         return self._sha.hexdigest()
 
-    def raw_gzip(self) -> bytes | None:
-        if self._raw is None:
+    def raw_gzip(self) -> tuple[BinaryIO, int] | None:
+        """--keep-raw: the gzip of the input read so far, as a file rewound to
+        its start, and its length (read it in pieces: it can be large)."""
+        spool = self._raw_spool
+        if spool is None:
             return None
-        return b"".join(self._raw_parts) + self._raw.flush()
+        if self._raw is not None:
+            spool.seek(0, os.SEEK_END)
+            spool.write(self._raw.flush())
+            self._raw = None  # finished: the gzip trailer is written
+        size = spool.seek(0, os.SEEK_END)
+        spool.seek(0)
+        return spool, size
 
     def chunks(self, tee: BinaryIO | None = None) -> Iterator[bytes]:
         stream = self._stream
@@ -155,6 +209,7 @@ class Input:
             while True:
                 chunk = stream.read(CHUNK)
                 if not chunk:
+                    self._check_not_shrunk()
                     damage = getattr(stream, "damage", None)
                     if damage:
                         if first:
@@ -167,8 +222,8 @@ class Input:
                         raise InputError(f"{self.path}: binary file (NUL bytes), not a text log")
                 self.size += len(chunk)
                 self._sha.update(chunk)
-                if self._raw is not None:
-                    self._raw_parts.append(self._raw.compress(chunk))
+                if self._raw is not None and self._raw_spool is not None:
+                    self._raw_spool.write(self._raw.compress(chunk))
                 if tee is not None:
                     tee.write(chunk)
                     tee.flush()
@@ -182,11 +237,32 @@ class Input:
         except OSError as exc:
             raise InputError(f"{self.path}: read error ({exc.strerror or exc})") from None
 
+    def _check_not_shrunk(self) -> None:
+        """A file cut short while capscan read it (a log rotated or truncated
+        in place) is not a complete log: refuse it rather than store a part
+        of it as if it were the whole."""
+        if self._opened_size is None or self._file is None:
+            return
+        now = _regular_size(self._file)
+        if now is not None and now < self._opened_size:
+            raise InputError(f"{self.path}: the file was truncated while being read ({self._opened_size:,} bytes "
+                             f"when opened, {now:,} at the end); nothing stored: read it again once it is complete")
+
     def close(self) -> None:
+        if self._raw_spool is not None:
+            self._raw_spool.close()
         try:
             self._stream.close()
         except OSError:
             pass
+
+
+def _regular_size(f: BinaryIO) -> int | None:
+    try:
+        st = os.fstat(f.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 class _TeeReader(io.RawIOBase):
@@ -261,4 +337,4 @@ def open_input(path: str, *, keep_raw: bool = False, tee: BinaryIO | None = None
         raise InputError(f"{path}: permission denied") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot open ({exc.strerror or exc})") from None
-    return Input(path, _maybe_gunzip(stream), keep_raw=keep_raw)
+    return Input(path, _maybe_gunzip(stream), keep_raw=keep_raw, file=stream)

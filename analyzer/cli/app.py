@@ -8,6 +8,7 @@ error or unreadable input, 130 interrupted, 141 the reader of stdout went away.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -96,13 +97,8 @@ def main() -> None:
     if not isinstance(sys.stderr, SafeTextStream):
         sys.stderr = SafeTextStream(sys.stderr)
     try:
-        try:
-            cli.main(standalone_mode=False, prog_name="capscan")
-        except SystemExit as exc:
-            # click turns EPIPE into exit 1, which would read as "a --fail-on verdict was found"
-            if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
-                sys.exit(EXIT_BROKEN_PIPE)
-            raise
+        _invoke()
+        sys.stdout.flush()  # a reader gone before the last buffered write shows up here, not at exit
     except FailOn:
         sys.exit(EXIT_FAIL_ON)
     except click.exceptions.Exit as exc:
@@ -110,15 +106,54 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code if exc.exit_code else EXIT_USAGE)
-    except click.exceptions.Abort:
-        click.echo("capscan: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("capscan: interrupted; the source being read was not stored", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except BrokenPipeError:
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        except OSError:
-            pass
-        sys.exit(EXIT_BROKEN_PIPE)
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:  # BrokenPipeError is an OSError with EPIPE
+            raise
+        _reader_gone()
+    except Exception as exc:
+        message = _database_error(exc)
+        if message is None:
+            raise
+        _error_line(message)
+
+
+def _database_error(exc: Exception) -> str | None:
+    """The one line for a database that cannot be used (StoreError, or an sqlite3 error
+    from a damaged file): looked up in sys.modules, so `--version` imports neither."""
+    errors = sys.modules.get("analyzer.store.errors")
+    if errors is not None and isinstance(exc, errors.StoreError):
+        return str(exc)
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(exc, sqlite3.Error):
+        return f"database error ({exc})"
+    return None
+
+
+def _invoke() -> None:
+    """Run the click group without click's own handling of EPIPE (which
+    exits 1 and depends on click's private classes): a reader of stdout that
+    goes away reaches main() as BrokenPipeError, whatever the click version."""
+    if any(k.startswith("_CAPSCAN_COMPLETE") for k in os.environ):
+        cli.main(prog_name="capscan")  # shell completion: click's own machinery
+        return
+    with cli.make_context("capscan", sys.argv[1:]) as ctx:
+        cli.invoke(ctx)
+
+
+def _error_line(message: str) -> None:
+    click.echo(f"capscan: {' '.join(message.split())}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def _reader_gone() -> None:
+    """Exit 141 (128 + SIGPIPE), quietly: stdout points at /dev/null so that
+    the interpreter's final flush does not complain about the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)

@@ -100,11 +100,12 @@ def stdin_is_empty() -> bool:
         return False
 
 
-def diagnose_runs(db, run_ids: list[int]) -> list:
-    """Diagnose the runs (rules) and keep the diagnosis in the store."""
+def diagnose_runs(db, run_ids: list[int], *, keep: bool = True) -> list:
+    """Diagnose the runs (rules) and keep the diagnosis in the store (with
+    ``keep=False`` the runs are not returned: bounded memory for any count)."""
     from analyzer.diagnose import diagnose_runs as run_rules
 
-    return run_rules(db, run_ids, refresh_peers=True)
+    return run_rules(db, run_ids, refresh_peers=True, keep=keep)
 
 
 def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
@@ -148,7 +149,9 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool, force: bool, k
     database = open_db(opts)
     results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee,
                                    opened=opened)
-    runs_ = diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids])
+    # the runs are kept only for a --fail-on gate: 60,000 runs are diagnosed in bounded memory otherwise
+    runs_ = diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids],
+                          keep=bool(opts.fail_on))
     if opts.fail_on:  # the gate also sees runs stored by an earlier ingest of the same content
         runs_ += diagnose_runs(database, [rid for r in results if r.duplicate for rid in r.run_ids])
 
@@ -181,6 +184,8 @@ def _ingest_doc(results: list) -> list[dict]:
 def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool, force: bool,
              keep_raw: bool) -> None:
     """Diagnose stored runs, or ingest the inputs first and diagnose them."""
+    from analyzer.store.queries import storable_id
+
     if not paths and not run_ids and not last:
         if sys.stdin is None or sys.stdin.isatty():
             raise click.UsageError("give files, -, --run ID or --last (or pipe a log in)")
@@ -204,7 +209,8 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
         ids += [rid for r in results for rid in r.run_ids]
     else:
         errors = []
-        missing = [i for i in ids if database.conn.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone() is None]
+        missing = [i for i in ids if not storable_id(i)
+                   or database.conn.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone() is None]
         if missing:
             raise CapscanError("no run " + ", ".join(str(i) for i in missing))
     write(opts, report_result(opts, diagnose_runs(database, list(dict.fromkeys(ids)))))

@@ -24,10 +24,15 @@ def resolve_run(database, ref: str) -> int:
         if rid is None:
             raise CapscanError("no runs stored yet")
         return rid
+    from analyzer.store.queries import storable_id
+
     try:
-        return int(ref)
+        rid = int(ref)
     except ValueError:
         raise CapscanError(f"{ref!r} is not a run id (a number, or 'last')") from None
+    if not storable_id(rid):
+        raise CapscanError(f"no run {rid} (run ids are at most {(1 << 63) - 1})")
+    return rid
 
 
 # The columns people read: key, header, right-aligned. Piped, all of them, complete.

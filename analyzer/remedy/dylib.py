@@ -28,7 +28,7 @@ import analyzer
 from analyzer.remedy import macho, records
 from analyzer.remedy.check import Check, failed, passed, warned
 from analyzer.remedy.platform import Injection, developer_tools
-from analyzer.remedy.runner import Runner
+from analyzer.remedy.runner import Runner, file_arg
 
 LINUX_NAME = "libcapscan_interposer.so"
 MAC_NAME = "libcapscan_interposer.dylib"
@@ -77,6 +77,25 @@ def library_path(inj: Injection, directory: Path | None = None) -> Path:
     return (directory or build_dir(inj)) / (MAC_NAME if inj.system == "darwin" else LINUX_NAME)
 
 
+# Where each loader splits its injection variable into several paths.
+LOADER_SEPARATORS = {"LD_PRELOAD": " :\t\n", "DYLD_INSERT_LIBRARIES": ":"}
+
+
+def loader_path_check(inj: Injection, path: Path) -> Check:
+    """ld.so splits LD_PRELOAD at spaces and colons, dyld splits
+    DYLD_INSERT_LIBRARIES at colons: a library path holding one would be
+    cut in two, and the loader would load whatever the first part names
+    (relative: from the current directory), not the file every check passed."""
+    seps = LOADER_SEPARATORS.get(inj.env_var, ":")
+    found = sorted({repr(c) for c in str(path) if c in seps})
+    if found:
+        return failed("dylib path", f"{path} contains {', '.join(found)}, where {inj.loader} splits {inj.env_var} "
+                      "into several libraries, so it would load another file than the one checked",
+                      "build or copy the library to a directory whose path has no spaces or colons and pass it "
+                      "with --dylib (it is verified there)")
+    return passed("dylib path", f"no {inj.env_var} separator in the path")
+
+
 def library_archs(runner: Runner, path: Path, *, tools: bool) -> tuple[list[str] | None, str]:
     """The slices of a library, read in-process; `lipo -archs` only as a fallback with the tools."""
     try:
@@ -84,7 +103,7 @@ def library_archs(runner: Runner, path: Path, *, tools: bool) -> tuple[list[str]
     except macho.MachOError as exc:
         why = str(exc)
     if tools:
-        result = runner.run(["lipo", "-archs", str(path)])
+        result = runner.run(["lipo", "-archs", file_arg(str(path))])
         if result.ok and result.stdout.split():
             return result.stdout.split(), "lipo"
     return None, why
@@ -210,6 +229,10 @@ def prepare(runner: Runner, inj: Injection, db: Database | None, *, explicit: Pa
         else:
             checks.append(passed("dylib architectures", f"{choice.path.name} has {' '.join(archs)} ({how})",
                                  data={"archs": archs}))
+    path_check = loader_path_check(inj, choice.path)
+    checks.append(path_check)
+    if path_check.failed:
+        return DylibResult(checks, choice, None)
     checks.extend(file_checks(choice.path))
     cs = checksum_check(db, choice.path, may_record=may_record)
     checks.append(cs)

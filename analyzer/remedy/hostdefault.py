@@ -76,14 +76,27 @@ def apply(runner: Runner, db: Database) -> tuple[bool, str, int | None]:
     if before.enabled:
         return True, f"{DOMAIN} {KEY} is already {before.value}; nothing changed.", None
     result = runner.run(WRITE_TRUE)
+    # What is set is read back, whatever `defaults` said: a write can take and still fail (or say it took and
+    # not), and the record must describe the real value so that `remedy undo` can put the old one back.
     after = read(runner)
-    ok = result.ok and after.enabled
-    outcome = "applied" if ok else f"failed: {(result.output or after.detail).strip()[:200]}"
-    aid = records.record(db, ACTION, {"argv": WRITE_TRUE, "previous": before.to_json(), "domain": DOMAIN,
-                                      "key": KEY}, outcome, {"argv": undo_argv(before), "expect": "1"})
-    if not ok:
-        return False, f"`{' '.join(WRITE_TRUE)}` did not take: {outcome}", aid
-    return True, f"set {DOMAIN} {KEY} = 1 (was {before.describe()}).", aid
+    changed = after.state == "error" or (after.state, after.value) != (before.state, before.value)
+    write_error = None if result.ok else (result.output.strip() or f"exit status {result.returncode}")[:200]
+    args = {"argv": WRITE_TRUE, "previous": before.to_json(), "after": after.to_json(), "domain": DOMAIN, "key": KEY}
+    if write_error:
+        args["write_error"] = write_error
+    if not changed:
+        aid = records.record(db, ACTION, args, f"failed: {write_error or 'the value did not change'}", None)
+        return False, f"`{' '.join(WRITE_TRUE)}` did not take ({write_error or 'the value did not change'}); " \
+                      f"the default is still {after.describe()}.", aid
+    # something changed (or cannot be read back): recorded as applied, so it can be undone
+    expect = after.value if after.state == "set" else None
+    aid = records.record(db, ACTION, args, "applied", {"argv": undo_argv(before), "expect": expect})
+    if result.ok and after.enabled:
+        return True, f"set {DOMAIN} {KEY} = 1 (was {before.describe()}).", aid
+    now_ = "cannot be read back" if after.state == "error" else f"now reads {after.describe()}"
+    return False, (f"`{' '.join(WRITE_TRUE)}` {'failed (' + write_error + ')' if write_error else 'did not set 1'}, "
+                   f"but the default {now_}: recorded as action {aid}, so `capscan remedy undo --apply` puts back "
+                   f"{before.describe()}."), aid
 
 
 def undo_action(runner: Runner, db: Database, action: dict[str, Any]) -> tuple[bool, str]:

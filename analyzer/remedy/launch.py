@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import re
 import shlex
+import signal
 import subprocess
 import tempfile
 import threading
@@ -28,6 +29,9 @@ GOOD_VERDICTS = ("healthy", "virtualization-overhead")
 LOADER_ERRORS = re.compile(
     r"could not load inserted library|terminating because inserted dylib|incompatible architecture|"
     r"from LD_PRELOAD cannot be preloaded|into hardened process", re.IGNORECASE)
+PIECE = 1 << 20  # the most read from the child's pipes at once
+QUEUE_PIECES = 16  # pieces waiting for the parsers (at most 16 MiB)
+GRACE_S = 3.0  # after a forwarded Ctrl-C, then after SIGTERM, before the next signal
 SHIM_TROUBLE = re.compile(r"\[capscan-interposer\] (disabled|inactive|interposing is disabled) ")
 
 
@@ -42,7 +46,9 @@ class _LineStream:
     """
 
     def __init__(self) -> None:
-        self._q: queue.Queue[bytes | None] = queue.Queue()
+        # bounded: a child faster than the parsers waits on its pipe instead of filling memory
+        self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_PIECES)
+        self._abandoned = threading.Event()
         self._live_open = True
         self._held = tempfile.SpooledTemporaryFile(max_size=8 << 20)
         self._held_lock = threading.Lock()
@@ -50,12 +56,26 @@ class _LineStream:
         self._rewound = False
 
     def put(self, line: bytes) -> None:
-        self._q.put(line)
+        self._put(line)
 
     def live_done(self) -> None:
-        self._q.put(None)
+        self._put(None)
+
+    def _put(self, item: bytes | None) -> None:
+        while not self._abandoned.is_set():
+            try:
+                self._q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def abandon(self) -> None:
+        """Nobody reads any more (interrupted): the pumps drop what they get."""
+        self._abandoned.set()
 
     def hold(self, line: bytes) -> None:
+        if self._abandoned.is_set():
+            return
         with self._held_lock:
             self._held.write(line)
 
@@ -86,7 +106,9 @@ class _LineStream:
         return self._held.read(n if n and n > 0 else 1 << 20)
 
     def close(self) -> None:
-        self._held.close()
+        self.abandon()
+        with self._held_lock:
+            self._held.close()
 
 
 @dataclass
@@ -97,6 +119,12 @@ class Outcome:
     shim_trouble: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     error: str | None = None
+    interrupted: bool = False  # Ctrl-C (SIGINT) reached capscan while the command ran
+    stopped_by: str | None = None  # how the child was made to stop after the interrupt
+
+    @property
+    def ended(self) -> str:
+        return describe_exit(self.returncode)
 
     @property
     def verified(self) -> bool:
@@ -106,13 +134,16 @@ class Outcome:
 def _pump(pipe: BinaryIO, sink: BinaryIO, stream: _LineStream, outcome: Outcome, lock: threading.Lock,
           held: bool) -> None:
     try:
-        for line in iter(pipe.readline, b""):
+        # pieces of at most PIECE bytes: a line of 1 GiB without a newline costs PIECE at a time
+        for line in iter(lambda: pipe.readline(PIECE), b""):
             try:
                 sink.write(line)
                 sink.flush()
             except (OSError, ValueError):
                 pass
-            text = line.decode("utf-8", "replace").rstrip()
+            # loader and shim messages are short lines: the head of a piece is enough (a 1 MiB piece of one
+            # huge line is not decoded and searched whole)
+            text = line[:4096].decode("utf-8", "replace").rstrip()
             if LOADER_ERRORS.search(text):
                 with lock:
                     outcome.loader_errors.append(text)
@@ -131,8 +162,13 @@ def child_env(base: dict[str, str], inj: plat.Injection, library: str, family: i
     return env
 
 
-def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, err: BinaryIO) -> Outcome:
-    """Run cmd, tee stdout->out and stderr->err, ingest both as one log. Returns the new run ids."""
+def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, err: BinaryIO,
+           grace: float = GRACE_S) -> Outcome:
+    """Run cmd, tee stdout->out and stderr->err, ingest both as one log. Returns the new run ids.
+
+    Ctrl-C is not left to the terminal alone: it is forwarded to the child
+    (which may trap it), then SIGTERM and SIGKILL follow ``grace`` seconds
+    apart; the outcome says ``interrupted`` and how the child ended."""
     from analyzer.ingest import ingest
     from analyzer.reader import Input, InputError
 
@@ -150,21 +186,69 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
         t.start()
     name = f"capscan remedy run: {shlex.join(cmd)}"[:300]
     try:
-        result = ingest(db, Input(name, stream), force=True)  # type: ignore[arg-type]
-        outcome.run_ids = list(result.run_ids)
-    except InputError as exc:
-        outcome.error = str(exc)
-    finally:
+        try:
+            result = ingest(db, Input(name, stream), force=True)  # type: ignore[arg-type]
+            outcome.run_ids = list(result.run_ids)
+        except InputError as exc:
+            outcome.error = str(exc)
+        except KeyboardInterrupt:
+            # the source is rolled back (nothing half stored); the child must not outlive us
+            outcome.interrupted = True
+            stream.abandon()
+            outcome.stopped_by = stop_child(proc, grace)
         if proc.poll() is None:
             try:
-                proc.wait(timeout=5)
+                proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                proc.terminate()
+                outcome.stopped_by = stop_child(proc, grace, first=signal.SIGTERM)
+    except KeyboardInterrupt:  # Ctrl-C while waiting for the child to end
+        outcome.interrupted = True
+        stream.abandon()
+        outcome.stopped_by = stop_child(proc, grace)
+    finally:
+        stream.abandon()
         for t in threads:
-            t.join(timeout=5)
-        outcome.returncode = proc.wait()
+            t.join(timeout=grace)
+        outcome.returncode = proc.poll()
         stream.close()
     return outcome
+
+
+ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
+
+
+def stop_child(proc: subprocess.Popen, grace: float = GRACE_S, first: int = signal.SIGINT) -> str:
+    """Stop the child: forward ``first`` (the user's Ctrl-C), then SIGTERM,
+    then SIGKILL, each after ``grace`` seconds; another Ctrl-C skips to the
+    next step. Returns the name of the last signal sent ("" when none was)."""
+    sent = ""
+    for sig in ESCALATION[ESCALATION.index(first):]:
+        if proc.poll() is not None:
+            break
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            break
+        sent = sig.name
+        try:
+            proc.wait(timeout=None if sig == signal.SIGKILL else grace)
+            break
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            continue  # still running (or another Ctrl-C): the next signal
+    return sent
+
+
+def describe_exit(returncode: int | None) -> str:
+    """'exited with status 3', 'killed by SIGSEGV' (subprocess reports a signal as -N)."""
+    if returncode is None:
+        return "still running"
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"killed by {name}"
 
 
 # --------------------------------------------------------------------------- verification
@@ -183,7 +267,7 @@ def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> li
         checks.append(failed("launch", outcome.error, "check the command runs on its own first"))
         return checks
     if rc != 0:
-        why = f"the command exited with status {rc}"
+        why = f"the command {describe_exit(rc)}"
         if outcome.loader_errors:
             why += f" and {inj.loader} said: {outcome.loader_errors[0]}"
         checks.append(failed("exit status", why, "look at its output above; run it once without capscan to see "
@@ -291,6 +375,13 @@ def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat
     them, record the result. Returns the before/after comparison (None without a new run)."""
     from analyzer.diagnose import diagnose_runs
 
+    if outcome.interrupted:
+        # never left 'running': the record says it was interrupted and how the child ended
+        rec = records.get(db, action_id)
+        how = outcome.ended + (f" after capscan sent {outcome.stopped_by}" if outcome.stopped_by else "")
+        records.set_result(db, action_id, f"interrupted: the command {how}",
+                           {**(rec["args"] if rec else {}), "returncode": outcome.returncode, "ended": outcome.ended})
+        raise KeyboardInterrupt
     if outcome.run_ids:
         records.link_runs(db, outcome.run_ids, stock.id, RELATION, action_id)
     new_runs = diagnose_runs(db, outcome.run_ids)
@@ -300,6 +391,7 @@ def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat
     failed_checks = [c for c in outcome.checks if c.failed]
     result = "verified" if outcome.verified else "failed: " + ", ".join(c.name for c in failed_checks)
     rec = records.get(db, action_id)
-    args = {**(rec["args"] if rec else {}), "run_ids": outcome.run_ids, "returncode": outcome.returncode}
+    args = {**(rec["args"] if rec else {}), "run_ids": outcome.run_ids, "returncode": outcome.returncode,
+            "ended": outcome.ended}
     records.set_result(db, action_id, result, args)
     return cmp

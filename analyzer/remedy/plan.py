@@ -13,7 +13,7 @@ from sqlite_utils import Database
 
 from analyzer.remedy import dylib as dylibmod
 from analyzer.remedy import platform as plat
-from analyzer.remedy.runner import Runner
+from analyzer.remedy.runner import Runner, file_arg
 from analyzer.rules import chips
 
 REFUSALS = {
@@ -115,7 +115,8 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                            "the macOS guest, or from the host with --via lume|tart|anka|ssh --vm NAME."}
     lib_dir = dylibmod.build_dir(inj)
     if system == "darwin":
-        exe_path = (runner.which(exe) if runner else None) or exe
+        # a program name from the log may start with '-': never let a tool read it as an option
+        exe_path = file_arg((runner.which(exe) if runner else None) or exe)
         steps += [
             _step("Confirm this is a guest", plat.HV_ARGV,
                   "1 in a VM, 0 on bare metal (where there is nothing to fix); older macOS without it: the brand "

@@ -24,7 +24,7 @@ from typing import Mapping
 from analyzer.remedy import macho
 from analyzer.remedy.check import Check, failed, passed, skipped, warned
 from analyzer.remedy.platform import ALIAS_FAMILY_VARS, BANNER_NAME, TART_DYLIB, Injection, all_injection_vars
-from analyzer.remedy.runner import Runner
+from analyzer.remedy.runner import Runner, file_arg
 
 SF_RESTRICTED = 0x80000
 PROTECTED_PREFIXES = ("/System/", "/usr/", "/bin/", "/sbin/", "/private/var/db/")
@@ -287,17 +287,17 @@ def _signature_verdict(exe: Path, flags: int, allow: bool, no_lv: bool, how: str
 
 def _codesign_tool(runner: Runner, exe: Path) -> tuple[int | None, bool, str, list[str]]:
     """(flags, signed, entitlements text, argv) from codesign (a cross-check, or the fallback)."""
-    argv = ["codesign", "-dv", "--verbose=4", str(exe)]
+    argv = ["codesign", "-dv", "--verbose=4", file_arg(str(exe))]
     flags, signed = parse_codesign_flags(runner.run(argv).output)
     ents = ""
     if signed and flags is not None and flags & (CS_RUNTIME | CS_LIBRARY_VALIDATION):
-        argv = ["codesign", "-d", "--entitlements", "-", str(exe)]
+        argv = ["codesign", "-d", "--entitlements", "-", file_arg(str(exe))]
         ents = runner.run(argv).output
     return flags, signed, ents, argv
 
 
 def check_codesign(system: str, runner: Runner, exe: Path, tools: bool = True) -> Check:
-    argv = ["codesign", "-dv", "--verbose=4", str(exe)]
+    argv = ["codesign", "-dv", "--verbose=4", file_arg(str(exe))]
     if system != "darwin":
         return skipped("hardened runtime", "Linux: no code signatures", command=argv)
     info, why = read_macho(exe)
@@ -335,14 +335,14 @@ def check_codesign(system: str, runner: Runner, exe: Path, tools: bool = True) -
         return warned("hardened runtime", f"could not read the signature flags of {exe}", command=argv)
     if not flags & (CS_RUNTIME | CS_LIBRARY_VALIDATION | CS_RESTRICT):
         return _signature_verdict(exe, flags, False, False, "codesign", argv)
-    ent_argv = ["codesign", "-d", "--entitlements", "-", str(exe)]
+    ent_argv = ["codesign", "-d", "--entitlements", "-", file_arg(str(exe))]
     ents = runner.run(ent_argv).output
     return _signature_verdict(exe, flags, entitlement(ents, ALLOW_DYLD), entitlement(ents, DISABLE_LV), "codesign",
                               ent_argv)
 
 
 def check_restrict_segment(system: str, runner: Runner, exe: Path, tools: bool = True) -> Check:
-    argv = ["otool", "-l", str(exe)]
+    argv = ["otool", "-l", file_arg(str(exe))]
     if system != "darwin":
         return skipped("__RESTRICT segment", "Linux: no Mach-O", command=argv)
     info, why = read_macho(exe)
@@ -379,14 +379,14 @@ def binary_archs(runner: Runner, path: Path, tools: bool) -> tuple[list[str] | N
     if info is not None:
         return info.archs, "in-process"
     if tools:
-        result = runner.run(["lipo", "-archs", str(path)])
+        result = runner.run(["lipo", "-archs", file_arg(str(path))])
         if result.ok and result.stdout.split():
             return result.stdout.split(), "lipo"
     return None, why or "unreadable"
 
 
 def check_archs(system: str, runner: Runner, exe: Path, tools: bool = True) -> tuple[list[str] | None, Check]:
-    argv = ["lipo", "-archs", str(exe)]
+    argv = ["lipo", "-archs", file_arg(str(exe))]
     if system != "darwin":
         return None, skipped("architectures", "Linux: an ELF program, one architecture", command=argv)
     archs, how = binary_archs(runner, exe, tools)

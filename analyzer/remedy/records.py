@@ -48,6 +48,10 @@ def actions(db: Database, action: str | None = None) -> list[dict[str, Any]]:
 
 
 def get(db: Database, action_id: int) -> dict[str, Any] | None:
+    from analyzer.store.queries import storable_id
+
+    if not storable_id(action_id):
+        return None
     r = db.conn.execute("SELECT id, at, action, args, result, undo, undone_at FROM remedy_actions WHERE id = ?",
                         (action_id,)).fetchone()
     return _row(r) if r else None

@@ -18,6 +18,13 @@ from typing import Mapping, Sequence
 NOT_FOUND = 127
 
 
+def file_arg(path: str) -> str:
+    """A file name as an argument of another program: one that starts with
+    ``-`` (a program name taken from a log can) is given as ``./-name``, so
+    codesign, otool or lipo never read it as an option."""
+    return "./" + path if path.startswith("-") else path
+
+
 @dataclass(frozen=True)
 class Completed:
     argv: tuple[str, ...]

@@ -9,13 +9,10 @@ from pathlib import Path
 
 from typing import Any
 
+from analyzer.store.errors import StoreError  # noqa: F401 - re-exported: callers import it from here
 from analyzer.store.migrations import MIGRATIONS
 
 BUSY_TIMEOUT_MS = 120_000
-
-
-class StoreError(Exception):
-    """The database cannot be opened or written; the message is one line."""
 
 
 class Database:
@@ -53,9 +50,17 @@ def _create_private(path: Path) -> None:
 
 
 def open_db(path: str | Path) -> Database:
+    """The database at ``path``, created and migrated as needed.
+
+    A file capscan may not write (a read-only file or mount) is opened
+    read-only: reading commands work, writes fail with a one-line
+    ``StoreError``. A database from a newer capscan (migrations this version
+    does not know) is refused rather than written with an older schema."""
     path = Path(path)
     if path.is_dir():
         raise StoreError(f"{path}: is a directory, not a database file")
+    if _read_only(path):
+        return _open_read_only(path)
     try:
         _create_private(path)
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
@@ -67,6 +72,7 @@ def open_db(path: str | Path) -> Database:
         _retry(lambda: _enable_wal(conn))
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        _refuse_newer(db, path)
         conn.execute("PRAGMA recursive_triggers = ON")  # as sqlite-utils' Database sets it
         _retry(lambda: _migrate(db))
     except sqlite3.OperationalError as exc:
@@ -74,6 +80,62 @@ def open_db(path: str | Path) -> Database:
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not a capscan database or corrupt ({exc})") from None
     return db
+
+
+def is_read_only(db: Database) -> bool:
+    """Opened read-only (see ``open_db``): results are computed, not stored."""
+    return bool(db.conn.execute("PRAGMA query_only").fetchone()[0])
+
+
+def _read_only(path: Path) -> bool:
+    """An existing database this process cannot write: the file, or the
+    directory that must hold its -wal and -shm files, is not writable."""
+    if not path.exists():
+        return False
+    return not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def _open_read_only(path: Path) -> Database:
+    """Read-only: ``mode=ro``; where SQLite cannot create the -shm file a WAL
+    database needs (a read-only directory or mount), ``immutable=1``."""
+    last: Exception | None = None
+    for flags in ("mode=ro", "mode=ro&immutable=1"):
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True, isolation_level=None,
+                                   timeout=BUSY_TIMEOUT_MS / 1000)
+            conn.execute("PRAGMA query_only = 1")
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as exc:
+            last = exc
+            continue
+        db = Database(conn)
+        try:
+            _refuse_newer(db, path)
+            if MIGRATIONS.pending_names(conn):
+                raise StoreError(f"{path}: read-only, and written by an older capscan: it needs an upgrade that "
+                                 "cannot be written here (open it once where it is writable)")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: not a capscan database or corrupt ({exc})") from None
+        return db
+    raise StoreError(f"{path}: cannot open the read-only database ({last})")
+
+
+def _refuse_newer(db: Database, path: Path) -> None:
+    """Migrations recorded in the database that this capscan does not have
+    mean a newer capscan wrote it: its schema may differ in ways this version
+    would misread or damage."""
+    known = set(MIGRATIONS.names)
+    unknown = [name for name in MIGRATIONS.applied_names(db.conn) if name not in known]
+    if unknown:
+        raise StoreError(f"{path}: written by a newer capscan (schema {', '.join(unknown[:3])}"
+                         f"{'...' if len(unknown) > 3 else ''} unknown to capscan {_version()}); refusing to use it: "
+                         "upgrade capscan, or use another --db")
+
+
+def _version() -> str:
+    from analyzer import __version__
+
+    return __version__
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:

@@ -47,7 +47,17 @@ def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
     return out
 
 
+MAX_ID = (1 << 63) - 1  # SQLite's INTEGER PRIMARY KEY range; a larger number is no stored id
+
+
+def storable_id(value: int) -> bool:
+    """Could this be a stored row id? (SQLite cannot even bind a larger integer.)"""
+    return -MAX_ID - 1 <= value <= MAX_ID
+
+
 def load_run(db: Database, run_id: int) -> StoredRun | None:
+    if not storable_id(run_id):
+        return None
     row = db.conn.execute(
         "SELECT r.id, r.source_id, s.path, r.created_at, r.facts FROM runs r JOIN sources s ON s.id = r.source_id "
         "WHERE r.id = ?", (run_id,)).fetchone()

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+from typing import BinaryIO
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from analyzer.models import RunFacts, Throughput
     from analyzer.store.db import Database
+
+BLOB_PIECE = 1 << 20
 
 
 def now() -> str:
@@ -27,6 +30,11 @@ class SourceWriter:
         self.path = path
         self.source_id: int | None = None
         self.run_ids: dict[int, int] = {}  # assembler seq -> runs.id
+
+    def begin(self) -> None:
+        """Take the write lock now (a no-op when already taken): what is read
+        after this (the duplicate check) cannot change before the commit."""
+        self._begin()
 
     def _begin(self) -> None:
         if self.source_id is not None:
@@ -89,17 +97,30 @@ class SourceWriter:
         return row[0], runs
 
     def commit(self, *, size: int, sha256: str, lines: int, recognised: int, unrecognised: int, overlong: int,
-               raw_gzip: bytes | None, before_commit=None) -> int:
+               raw_gzip: tuple[BinaryIO, int] | None, before_commit=None) -> int:
         self._begin()
         if before_commit is not None:
             before_commit()
         self.conn.execute(
-            "UPDATE sources SET size=?, sha256=?, lines=?, recognised_lines=?, unrecognised_lines=?, overlong_lines=?, "
-            "raw_gzip=? WHERE id=?",
-            (size, sha256, lines, recognised, unrecognised, overlong, raw_gzip, self.source_id),
+            "UPDATE sources SET size=?, sha256=?, lines=?, recognised_lines=?, unrecognised_lines=?, overlong_lines=? "
+            "WHERE id=?",
+            (size, sha256, lines, recognised, unrecognised, overlong, self.source_id),
         )
+        if raw_gzip is not None:
+            self._write_blob(*raw_gzip)
         self.conn.execute("COMMIT")
         return self.source_id  # type: ignore[return-value]
+
+    def _write_blob(self, data: BinaryIO, size: int) -> None:
+        """--keep-raw: the blob is sized first (zeroblob), then written in
+        pieces through SQLite's incremental blob I/O, so a large log never
+        sits in memory whole."""
+        self.conn.execute("UPDATE sources SET raw_gzip = zeroblob(?) WHERE id = ?", (size, self.source_id))
+        if size == 0:
+            return
+        with self.conn.blobopen("sources", "raw_gzip", self.source_id) as blob:
+            while piece := data.read(BLOB_PIECE):
+                blob.write(piece)
 
     def rollback(self) -> None:
         if self.source_id is not None and self.conn.in_transaction:

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""capscan on hostile input: time and peak memory of the real CLI, each figure
+beside its smaller peer (so growth shows as a ratio, not an absolute).
+
+    python3 bench/bounds.py [--out DIR] [--quick]
+
+Measures ``python -m analyzer --db TMP ingest FILE`` in a subprocess (wall
+time, and its own peak RSS from ``wait4``) on:
+
+- 20k / 40k / 80k distinct ``unsupported op`` lines (was quadratic: 2.4/8.2/33 s);
+- 15k / 30k / 60k tiny device blocks, one run each (was 72 s and 812 MB at 60k);
+- a 4 MB gzip of 4 GiB of zeros (was 8.4 GB), and one of 1 GiB of text;
+- ``--keep-raw`` on a 282 MB log (was 890 MB).
+
+Target: peak RSS < 150 MB everywhere; time ratios near the size ratios (2x).
+This is a script, not a test: the figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.bombs import write_gzip_bomb  # noqa: E402
+
+TARGET_RSS_MB = 150.0
+
+
+def measure(args: list[str], db: Path) -> tuple[float, float, int]:
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db), *args], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    return time.monotonic() - start, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+def ops(n: int) -> bytes:
+    return b"ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)\n" + b"".join(
+        b"ggml_metal_graph_compute_block_invoke: error: unsupported op 'OP_%d'\n" % i for i in range(n))
+
+
+def blocks(n: int) -> bytes:
+    return b"".join(b"ggml_metal_device_init: GPU name:   MTL0 (Apple M%d)\n"
+                    b"ggml_metal_device_init: GPU family: MTLGPUFamilyApple7  (1007)\n" % i for i in range(n))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--quick", action="store_true", help="a quarter of the sizes")
+    a = ap.parse_args()
+    out = a.out or Path(tempfile.mkdtemp(prefix="capscan-bounds-"))
+    out.mkdir(parents=True, exist_ok=True)
+    q = 4 if a.quick else 1
+    rows: list[tuple[str, str, float, float, int]] = []
+
+    def run(label: str, size: str, args: list[str]) -> None:
+        db = out / "bench.db"
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+        t, rss, rc = measure(args, db)
+        rows.append((label, size, t, rss, rc))
+        print(f"{label:<34} {size:>10} {t:8.2f} s {rss:8.1f} MB  exit {rc}", flush=True)
+
+    for n in (20_000 // q, 40_000 // q, 80_000 // q):
+        p = out / f"ops{n}.log"
+        p.write_bytes(ops(n))
+        run("distinct unsupported ops", f"{n:,}", ["ingest", str(p)])
+    for n in (15_000 // q, 30_000 // q, 60_000 // q):
+        p = out / f"blocks{n}.log"
+        p.write_bytes(blocks(n))
+        run("tiny device blocks (1 run each)", f"{n:,}", ["ingest", str(p)])
+    bomb = out / "zeros.gz"
+    write_gzip_bomb(bomb, b"\0" * (1 << 20), 4096 // q)
+    run(f"gzip bomb, zeros ({bomb.stat().st_size >> 10} KB)", f"{4096 // q} MiB", ["ingest", str(bomb)])
+    line = b"srv  log_server_r: request: GET /health 127.0.0.1 200\n"
+    text = out / "text.gz"
+    write_gzip_bomb(text, line * ((1 << 20) // len(line)), 1024 // q)
+    run(f"gzip bomb, text ({text.stat().st_size >> 10} KB)", f"{1024 // q} MiB", ["ingest", str(text)])
+    big = out / "big.log"
+    with open(big, "wb") as f:
+        chunk = b"".join(b"llama_model_loader: - tensor %6d: blk.%d.attn_q.weight q4_K [4096, 4096]\n" % (i, i % 32)
+                         for i in range(4096))
+        while f.tell() < (282 << 20) // q:
+            f.write(chunk)
+    run("--keep-raw", f"{big.stat().st_size >> 20} MB", ["ingest", "--keep-raw", str(big)])
+    worst = max(r[3] for r in rows)
+    print(f"peak RSS at most {worst:.1f} MB: {'PASS' if worst < TARGET_RSS_MB else 'FAIL'} (< {TARGET_RSS_MB:.0f} MB)")
+    return 0 if worst < TARGET_RSS_MB else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

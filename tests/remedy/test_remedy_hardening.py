@@ -1,0 +1,303 @@
+"""Remedy hardening: library paths the loader would split, program names that
+look like options, a `defaults` that writes and then fails, a child that traps
+Ctrl-C, a child killed by a signal, a child printing a huge line. Real child
+processes throughout (Python scripts), real SQLite."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from analyzer.remedy import dylib, launch, platform as plat, preflight
+from analyzer.remedy.runner import Completed, Runner, file_arg
+from conftest import REPO, stock_fake_llama_log
+
+DOMAIN, KEY = "com.apple.gpusw.ParavirtualizedGraphics", "ForceUnrestrictedDeviceFeatureLevel"
+
+
+def _stock(env, linux_build) -> int:
+    rid = env.ingest_text(stock_fake_llama_log(linux_build))
+    shown = json.loads(env.capscan("show", str(rid), "--json").stdout)
+    assert shown["verdict"] == "capability-downgrade" and shown["fixable"] is True
+    return rid
+
+
+def _script(tmp: Path, name: str, body: str) -> Path:
+    path = tmp / name
+    path.write_text(body)
+    return path
+
+
+def _actions(env) -> list[tuple]:
+    con = sqlite3.connect(env.db)
+    return con.execute("SELECT action, result, args FROM remedy_actions WHERE action='remedy-run'").fetchall()
+
+
+# -- library paths the loader would split -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("system,path,bad", [
+    ("linux", "/opt/my libs/libcapscan_interposer.so", True),
+    ("linux", "/opt/a:b/libcapscan_interposer.so", True),
+    ("linux", "/opt/tab\there/libcapscan_interposer.so", True),
+    ("linux", "/opt/ok/libcapscan_interposer.so", False),
+    ("darwin", "/Users/dana/a:b/libcapscan_interposer.universal.dylib", True),
+    ("darwin", "/Users/dana/My Projects/libcapscan_interposer.universal.dylib", False),  # dyld splits at ':' only
+])
+def test_loader_path_check(system, path, bad):
+    check = dylib.loader_path_check(plat.injection(system), Path(path))
+    assert check.failed is bad
+    if bad:
+        assert plat.injection(system).env_var in check.reason and "--dylib" in check.instead
+
+
+def test_remedy_run_refuses_a_library_path_with_a_space(env, linux_build, tmp_path):
+    _stock(env, linux_build)
+    spaced = tmp_path / "my libs"
+    spaced.mkdir()
+    lib = spaced / dylib.LINUX_NAME
+    shutil.copy2(linux_build / dylib.LINUX_NAME, lib)
+    marker = tmp_path / "launched"
+    child = _script(tmp_path, "child.py", f"open({str(marker)!r}, 'w').write('x')\n")
+    r = env.capscan("remedy", "run", "--family", "1007", "--dylib", str(lib), "--", sys.executable, str(child))
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    assert "dylib path" in err and "' '" in err and "LD_PRELOAD" in err
+    assert "nothing was launched" in err and not marker.exists()
+
+
+def test_remedy_env_refuses_it_too(env, linux_build, tmp_path):
+    _stock(env, linux_build)
+    spaced = tmp_path / "a:b"
+    spaced.mkdir()
+    lib = spaced / dylib.LINUX_NAME
+    shutil.copy2(linux_build / dylib.LINUX_NAME, lib)
+    r = env.capscan("remedy", "env", "--family", "1007", "--dylib", str(lib))
+    assert r.returncode == 2 and "export" not in r.stdout.decode()
+    assert "dylib path" in r.stderr.decode()
+
+
+# -- program names that look like options -----------------------------------------------------------
+
+
+class _Recorder(Runner):
+    def __init__(self):
+        super().__init__(env={"PATH": ""})
+        self.calls: list[tuple[str, ...]] = []
+
+    def run(self, argv, *, timeout=None, cwd=None):
+        self.calls.append(tuple(argv))
+        return Completed(tuple(argv), 0, "arm64\n", "")
+
+
+def test_file_arg():
+    assert file_arg("-rf") == "./-rf" and file_arg("llama-bench") == "llama-bench" and file_arg("/a/-b") == "/a/-b"
+
+
+def test_preflight_tools_never_see_a_program_name_as_an_option():
+    runner = _Recorder()
+    exe = Path("-o")
+    preflight.check_codesign("darwin", runner, exe)
+    preflight.check_restrict_segment("darwin", runner, exe)
+    preflight.check_archs("darwin", runner, exe)
+    dylib.library_archs(runner, Path("--help"), tools=True)
+    assert {c[0] for c in runner.calls} == {"codesign", "otool", "lipo"}
+    for call in runner.calls:
+        assert "-o" not in call and "--help" not in call, call
+        assert call[-1] in ("./-o", "./--help"), call
+
+
+def test_plan_steps_never_pass_a_program_name_as_an_option(env, linux_build, monkeypatch):
+    from analyzer.ingest import ingest
+    from analyzer.reader import open_input
+    from analyzer.remedy.plan import build_plan
+    from analyzer.store.db import open_db
+
+    log = env.tmp / "stock.log"
+    log.write_text(stock_fake_llama_log(linux_build))
+    db = open_db(env.db)
+    src = open_input(str(log))
+    rid = ingest(db, src).run_ids[0]
+    src.close()
+    monkeypatch.setenv("CAPSCAN_PLATFORM", "darwin")
+    monkeypatch.setenv("CAPSCAN_MACHINE", "arm64")
+    p = build_plan(db, rid, command=["-rf", "--model", "m.gguf"])
+    assert p["actionable"], p
+    tools = {s["argv"][0]: s["argv"] for s in p["steps"]}
+    for tool in ("ls", "codesign", "otool", "lipo"):
+        assert tools[tool][-1] == "./-rf", tools[tool]
+        assert "-rf" not in tools[tool]
+
+
+# -- host-default: a write that takes and then fails ------------------------------------------------
+
+
+def test_host_default_write_that_fails_after_writing_is_recorded_and_undoable(env):
+    host = env.darwin(CAPSCAN_FAKE_BRAND="Apple M4 Max", CAPSCAN_FAKE_DEFAULTS_WRITE_FAILS="1")
+    value = host.tmp / "pvg-default"
+    assert not value.exists()
+    r = host.capscan("remedy", "host-default", "--apply")
+    out = r.stdout.decode()
+    assert r.returncode == 1, out + r.stderr.decode()
+    assert "failed (Could not write domain" in out and "now reads 1" in out and "remedy undo --apply" in out
+    assert value.read_text().strip() == "1"  # it did write
+    status = json.loads(host.capscan("remedy", "status", "--json").stdout)
+    (action,) = [a for a in status["actions"] if a["action"] == "host-default"]
+    assert action["result"] == "applied" and action["args"]["after"]["value"] == "1"
+    assert action["args"]["previous"]["state"] == "missing" and "Could not write" in action["args"]["write_error"]
+    assert status["pending_undo"] == [action["id"]]
+    r = host.capscan("remedy", "undo", "--apply")
+    assert r.returncode == 0, r.stdout.decode()
+    assert not value.exists()
+
+
+def test_host_default_write_that_changes_nothing_is_failed_with_nothing_to_undo(env, tmp_path):
+    host = env.darwin(CAPSCAN_FAKE_BRAND="Apple M4 Max")
+    # a `defaults` whose write does nothing and fails
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "defaults").write_text("#!/bin/sh\n[ \"$1\" = write ] && { echo 'write refused' >&2; exit 1; }\n"
+                                   f"exec {REPO / 'tests/remedy/bin/defaults'} \"$@\"\n")
+    (fake / "defaults").chmod(0o755)
+    host.vars["PATH"] = f"{fake}{os.pathsep}{host.vars['PATH']}"
+    r = host.capscan("remedy", "host-default", "--apply")
+    assert r.returncode == 1 and "did not take (write refused)" in r.stdout.decode()
+    status = json.loads(host.capscan("remedy", "status", "--json").stdout)
+    (action,) = [a for a in status["actions"] if a["action"] == "host-default"]
+    assert action["result"].startswith("failed") and status["pending_undo"] == []
+
+
+# -- a child that traps SIGINT ----------------------------------------------------------------------
+
+TRAPPER = """
+import os, signal, sys, time
+log = open(sys.argv[1], "a", buffering=1)
+log.write(f"pid {os.getpid()}\\n")
+def note(sig, frame):
+    log.write(f"got {signal.Signals(sig).name}\\n")
+signal.signal(signal.SIGINT, note)
+signal.signal(signal.SIGTERM, note)
+sys.stderr.write("ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)\\n")
+sys.stderr.write("child ready\\n")
+sys.stderr.flush()
+while True:
+    time.sleep(0.1)
+"""
+
+
+def _wait_for(path: Path, text: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} never appeared in {path}: {path.read_text(errors='replace')[-2000:]}")
+
+
+def test_ctrl_c_is_forwarded_then_escalated_and_recorded_interrupted(env, linux_build, tmp_path):
+    _stock(env, linux_build)
+    child = _script(tmp_path, "trapper.py", TRAPPER)
+    child_log = tmp_path / "child.log"
+    err = tmp_path / "capscan.err"
+    with open(err, "wb") as err_f:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
+                                 sys.executable, str(child), str(child_log)],
+                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        _wait_for(err, "child ready")
+        child_pid = int(child_log.read_text().split()[1])
+        proc.send_signal(signal.SIGINT)  # to capscan only: the child must get it from capscan
+        assert proc.wait(timeout=120) == 130, err.read_text()
+    text = err.read_text()
+    assert "Traceback" not in text and "interrupted" in text.splitlines()[-1]
+    got = child_log.read_text()
+    assert "got SIGINT" in got and "got SIGTERM" in got  # forwarded, then escalated
+    with pytest.raises(ProcessLookupError):  # and finally killed: nothing left running
+        os.kill(child_pid, 0)
+    ((_, result, args),) = _actions(env)
+    assert result == "interrupted: the command killed by SIGKILL after capscan sent SIGKILL", result
+    assert json.loads(args)["returncode"] == -9
+
+
+def test_a_child_that_stops_on_the_forwarded_sigint_is_not_escalated(env, linux_build, tmp_path):
+    _stock(env, linux_build)
+    child = _script(tmp_path, "polite.py", TRAPPER.replace(
+        'signal.signal(signal.SIGINT, note)', 'signal.signal(signal.SIGINT, lambda s, f: (note(s, f), sys.exit(3)))'))
+    child_log = tmp_path / "child.log"
+    err = tmp_path / "capscan.err"
+    with open(err, "wb") as err_f:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
+                                 sys.executable, str(child), str(child_log)],
+                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        _wait_for(err, "child ready")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, err.read_text()
+    assert "got SIGINT" in child_log.read_text() and "got SIGTERM" not in child_log.read_text()
+    ((_, result, _),) = _actions(env)
+    assert result == "interrupted: the command exited with status 3 after capscan sent SIGINT"
+
+
+# -- a child killed by a signal ---------------------------------------------------------------------
+
+
+def test_describe_exit():
+    assert launch.describe_exit(0) == "exited with status 0"
+    assert launch.describe_exit(2) == "exited with status 2"
+    assert launch.describe_exit(-11) == "killed by SIGSEGV"
+    assert launch.describe_exit(-9) == "killed by SIGKILL"
+    assert launch.describe_exit(None) == "still running"
+
+
+def test_a_child_killed_by_sigsegv_is_reported_so(env, linux_build, tmp_path):
+    _stock(env, linux_build)
+    child = _script(tmp_path, "crash.py", "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    r = env.capscan("remedy", "run", "--family", "1007", "--", sys.executable, str(child))
+    out = r.stdout.decode()
+    assert r.returncode == 1, out + r.stderr.decode()
+    assert "killed by SIGSEGV" in out and "status -11" not in out
+    ((_, result, args),) = _actions(env)
+    assert json.loads(args)["ended"] == "killed by SIGSEGV"
+
+
+# -- a child printing a huge line ------------------------------------------------------------------
+
+
+def _own_peak_rss_mb(proc: subprocess.Popen) -> float:
+    """capscan's own high-water RSS (VmHWM), sampled until it exits: wait4's figure would
+    include its children (the flooding child, or a compiler if the library is built on demand)."""
+    peak = 0
+    status = Path(f"/proc/{proc.pid}/status")
+    while proc.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    return peak / 1024
+
+
+def test_a_child_printing_a_huge_line_without_newline_is_bounded(env, linux_build, tmp_path):
+    if not Path("/proc/self/status").exists():
+        pytest.skip("needs /proc to read capscan's own peak memory")
+    _stock(env, linux_build)
+    child = _script(tmp_path, "flood.py", "import sys\nblock = b'x' * (1 << 20)\n"
+                    "for _ in range(128):\n    sys.stdout.buffer.write(block)\n")
+    err_path = tmp_path / "err"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
+                                 sys.executable, str(child)], stdout=subprocess.DEVNULL, stderr=err, env=env.vars,
+                                cwd=REPO)
+        peak = _own_peak_rss_mb(proc)
+    assert proc.returncode == 1, err_path.read_text()  # launched, nothing to verify (no device block)
+    assert "Traceback" not in err_path.read_text()
+    assert 0 < peak < 150, f"peak RSS {peak:.0f} MB for a 128 MiB line"
