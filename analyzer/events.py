@@ -12,26 +12,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import socket
 from typing import Any
 
 from analyzer import __version__
+from analyzer.tabular import finite_json
 
 EVENT_NAME = "capscan.run"
 EVENT_FIELDS = ("event", "time", "capscan_version", "host_name", "sha256", "summary",
                 "id", "source", "first_line", "last_line", "program", "backend", "device", "host_chip",
                 "environment", "capabilities", "shim", "throughput", "verdict", "fixable", "confidence", "findings")
-
-
-def _clean(o: Any) -> Any:
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if isinstance(o, dict):
-        return {str(k): _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    return o
 
 
 def run_event(run, *, sha256: str | None = None, host_name: str | None = None) -> dict[str, Any]:
@@ -57,5 +47,5 @@ def source_sha256(db, source_id: int) -> str | None:
 
 def event_line(db, run) -> str:
     """The event as one line of JSON (no raw newlines: control characters are escaped)."""
-    return json.dumps(_clean(run_event(run, sha256=source_sha256(db, run.source_id))), ensure_ascii=True,
+    return json.dumps(finite_json(run_event(run, sha256=source_sha256(db, run.source_id))), ensure_ascii=True,
                       separators=(",", ":"))

@@ -17,13 +17,14 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 FORMATS = ("json", "nl", "csv", "tsv", "markdown")
 
 
-def _clean(o: Any) -> Any:
+def finite_json(o: Any) -> Any:
+    """The object with non-finite floats as null and keys as strings (JSON has no NaN)."""
     if isinstance(o, float) and not math.isfinite(o):
         return None
     if isinstance(o, dict):
-        return {str(k): _clean(v) for k, v in o.items()}
+        return {str(k): finite_json(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
+        return [finite_json(v) for v in o]
     return o
 
 
@@ -32,7 +33,7 @@ def dumps(obj: Any, *, indent: int | None = 2) -> str:
     json escapes C0 (ESC is \u001b), escape_json_text the C1, bidi and lone-surrogate rest."""
     from analyzer.safe_text import escape_json_text
 
-    return escape_json_text(json.dumps(_clean(obj), indent=indent, ensure_ascii=False))
+    return escape_json_text(json.dumps(finite_json(obj), indent=indent, ensure_ascii=False))
 
 
 def write_json_array(out: TextIO, items: Iterable[Any]) -> None:
