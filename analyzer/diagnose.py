@@ -14,6 +14,7 @@ from analyzer.compare import per_token_cost, predict_tok_s
 from analyzer.rules.engine import RULES_VERSION, diagnose
 from analyzer.rules.view import Peer, RunView
 from analyzer.store.db import is_read_only
+from analyzer.store.freshness import generation, store_final, upsert
 from analyzer.store.queries import StoredRun, load_run
 from analyzer.store.writer import now
 
@@ -110,6 +111,7 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
     Runs are loaded BATCH at a time; with ``keep=False`` none is returned, so
     an input of 60,000 runs is diagnosed in bounded memory."""
     ids = list(dict.fromkeys(run_ids))
+    started_at = generation(db)  # what the database was before (analyzer.store.freshness)
     out: list[StoredRun] = []
     keys: set[tuple[str, str]] = set()
     for batch in _batches(ids):
@@ -137,6 +139,9 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
                 _attach_prediction(db, run)
             except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
                 (run.diagnosis or {}).pop("prediction", None)
+        if out and not is_read_only(db):
+            # what was shown is what is kept, stamped current if nothing changed meanwhile
+            store_final(db, [_row(run) for run in out], out, started_at)
     return out
 
 
@@ -176,9 +181,7 @@ def _row(run: StoredRun) -> tuple:
 def _store(db: Database, rows: list[tuple]) -> None:
     if rows and not is_read_only(db):  # a read-only database: diagnosed in memory, not kept
         with db.conn:  # one short write transaction
-            db.conn.executemany(
-                "INSERT OR REPLACE INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, "
-                "rules_version, diagnosed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            upsert(db, rows)
 
 
 # ---------------------------------------------------------------------------

@@ -199,14 +199,26 @@ def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
 @output_options("db", "formats", "fail_on")
 def show(opts: Options, run_ref: str) -> Result:
     """One run: device, capabilities, throughput, findings, evidence lines."""
-    from analyzer.cli.ingest import diagnose_runs
     from analyzer.runjson import run_to_json
+    from analyzer.store.freshness import current_diagnosis
+    from analyzer.store.queries import load_run
 
     database = open_existing_db(opts)
     if database is None:
         raise CapscanError("no runs stored yet")
-    runs_ = diagnose_runs(database, [resolve_run(database, run_ref)])
-    if not runs_:
+    rid = resolve_run(database, run_ref)
+    run = load_run(database, rid)
+    if run is None:
         raise CapscanError(f"no run {run_ref}")
+    # The stored diagnosis when it is provably current (analyzer/store/freshness.py); else the rules again.
+    run.diagnosis = current_diagnosis(database, run)
+    if run.diagnosis is not None:
+        runs_ = [run]
+    else:
+        from analyzer.cli.ingest import diagnose_runs
+
+        runs_ = diagnose_runs(database, [rid])
+        if not runs_:
+            raise CapscanError(f"no run {run_ref}")
     return report_result(opts, runs_, max_evidence=200, overall=False, doc=run_to_json(runs_[0]),
                          gha=False)

@@ -14,9 +14,9 @@ from analyzer.rules import chips
 from analyzer.compare import per_token_cost
 from analyzer.rules import baseline
 from analyzer.rules.catalog import RULES
+from analyzer.rules.version import RULES_VERSION  # noqa: F401 - engine.RULES_VERSION, as before
 from analyzer.rules.view import RunView
 
-RULES_VERSION = "2"  # 2: contradictions veto fixable, same-hardware baselines
 _PRECEDENCE = ("hardware-limit", "no-gpu-offload", "capability-downgrade", "virtualization-overhead", "healthy")
 
 SUMMARY = {

@@ -231,3 +231,40 @@ def m006_listing_indexes(db: Database) -> None:
         CREATE INDEX IF NOT EXISTS sources_path ON sources(path);
         """
     )
+
+
+@MIGRATIONS()
+def m007_diagnosis_inputs(db: Database) -> None:
+    """When a stored diagnosis may be shown without running the rules again (`capscan show`).
+
+    ``store_generation.n`` counts every change to what diagnoses are made of: a run written,
+    changed or deleted (with its rows: a run's throughput and evidence are inserted in the
+    transaction that inserts the run), a throughput or evidence row changed or deleted, a
+    diagnosis added, deleted or changed in content. ``diagnosis_inputs.inputs`` records the
+    generation (with the rules and code, and a digest of the run itself) at which a run's stored
+    diagnosis was known to be current (``analyzer.store.freshness``); any change since makes it
+    stale, and the run is diagnosed again. (A table of its own: ``diagnoses`` keeps its columns.)"""
+    bump = "BEGIN UPDATE store_generation SET n = n + 1 WHERE id = 1; END"
+    db.executescript(
+        f"""
+        CREATE TABLE IF NOT EXISTS store_generation (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+        INSERT OR IGNORE INTO store_generation (id, n) VALUES (1, 0);
+        CREATE TABLE IF NOT EXISTS diagnosis_inputs (
+            run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+            inputs TEXT NOT NULL
+        );
+        CREATE TRIGGER IF NOT EXISTS generation_runs_insert AFTER INSERT ON runs {bump};
+        CREATE TRIGGER IF NOT EXISTS generation_runs_update AFTER UPDATE ON runs {bump};
+        CREATE TRIGGER IF NOT EXISTS generation_runs_delete AFTER DELETE ON runs {bump};
+        CREATE TRIGGER IF NOT EXISTS generation_throughput_update AFTER UPDATE ON throughput {bump};
+        CREATE TRIGGER IF NOT EXISTS generation_throughput_delete AFTER DELETE ON throughput {bump};
+        CREATE TRIGGER IF NOT EXISTS generation_evidence_update AFTER UPDATE ON evidence {bump};
+        CREATE TRIGGER IF NOT EXISTS generation_evidence_delete AFTER DELETE ON evidence {bump};
+        CREATE TRIGGER IF NOT EXISTS generation_diagnoses_insert AFTER INSERT ON diagnoses {bump};
+        CREATE TRIGGER IF NOT EXISTS generation_diagnoses_delete AFTER DELETE ON diagnoses {bump};
+        CREATE TRIGGER IF NOT EXISTS generation_diagnoses_update AFTER UPDATE ON diagnoses
+            WHEN old.report IS NOT new.report OR old.verdict IS NOT new.verdict OR old.fixable IS NOT new.fixable
+              OR old.confidence IS NOT new.confidence OR old.environment IS NOT new.environment
+              OR old.host_chip IS NOT new.host_chip OR old.run_id IS NOT new.run_id {bump};
+        """
+    )

@@ -1,0 +1,6 @@
+"""The rules' version: a stored diagnosis made under another version is made again.
+
+Its own module so that reading a stored diagnosis (``capscan show``) can check it without
+importing the rules."""
+
+RULES_VERSION = "2"  # 2: contradictions veto fixable, same-hardware baselines
