@@ -243,12 +243,15 @@ def m007_diagnosis_inputs(db: Database) -> None:
     diagnosis added, deleted or changed in content. ``diagnosis_inputs.inputs`` records the
     generation (with the rules and code, and a digest of the run itself) at which a run's stored
     diagnosis was known to be current (``analyzer.store.freshness``); any change since makes it
-    stale, and the run is diagnosed again. (A table of its own: ``diagnoses`` keeps its columns.)"""
+    stale, and the run is diagnosed again. (A table of its own: ``diagnoses`` keeps its columns.)
+    And a partial index of the sources that keep their raw log: ``db stats`` counts them without
+    reading every source row."""
     bump = "BEGIN UPDATE store_generation SET n = n + 1 WHERE id = 1; END"
     db.executescript(
         f"""
         CREATE TABLE IF NOT EXISTS store_generation (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
         INSERT OR IGNORE INTO store_generation (id, n) VALUES (1, 0);
+        CREATE INDEX IF NOT EXISTS sources_raw_kept ON sources(id) WHERE raw_gzip IS NOT NULL;
         CREATE TABLE IF NOT EXISTS diagnosis_inputs (
             run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
             inputs TEXT NOT NULL
