@@ -26,7 +26,7 @@ def _progress_for(path: str):
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     # The finished bar stays on screen (size and speed are worth seeing); stdout is untouched.
-    from analyzer.safe_console import SafeConsole
+    from analyzer.output.safe_console import SafeConsole
     from analyzer.safe_text import unfiltered
 
     # The description is a file name: never markup (SafeConsole), and its cursor codes must survive (unfiltered).
@@ -40,7 +40,7 @@ def start_tee(opts: Options, paths: list[str] | tuple[str, ...], *, keep_raw: bo
     the store, waiting for its lock) happens; ingest_paths reads it later."""
     if not opts.tee or "-" not in paths:
         return {}
-    from analyzer.reader import open_input
+    from analyzer.read.reader import open_input
 
     return {"-": open_input("-", keep_raw=keep_raw, tee=sys.stdout.buffer)}
 
@@ -51,7 +51,7 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
     a bad input does not stop the others or undo what they stored.
     ``opened``: inputs already open (stdin under --tee, already passing through)."""
     from analyzer.ingest import ingest
-    from analyzer.reader import InputError, open_input
+    from analyzer.read.reader import InputError, open_input
 
     opened = dict(opened or {})
     results, errors = [], []
@@ -103,7 +103,7 @@ def stdin_is_empty() -> bool:
 def diagnose_runs(db, run_ids: list[int], *, keep: bool = True) -> list:
     """Diagnose the runs (rules) and keep the diagnosis in the store (with
     ``keep=False`` the runs are not returned: bounded memory for any count)."""
-    from analyzer.diagnose import diagnose_runs as run_rules
+    from analyzer.rules.diagnose import diagnose_runs as run_rules
 
     return run_rules(db, run_ids, refresh_peers=True, keep=keep)
 

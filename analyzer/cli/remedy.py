@@ -38,7 +38,7 @@ def _refuse(opts, reason: str, *, checks: list[Check] | None = None, extra: dict
 
 
 def _stock_run(db, run_id: int | None, last: bool) -> int:
-    from analyzer.remedy import records
+    from analyzer.store import remedy_records as records
     from analyzer.store.queries import last_run_id
 
     if run_id is not None:
@@ -104,7 +104,7 @@ def _flag(v: Any) -> str:
 
 
 def _print_compare(cmp: dict[str, Any], out) -> None:
-    from analyzer.rules.chips import family_name
+    from analyzer.chips import family_name
 
     b, a = cmp["before"], cmp["after"] or {}
     rows = [("family", f"{family_name(b['apple_family'])} ({b['apple_family']})",
@@ -142,7 +142,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> None:
         cmd = cmd[1:]
     if not cmd:
         raise CapscanError("nothing to run: capscan remedy run -- CMD ARGS...")
-    from analyzer.diagnose import diagnose_runs
+    from analyzer.rules.diagnose import diagnose_runs
     from analyzer.remedy import launch as L
     from analyzer.remedy import platform as plat
     from analyzer.remedy.runner import Runner
@@ -232,11 +232,11 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    from analyzer.diagnose import diagnose_runs
+    from analyzer.rules.diagnose import diagnose_runs
     from analyzer.remedy import prefix as px
     from analyzer.remedy.plan import refusal_for
     from analyzer.remedy.preflight import run_preflight
-    from analyzer.remedy import records
+    from analyzer.store import remedy_records as records
     from analyzer.remedy.runner import Runner
 
     db = open_db(opts)
@@ -286,7 +286,7 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
 def host_default_cmd(opts, mode, apply_, undo_) -> None:
     """The host's com.apple.gpusw.ParavirtualizedGraphics ForceUnrestrictedDeviceFeatureLevel."""
     from analyzer.remedy import hostdefault as hd
-    from analyzer.remedy import records
+    from analyzer.store import remedy_records as records
     from analyzer.remedy.runner import Runner
 
     runner = Runner()
@@ -349,7 +349,7 @@ def host_default_cmd(opts, mode, apply_, undo_) -> None:
 def undo_cmd(opts, apply_, action_id) -> None:
     """Put back what capscan changed, from its records (dry run without --apply)."""
     from analyzer.remedy import hostdefault as hd
-    from analyzer.remedy import records
+    from analyzer.store import remedy_records as records
     from analyzer.remedy.runner import Runner
 
     db = open_db(opts)
@@ -395,7 +395,7 @@ def undo_cmd(opts, apply_, action_id) -> None:
 def status_cmd(opts) -> None:
     """What capscan changed, from its records, and what is injected right now."""
     from analyzer.remedy import platform as plat
-    from analyzer.remedy import records
+    from analyzer.store import remedy_records as records
 
     db = open_db(opts)
     acts = records.actions(db)
@@ -438,7 +438,7 @@ def _printable(text: str) -> str:
 
 
 def _print_selftest(doc: dict[str, Any]) -> None:
-    from analyzer.rules.chips import family_name
+    from analyzer.chips import family_name
 
     runs = doc["runs"]
     title = "capscan remedy selftest"

@@ -77,7 +77,7 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> 
         _write_runs(out, _chain(first, stream))
 
     def markdown(out: TextIO) -> None:
-        from analyzer.tabular import write_markdown
+        from analyzer.output.tabular import write_markdown
 
         headers = [h for _, h, _ in LIST_COLUMNS]
         write_markdown(out, headers, (_cells(r) for r in rows()), right=[h for _, h, r in LIST_COLUMNS if r])
@@ -91,8 +91,8 @@ def _chain(first: dict, rest: Iterator[dict]) -> Iterator[dict]:
 
 
 def _cells(row: dict[str, Any]) -> dict[str, str]:
-    from analyzer.display import fmt_tps
-    from analyzer.tabular import safe_text
+    from analyzer.output.display import fmt_tps
+    from analyzer.output.tabular import safe_text
 
     return {"id": str(row["id"]), "when": (row["created_at"] or "")[:16].replace("T", " "),
             "source": safe_text(row["source"] or "-"), "program": safe_text(row["program"] or "-"),
@@ -181,7 +181,7 @@ def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
 @output_options("db", "formats", "fail_on")
 def show(opts: Options, run_ref: str) -> Result:
     """One run: device, capabilities, throughput, findings, evidence lines."""
-    from analyzer.runjson import run_to_json
+    from analyzer.output.runjson import run_to_json
 
     database = open_existing_db(opts)
     if database is None:

@@ -25,7 +25,8 @@ from pathlib import Path
 from sqlite_utils import Database
 
 import analyzer
-from analyzer.remedy import macho, records
+from analyzer.remedy import macho
+from analyzer.store import remedy_records as records
 from analyzer.remedy.check import Check, failed, passed, warned
 from analyzer.remedy.platform import Injection, developer_tools
 from analyzer.remedy.runner import Runner, file_arg

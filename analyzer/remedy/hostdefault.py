@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from analyzer.remedy import records
+from analyzer.store import remedy_records as records
 from analyzer.remedy.runner import Runner
 
 DOMAIN = "com.apple.gpusw.ParavirtualizedGraphics"

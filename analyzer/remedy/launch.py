@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 from sqlite_utils import Database
 
 from analyzer.remedy import platform as plat
-from analyzer.remedy import records
+from analyzer.store import remedy_records as records
 from analyzer.remedy.check import Check, failed, passed
 
 RELATION = "remedy-run"
@@ -170,7 +170,7 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
     (which may trap it), then SIGTERM and SIGKILL follow ``grace`` seconds
     apart; the outcome says ``interrupted`` and how the child ended."""
     from analyzer.ingest import ingest
-    from analyzer.reader import Input, InputError
+    from analyzer.read.reader import Input, InputError
 
     outcome = Outcome()
     try:
@@ -373,7 +373,7 @@ def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat
            action_id: int) -> dict[str, Any] | None:
     """After the launch: link the new runs to the stock run, diagnose and verify
     them, record the result. Returns the before/after comparison (None without a new run)."""
-    from analyzer.diagnose import diagnose_runs
+    from analyzer.rules.diagnose import diagnose_runs
 
     if outcome.interrupted:
         # never left 'running': the record says it was interrupted and how the child ended

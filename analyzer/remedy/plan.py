@@ -14,7 +14,7 @@ from sqlite_utils import Database
 from analyzer.remedy import dylib as dylibmod
 from analyzer.remedy import platform as plat
 from analyzer.remedy.runner import Runner, file_arg
-from analyzer.rules import chips
+from analyzer import chips
 
 REFUSALS = {
     "hardware-limit": "This GPU really lacks the features llama.cpp's fast Metal kernels need, so this is a hardware "
@@ -32,7 +32,7 @@ REFUSALS = {
 
 def load_diagnosis(db: Database, run_id: int) -> tuple[Any, dict[str, Any] | None]:
     """The run and its diagnosis: the stored one, else computed in memory (nothing written)."""
-    from analyzer.diagnose import diagnose_stored_run
+    from analyzer.rules.diagnose import diagnose_stored_run
     from analyzer.rules.engine import RULES_VERSION
     from analyzer.store.queries import load_run
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.rules import chips
-from analyzer.compare import per_token_cost
+from analyzer import chips
+from analyzer.rules.compare import per_token_cost
 from analyzer.rules import baseline
 from analyzer.rules.catalog import RULES
 from analyzer.rules.view import RunView

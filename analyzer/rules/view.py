@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from analyzer.models import Capabilities, Evidence, RunFacts
-from analyzer.rules import chips
+from analyzer.model import Capabilities, Evidence, RunFacts
+from analyzer import chips
 
 APPLE_RANGE = range(1001, 2000)
 

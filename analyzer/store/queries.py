@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
-    from analyzer.models import Evidence, RunFacts
+    from analyzer.model import Evidence, RunFacts
     from analyzer.store.db import Database
 
 
@@ -63,7 +63,7 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    from analyzer.models import Evidence, RunFacts
+    from analyzer.model import Evidence, RunFacts
 
     errors: list[str] = []
     try:

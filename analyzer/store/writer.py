@@ -14,7 +14,7 @@ from typing import BinaryIO
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from analyzer.models import RunFacts, Throughput
+    from analyzer.model import RunFacts, Throughput
     from analyzer.store.db import Database
 
 BLOB_PIECE = 1 << 20

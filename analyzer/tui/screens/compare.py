@@ -1,7 +1,7 @@
 """Marked runs side by side: capability diff, throughput ratios and per-token
 overhead (two runs), and the gap decomposition (three runs of one model:
 stock guest, remedied guest, bare-metal host). The numbers come from
-`analyzer.compare`; this screen only lays them out."""
+`analyzer.rules.compare`; this screen only lays them out."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from analyzer.display import clean_run
+from analyzer.output.display import clean_run
 from analyzer.store.queries import StoredRun, load_run
 from analyzer.tui.messages import CompareLoaded
 from analyzer.tui.model import VERDICT_STYLE, bar, fmt_tps, short, source_name
 
-from analyzer.display import cell as _cell  # noqa: E402
+from analyzer.output.display import cell as _cell  # noqa: E402
 
 
 def _env(run: StoredRun) -> str | None:
@@ -67,7 +67,7 @@ class CompareScreen(Screen):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _load(self, swapped: bool) -> None:
-        from analyzer.compare import assign_roles, compare_runs, decompose
+        from analyzer.rules.compare import assign_roles, compare_runs, decompose
 
         with self.app.store.database() as db:
             runs = [clean_run(r) for r in (load_run(db, rid) for rid in self.run_ids) if r is not None]
@@ -144,7 +144,7 @@ class CompareScreen(Screen):
     def _capdiff(self, m: CompareLoaded) -> Group:
         title = Text("Capabilities", style="bold underline")
         if m.decomposition:
-            from analyzer.compare import compare_runs
+            from analyzer.rules.compare import compare_runs
 
             by_id = {r.id: r for r in m.runs}
             d = m.decomposition

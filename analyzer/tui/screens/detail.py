@@ -16,11 +16,11 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from analyzer.display import clean_run
-from analyzer.headline import best_speeds, confidence_clause, headline
+from analyzer.output.display import clean_run
+from analyzer.output.headline import best_speeds, confidence_clause, headline
 from analyzer.safe_text import clean, clean_deep
 from analyzer.store.queries import StoredRun, load_run
-from analyzer.tui import queries
+from analyzer.store import browse as queries
 from analyzer.tui.messages import PlanLoaded, RunLoaded
 from analyzer.tui.model import (VERDICT_STYLE, bar, capability_matrix, fmt_tps, host_info, source_name,
                                  utc_minutes)
@@ -201,7 +201,7 @@ class DetailScreen(Screen):
         return Group(title, grid)
 
     def _throughput(self, run: StoredRun) -> Group:
-        from analyzer.compare import best_by_test
+        from analyzer.rules.compare import best_by_test
 
         title = Text("Throughput", style="bold underline")
         if not run.throughput:

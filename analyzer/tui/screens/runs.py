@@ -16,10 +16,10 @@ from textual.widgets import DataTable, Footer, Header, Input, Select, Static
 from textual.worker import get_current_worker
 
 from analyzer.safe_text import clean
-from analyzer.tui import queries
+from analyzer.store import browse as queries
 from analyzer.tui.messages import CountLoaded, FacetsLoaded, RunsLoaded
 from analyzer.tui.model import VERDICT_STYLE, Column, fit_columns, fmt_tps, short, source_name
-from analyzer.tui.queries import NOT_DIAGNOSED, PAGE_SIZE, Facets, RunFilter, RunRow
+from analyzer.store.browse import NOT_DIAGNOSED, PAGE_SIZE, Facets, RunFilter, RunRow
 from analyzer.verdicts import VERDICTS
 
 SCROLLBAR = 2  # kept free for the table's vertical scrollbar

@@ -28,7 +28,7 @@ from array import array
 from collections import Counter
 from typing import Callable
 
-from analyzer.models import Capabilities, Evidence, RunFacts, Shim, Throughput
+from analyzer.model import Capabilities, Evidence, RunFacts, Shim, Throughput
 from analyzer.parsers.base import Event
 from analyzer.parsers.bench import bench_row_from, md_row_to_bench
 

@@ -24,7 +24,7 @@ import socket
 import sys
 
 from analyzer import __version__
-from analyzer.export.metrics import Snapshot
+from analyzer.fleet.metrics import Snapshot
 
 
 class OtlpError(Exception):

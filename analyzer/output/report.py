@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from analyzer.display import VERDICT_STYLE, cell, fmt_tps
-from analyzer.headline import confidence_clause, headline
-from analyzer.safe_console import SafeConsole
+from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps
+from analyzer.output.headline import confidence_clause, headline
+from analyzer.output.safe_console import SafeConsole
 from analyzer.safe_text import unfiltered
 from analyzer.store.queries import StoredRun
 

@@ -16,7 +16,7 @@ import socket
 from typing import Any
 
 from analyzer import __version__
-from analyzer.tabular import finite_json
+from analyzer.output.tabular import finite_json
 
 EVENT_NAME = "capscan.run"
 EVENT_FIELDS = ("event", "time", "capscan_version", "host_name", "sha256", "summary",
@@ -25,7 +25,7 @@ EVENT_FIELDS = ("event", "time", "capscan_version", "host_name", "sha256", "summ
 
 
 def run_event(run, *, sha256: str | None = None, host_name: str | None = None) -> dict[str, Any]:
-    from analyzer.runjson import run_to_json
+    from analyzer.output.runjson import run_to_json
 
     diag = run.diagnosis or {}
     event: dict[str, Any] = {

@@ -53,7 +53,7 @@ def label_value(value: object, max_len: int = LABEL_MAX) -> str:
 
 
 def gpu_family(apple_family: int | None) -> str:
-    from analyzer.rules.chips import family_name
+    from analyzer.chips import family_name
 
     return family_name(apple_family) if apple_family is not None else "unknown"
 
@@ -85,7 +85,7 @@ _VENDOR_NAMES = {"apple": "Apple", "paravirtual": "Apple", "amd": "AMD", "intel"
 
 
 def collect(db: Database, recent: int = RECENT_RUNS) -> Snapshot:
-    from analyzer.rules.chips import vendor
+    from analyzer.chips import vendor
     from analyzer.store.queries import _throughput as run_throughput
 
     snap = Snapshot()

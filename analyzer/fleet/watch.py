@@ -35,10 +35,10 @@ from typing import Callable
 
 from sqlite_utils import Database
 
-from analyzer.assembly import Assembler
+from analyzer.runs.assembler import Assembler
 from analyzer.parsers import Dispatcher
-from analyzer.reader import Input, InputError
-from analyzer.scanner import Scanner
+from analyzer.read.reader import Input, InputError
+from analyzer.parsers.scanner import Scanner
 from analyzer.store.writer import now as utc_now
 
 HEAD = 1024  # bytes that identify a file's content
@@ -375,7 +375,7 @@ class Watcher:
             self.followers[key] = Follower(self.db, key, settle=self.settle, on_notice=self.on_notice)
 
     def poll(self, now: float | None = None, *, final: bool = False) -> list:
-        from analyzer.diagnose import diagnose_runs
+        from analyzer.rules.diagnose import diagnose_runs
 
         now = time.monotonic() if now is None else now
         if self.discover is not None and now - self.last_discovery >= 10.0:

@@ -10,7 +10,7 @@ import json
 import statistics
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from analyzer.compare import per_token_cost, predict_tok_s
+from analyzer.rules.compare import per_token_cost, predict_tok_s
 from analyzer.rules.engine import RULES_VERSION, diagnose
 from analyzer.rules.view import Peer, RunView
 from analyzer.store.db import is_read_only

@@ -1,0 +1,1 @@
+"""Bytes in: opening sources (files, gzip, stdin, children), normalising lines, finding log files. Imports nothing of capscan but the text sanitizer."""
