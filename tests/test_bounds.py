@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.runs.assembler import MAX_UNSUPPORTED_OPS, Assembler
 from analyzer.ingest import ingest
 from analyzer.parsers import Dispatcher
-from analyzer.read.reader import InputError, open_input
 from analyzer.parsers.scanner import Scanner
+from analyzer.read.reader import InputError, open_input
+from analyzer.runs.assembler import Assembler
+from analyzer.runs.builder import MAX_UNSUPPORTED_OPS
 from analyzer.store.db import open_db
 from tests.bombs import write_gzip_bomb
 
