@@ -4,7 +4,6 @@ export, dbserve) are imported only when their command runs."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import unicodedata

@@ -9,8 +9,15 @@ import click
 
 from analyzer.cli.exits import EXIT_USAGE, CapscanError
 from analyzer.cli.options import Options, open_db
-from analyzer.cli.output import Result, output_options, report_result, verdict_of, write
-from analyzer.cli.output import error_line, notice
+from analyzer.cli.output import (
+    Result,
+    error_line,
+    notice,
+    output_options,
+    report_result,
+    verdict_of,
+    write,
+)
 
 
 def _progress_for(path: str):
@@ -70,7 +77,7 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
                 with progress:
                     task = progress.add_task(os.path.basename(path), total=size)
                     result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream,
-                                    progress=lambda n: progress.advance(task, n))
+                                    progress=lambda n, progress=progress, task=task: progress.advance(task, n))
             else:
                 result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream)
         except InputError as exc:

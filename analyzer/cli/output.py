@@ -220,7 +220,8 @@ def render_report(out: TextIO, runs: list, *, max_evidence: int = 10, overall: b
         verdicts = [verdict_of(r) for r in runs]
         fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
         worst_verdict = summary_verdict(verdicts)
-        worst = next((r for r, v in zip(runs, verdicts) if v == worst_verdict), runs[-1])  # where the verdict comes from
+        # where the verdict comes from
+        worst = next((r for r, v in zip(runs, verdicts, strict=True) if v == worst_verdict), runs[-1])
         con.print()
         con.print(f"overall: {worst_verdict}" + ("  (fixable)" if fixable else "")
                   + f"   browse: capscan tui --run {worst.id}", style="dim")

@@ -35,10 +35,10 @@ from typing import Callable
 
 from sqlite_utils import Database
 
-from analyzer.runs.assembler import Assembler
 from analyzer.parsers import Dispatcher
-from analyzer.read.reader import Input, InputError
 from analyzer.parsers.scanner import Scanner
+from analyzer.read.reader import Input, InputError
+from analyzer.runs.assembler import Assembler
 from analyzer.store.writer import now as utc_now
 
 HEAD = 1024  # bytes that identify a file's content

@@ -18,13 +18,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from analyzer.model import StoredRun
 from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps
 from analyzer.output.headline import confidence_clause, headline
 from analyzer.output.safe_console import SafeConsole
 from analyzer.safe_text import unfiltered
-from analyzer.store.queries import StoredRun
-
-
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 

@@ -12,7 +12,6 @@ none of them never reaches a regex (see ``analyzer.parsers.scanner``).
 
 from __future__ import annotations
 
-from analyzer.read.normalize import normalize
 from analyzer.parsers.base import Collector, Event, Format, Rejected
 from analyzer.parsers.bench import BENCH, JSONL_PREFIX, JsonlRows
 from analyzer.parsers.context import CONTEXT
@@ -21,6 +20,7 @@ from analyzer.parsers.metal import METAL
 from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
 from analyzer.parsers.system import OLLAMA, SYSTEM
 from analyzer.parsers.timings import TIMINGS
+from analyzer.read.normalize import normalize
 
 FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, BENCH, TIMINGS, PROBE, SYSTEM_PROFILER, SYSTEM, OLLAMA, CONTEXT)
 

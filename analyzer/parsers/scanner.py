@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from analyzer.read.literal_search import HyperscanSearch, PureSearch, literal_search
 from analyzer.parsers import LITERAL_BYTES, Dispatcher
 from analyzer.parsers.base import Event
+from analyzer.read.literal_search import HyperscanSearch, PureSearch, literal_search
 
 CHUNK = 4 << 20
 MAX_LINE = 1 << 20

@@ -9,13 +9,13 @@ computed over the (decompressed) content while it streams.
 from __future__ import annotations
 
 import hashlib
-import queue
-import threading
 import io
 import os
+import queue
 import stat
 import sys
 import tempfile
+import threading
 import zlib
 from typing import BinaryIO, Iterator
 
@@ -176,7 +176,8 @@ class Input:
         self._sha = _BackgroundSha256()
         # --keep-raw: the input, gzip-compressed as it streams, spooled to a temporary file past a few MB
         self._raw = zlib.compressobj(6, zlib.DEFLATED, 31) if keep_raw else None
-        self._raw_spool = tempfile.SpooledTemporaryFile(max_size=8 << 20) if keep_raw else None
+        self._raw_spool = (tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 - closed in close()
+                           if keep_raw else None)
         # Set when the input was damaged part-way (a truncated gzip): the
         # complete lines before the damage were read; this says what happened.
         self.damage: str | None = None

@@ -26,10 +26,10 @@ from sqlite_utils import Database
 
 import analyzer
 from analyzer.remedy import macho
-from analyzer.store import remedy_records as records
 from analyzer.remedy.check import Check, failed, passed, warned
 from analyzer.remedy.platform import Injection, developer_tools
 from analyzer.remedy.runner import Runner, file_arg
+from analyzer.store import remedy_records as records
 
 LINUX_NAME = "libcapscan_interposer.so"
 MAC_NAME = "libcapscan_interposer.dylib"

@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from analyzer.store import remedy_records as records
 from analyzer.remedy.runner import Runner
+from analyzer.store import remedy_records as records
 
 DOMAIN = "com.apple.gpusw.ParavirtualizedGraphics"
 KEY = "ForceUnrestrictedDeviceFeatureLevel"

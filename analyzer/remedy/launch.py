@@ -21,8 +21,8 @@ from typing import Any, BinaryIO
 from sqlite_utils import Database
 
 from analyzer.remedy import platform as plat
-from analyzer.store import remedy_records as records
 from analyzer.remedy.check import Check, failed, passed
+from analyzer.store import remedy_records as records
 
 RELATION = "remedy-run"
 GOOD_VERDICTS = ("healthy", "virtualization-overhead")
@@ -50,7 +50,7 @@ class _LineStream:
         self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_PIECES)
         self._abandoned = threading.Event()
         self._live_open = True
-        self._held = tempfile.SpooledTemporaryFile(max_size=8 << 20)
+        self._held = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 - lives as long as the reader
         self._held_lock = threading.Lock()
         self._held_done = threading.Event()
         self._rewound = False

@@ -11,10 +11,10 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from analyzer import chips
 from analyzer.remedy import dylib as dylibmod
 from analyzer.remedy import platform as plat
 from analyzer.remedy.runner import Runner, file_arg
-from analyzer import chips
 
 REFUSALS = {
     "hardware-limit": "This GPU really lacks the features llama.cpp's fast Metal kernels need, so this is a hardware "

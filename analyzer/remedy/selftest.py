@@ -34,9 +34,9 @@ from analyzer.remedy import dylib as dylibmod
 from analyzer.remedy import launch as L
 from analyzer.remedy import platform as plat
 from analyzer.remedy import preflight as pf
-from analyzer.store import remedy_records as records
 from analyzer.remedy.check import Check
 from analyzer.remedy.runner import Runner
+from analyzer.store import remedy_records as records
 
 WORKS, OFF, HARDENED, ARM64E, NOT_VM, INCONCLUSIVE = (
     "works", "interposing-disabled", "refused-by-hardened-runtime", "arm64e-missing", "not-a-vm", "inconclusive")

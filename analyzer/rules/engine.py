@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from analyzer import chips
-from analyzer.rules.compare import per_token_cost
 from analyzer.rules import baseline
 from analyzer.rules.catalog import RULES
+from analyzer.rules.compare import per_token_cost
 from analyzer.rules.view import RunView
 
 RULES_VERSION = "2"  # 2: contradictions veto fixable, same-hardware baselines

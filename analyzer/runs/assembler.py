@@ -46,7 +46,15 @@ _GATE_KINDS = frozenset(("metal.device", "metal.library_loaded", "metal.tensor_g
 
 def handler_table() -> dict[str, Handler]:
     """Every family's HANDLERS merged; the same kind claimed twice is a programming error."""
-    from analyzer.runs import bench, context, gpu_backends, metal, probes, system, timings
+    from analyzer.runs import (
+        bench,
+        context,
+        gpu_backends,
+        metal,
+        probes,
+        system,
+        timings,
+    )
 
     table: dict[str, Handler] = {}
     for family in (metal, probes, gpu_backends, system, context, bench, timings):

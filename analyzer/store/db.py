@@ -6,7 +6,6 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-
 from typing import Any
 
 from analyzer.store.errors import StoreError  # noqa: F401 - re-exported: callers import it from here

@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
-    from analyzer.model import Evidence, RunFacts
+    from analyzer.model import StoredRun
     from analyzer.store.db import Database
-
-
-@dataclass
-class StoredRun:
-    id: int
-    source_id: int
-    source: str
-    created_at: str
-    facts: RunFacts
-    throughput: list[dict[str, Any]] = field(default_factory=list)
-    evidence: list[Evidence] = field(default_factory=list)
-    diagnosis: dict[str, Any] | None = None
-    # Why the stored row did not load whole (written by an older capscan, or
-    # damaged): the run is still listed and shown, and diagnosed as unknown.
-    load_error: str | None = None
 
 
 def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
@@ -63,7 +47,7 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    from analyzer.model import Evidence, RunFacts
+    from analyzer.model import Evidence, RunFacts, StoredRun
 
     errors: list[str] = []
     try:
@@ -73,7 +57,7 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         errors.append(f"its stored facts do not load ({type(exc).__name__})")
     summary = facts.throughput_summary
     try:
-        ev = [Evidence(line=l, kind=k, text=t) for l, k, t in db.conn.execute(
+        ev = [Evidence(line=n, kind=k, text=t) for n, k, t in db.conn.execute(
             "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
     except ValueError as exc:
         ev = []
@@ -133,7 +117,7 @@ def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
     if limit:
         sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
     for r in db.conn.execute(sql, args):
-        yield dict(zip(RUN_COLUMNS, r))
+        yield dict(zip(RUN_COLUMNS, r, strict=False))
 
 
 def run_ids_of_source(db: Database, source_id: int) -> list[int]:

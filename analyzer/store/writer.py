@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from typing import BinaryIO
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
     from analyzer.model import RunFacts, Throughput

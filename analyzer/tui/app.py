@@ -27,10 +27,9 @@ from textual.filter import LineFilter
 
 from analyzer.output.safe_console import SafeConsole
 from analyzer.safe_text import strip_unsafe_chars
-
+from analyzer.store.browse import Store
 from analyzer.tui.messages import DatabaseChanged
 from analyzer.tui.model import TimeFormat, compact
-from analyzer.store.browse import Store
 
 MAX_MARKS = 3
 
@@ -103,7 +102,7 @@ class CapscanApp(App[None]):
     def _poll(self) -> None:
         try:
             token = self.store.change_token()
-        except Exception:  # a locked or vanished database: try again next tick
+        except Exception:  # noqa: BLE001 - a locked or vanished database: try again next tick
             token = None
         finally:
             self._polling = False

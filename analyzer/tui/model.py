@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from analyzer import chips
 
 if TYPE_CHECKING:
-    from analyzer.store.queries import StoredRun
+    from analyzer.model import StoredRun
 
 # Shared with analyzer.output.report through analyzer.output.display, which imports nothing
 # heavy (analyzer.output.report itself would cost the first screen ~300 ms).
 from analyzer.output.display import VERDICT_STYLE, fmt_tps  # noqa: E402,F401
-
 
 TimeFormat = Callable[[str], str]
 

@@ -17,12 +17,12 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from analyzer.model import StoredRun
+from analyzer.output.display import cell as _cell  # noqa: E402
 from analyzer.output.display import clean_run
-from analyzer.store.queries import StoredRun, load_run
+from analyzer.store.queries import load_run
 from analyzer.tui.messages import CompareLoaded
 from analyzer.tui.model import VERDICT_STYLE, bar, fmt_tps, short, source_name
-
-from analyzer.output.display import cell as _cell  # noqa: E402
 
 
 def _env(run: StoredRun) -> str | None:
@@ -153,7 +153,7 @@ class CompareScreen(Screen):
             table = Table(box=None, header_style="bold", pad_edge=False)
             for col in ("", "stock", "remedied", "host"):
                 table.add_column(col, no_wrap=True)
-            for x, y in zip(s_r, s_h):
+            for x, y in zip(s_r, s_h, strict=False):
                 differs = x["differs"] or y["differs"]
                 table.add_row(x["field"], _cell(x["a"]), _cell(x["b"]), _cell(y["b"]),
                               style="yellow" if differs else "")

@@ -16,14 +16,22 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
+from analyzer.model import StoredRun
 from analyzer.output.display import clean_run
 from analyzer.output.headline import best_speeds, confidence_clause, headline
 from analyzer.safe_text import clean, clean_deep
-from analyzer.store.queries import StoredRun, load_run
 from analyzer.store import browse as queries
+from analyzer.store.queries import load_run
 from analyzer.tui.messages import PlanLoaded, RunLoaded
-from analyzer.tui.model import (VERDICT_STYLE, bar, capability_matrix, fmt_tps, host_info, source_name,
-                                 utc_minutes)
+from analyzer.tui.model import (
+    VERDICT_STYLE,
+    bar,
+    capability_matrix,
+    fmt_tps,
+    host_info,
+    source_name,
+    utc_minutes,
+)
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 STATUS_STYLE = {"downgraded": "bold red", "clamped": "bold red", "not on this chip": "magenta", "on": "green"}
@@ -88,7 +96,7 @@ class DetailScreen(Screen):
         try:
             with self.app.store.database() as db:
                 plan = build_plan(db, self.run_id)
-        except Exception as exc:  # the plan is advice: show why it is missing, keep the screen
+        except Exception as exc:  # noqa: BLE001 - the plan is advice: show why it is missing, keep the screen
             self.post_message(PlanLoaded(None, clean(f"no plan: {exc}")))
             return
         self.post_message(PlanLoaded(clean_deep(plan), None))

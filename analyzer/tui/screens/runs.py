@@ -17,9 +17,16 @@ from textual.worker import get_current_worker
 
 from analyzer.safe_text import clean
 from analyzer.store import browse as queries
-from analyzer.tui.messages import CountLoaded, FacetsLoaded, RunsLoaded
-from analyzer.tui.model import VERDICT_STYLE, Column, fit_columns, fmt_tps, short, source_name
 from analyzer.store.browse import NOT_DIAGNOSED, PAGE_SIZE, Facets, RunFilter, RunRow
+from analyzer.tui.messages import CountLoaded, FacetsLoaded, RunsLoaded
+from analyzer.tui.model import (
+    VERDICT_STYLE,
+    Column,
+    fit_columns,
+    fmt_tps,
+    short,
+    source_name,
+)
 from analyzer.verdicts import VERDICTS
 
 SCROLLBAR = 2  # kept free for the table's vertical scrollbar
@@ -305,7 +312,7 @@ class RunsScreen(Screen):
             return None
         try:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        except Exception:
+        except Exception:  # noqa: BLE001 - no row under the cursor (empty or refreshing table)
             return None
         return int(key.value) if key and key.value else None
 
