@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 
 import click
 
@@ -77,7 +78,7 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
                 with progress:
                     task = progress.add_task(os.path.basename(path), total=size)
                     result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream,
-                                    progress=lambda n, progress=progress, task=task: progress.advance(task, n))
+                                    progress=partial(progress.advance, task))
             else:
                 result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream)
         except InputError as exc:

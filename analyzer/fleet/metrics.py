@@ -26,8 +26,11 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from sqlite_utils import Database
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
+
 
 LABEL_MAX = 64
 RECENT_RUNS = 1000

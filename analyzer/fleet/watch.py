@@ -31,15 +31,16 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Callable
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Callable
 
 from analyzer.parsers import Dispatcher
 from analyzer.parsers.scanner import Scanner
 from analyzer.read.reader import Input, InputError
 from analyzer.runs.assembler import Assembler
 from analyzer.store.writer import now as utc_now
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 HEAD = 1024  # bytes that identify a file's content
 READ_MAX = 8 << 20  # read at most this much per file per poll (a huge backlog is caught up over several polls)
@@ -77,7 +78,7 @@ def _runs_in(data: bytes, first_line: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _offset_of_line(data: bytes, lines_before: int) -> int:
+def _offset_of_line(data: bytes | bytearray, lines_before: int) -> int:
     """Byte offset in ``data`` where its (lines_before + 1)-th line starts."""
     pos = 0
     for _ in range(lines_before):

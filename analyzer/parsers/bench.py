@@ -26,7 +26,7 @@ from analyzer.parsers.base import (
 try:  # orjson parses a llama-bench row three times faster than json (2.8 vs 9.8 us for 1.2 KB)
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - orjson is a declared dependency
-    from json import loads as _loads
+    from json import loads as _loads  # type: ignore[assignment]
 
 # Before 2024-11-14 each backend was a boolean column.
 _OLD_BACKEND_COLUMNS = (("cuda", "CUDA"), ("vulkan", "Vulkan"), ("kompute", "Kompute"), ("metal", "Metal"),

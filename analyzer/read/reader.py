@@ -198,7 +198,7 @@ class Input:
             self._raw = None  # finished: the gzip trailer is written
         size = spool.seek(0, os.SEEK_END)
         spool.seek(0)
-        return spool, size
+        return spool, size  # type: ignore[return-value]  # a SpooledTemporaryFile is a binary file
 
     def chunks(self, tee: BinaryIO | None = None) -> Iterator[bytes]:
         stream = self._stream
@@ -325,9 +325,9 @@ def open_input(path: str, *, keep_raw: bool = False, tee: BinaryIO | None = None
     if path == "-":
         raw = sys.stdin.buffer
         if tee is not None:
-            raw = _TeeReader(raw, tee)  # type: ignore[assignment]
-        stream = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
-        return Input("<stdin>", _maybe_gunzip(stream), keep_raw=keep_raw)
+            raw = _TeeReader(raw, tee)
+        stream = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
+        return Input("<stdin>", _maybe_gunzip(stream), keep_raw=keep_raw)  # type: ignore[arg-type]
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory")
     try:

@@ -16,13 +16,14 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from analyzer.remedy import platform as plat
 from analyzer.remedy.check import Check, failed, passed
 from analyzer.store import remedy_records as records
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 RELATION = "remedy-run"
 GOOD_VERDICTS = ("healthy", "virtualization-overhead")

@@ -25,9 +25,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 import analyzer
 from analyzer.remedy import dylib as dylibmod
@@ -37,6 +35,9 @@ from analyzer.remedy import preflight as pf
 from analyzer.remedy.check import Check
 from analyzer.remedy.runner import Runner
 from analyzer.store import remedy_records as records
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 WORKS, OFF, HARDENED, ARM64E, NOT_VM, INCONCLUSIVE = (
     "works", "interposing-disabled", "refused-by-hardened-runtime", "arm64e-missing", "not-a-vm", "inconclusive")

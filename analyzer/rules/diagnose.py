@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from analyzer.model import StoredRun
@@ -48,8 +49,9 @@ def _peers(db: Database, run: StoredRun, cache: dict[int, Peer | None],
             if other is None:
                 continue
             cache[rid] = _peer_of(other)
-        if cache[rid] is not None and cache[rid].host_chip == chip:
-            out.append(cache[rid])
+        peer = cache[rid]
+        if peer is not None and peer.host_chip == chip:
+            out.append(peer)
     return out
 
 
@@ -153,7 +155,7 @@ def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer | No
         run = loaded.get(rid)
         if run is None:
             continue
-        run.diagnosis = _diagnose_one(db, run, lambda run=run: _peers(db, run, cache, loaded))
+        run.diagnosis = _diagnose_one(db, run, partial(_peers, db, run, cache, loaded))
         try:
             _attach_prediction(db, run)
         except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands

@@ -86,7 +86,7 @@ def _baseline(view: RunView) -> dict[str, Any]:
         {"test": t, "tok_s": mine[t], "baseline_tok_s": peer.throughput[t], "ratio": mine[t] / peer.throughput[t],
          "per_token_s": per_token_cost(mine[t], peer.throughput[t])}
         for t in mine if t in peer.throughput and peer.throughput[t] > 0 and mine[t] > 0]
-    paired = {"run": peer.id, "why": found.why, "tests": tests} if tests else None
+    paired = {"run": peer.id, "why": found.why, "tests": tests} if tests and peer is not None else None
     return {"baseline": found.as_dict(view), "paired": paired}
 
 

@@ -5,7 +5,7 @@ stock guest, remedied guest, bare-metal host). The numbers come from
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Group
 from rich.table import Table
@@ -14,7 +14,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
 from analyzer.model import StoredRun
@@ -23,6 +22,10 @@ from analyzer.output.display import clean_run
 from analyzer.store.queries import load_run
 from analyzer.tui.messages import CompareLoaded
 from analyzer.tui.model import VERDICT_STYLE, bar, fmt_tps, short, source_name
+from analyzer.tui.screens.base import CapscanScreen
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 
 def _env(run: StoredRun) -> str | None:
@@ -37,7 +40,7 @@ def order_pair(runs: list[StoredRun]) -> tuple[StoredRun, StoredRun]:
     return a, b
 
 
-class CompareScreen(Screen):
+class CompareScreen(CapscanScreen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "back"),
         Binding("x", "swap", "swap A/B"),
@@ -69,7 +72,7 @@ class CompareScreen(Screen):
     def _load(self, swapped: bool) -> None:
         from analyzer.rules.compare import assign_roles, compare_runs, decompose
 
-        with self.app.store.database() as db:
+        with self.capscan.store.database() as db:
             runs = [clean_run(r) for r in (load_run(db, rid) for rid in self.run_ids) if r is not None]
         note = None
         pair = dec = None
@@ -139,7 +142,7 @@ class CompareScreen(Screen):
 
     def _width(self) -> int:
         """Cells a line may use: the screen less the padding and the scrollbar."""
-        return (self.size.width or self.app.size.width) - 4
+        return (self.size.width or self.capscan.size.width) - 4
 
     def _capdiff(self, m: CompareLoaded) -> Group:
         title = Text("Capabilities", style="bold underline")
@@ -181,7 +184,7 @@ class CompareScreen(Screen):
         for col, just in (("test", "left"), (f"A #{pair['a']} tok/s", "right"), (f"B #{pair['b']} tok/s", "right"),
                           ("B/A", "right"),
                           ("", "left"), ("B − A per token", "right")):
-            table.add_column(col, justify=just, no_wrap=True)
+            table.add_column(col, justify=cast("JustifyMethod", just), no_wrap=True)
         for t in pair["tests"]:
             ratio = t["ratio"]
             style = "green" if ratio >= 0.9 else "yellow" if ratio >= 0.5 else "red"
@@ -200,7 +203,7 @@ class CompareScreen(Screen):
         table = Table(box=None, header_style="bold", pad_edge=False)
         for col, just in (("test", "left"), ("stock", "right"), ("remedied", "right"), ("host", "right"),
                           ("excess/token", "right"), ("downgrade", "right"), ("residual", "right"), ("", "left")):
-            table.add_column(col, justify=just, no_wrap=True)
+            table.add_column(col, justify=cast("JustifyMethod", just), no_wrap=True)
         width = min(24, self._width() - 76)  # the stacked bar only where the numbers leave room for it
         width = width if width >= 8 else 0
         for row in dec["tests"]:
