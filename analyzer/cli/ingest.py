@@ -192,7 +192,7 @@ def _ingest_doc(results: list) -> list[dict]:
 def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool, force: bool,
              keep_raw: bool) -> None:
     """Diagnose stored runs, or ingest the inputs first and diagnose them."""
-    from analyzer.store.queries import storable_id
+    from analyzer.store.queries import run_exists, runs_of_last_source
 
     if not paths and not run_ids and not last:
         if sys.stdin is None or sys.stdin.isatty():
@@ -203,11 +203,10 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
     database = open_db(opts)
     ids: list[int] = list(run_ids)
     if last:
-        row = database.conn.execute(
-            "SELECT source_id FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-        if row is None:
+        last_ids = runs_of_last_source(database)
+        if last_ids is None:
             raise CapscanError("no runs stored yet")
-        ids += [r[0] for r in database.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", row)]
+        ids += last_ids
     if paths:
         opened = start_tee(opts, paths, keep_raw=keep_raw)
         results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee,
@@ -217,8 +216,7 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
         ids += [rid for r in results for rid in r.run_ids]
     else:
         errors = []
-        missing = [i for i in ids if not storable_id(i)
-                   or database.conn.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone() is None]
+        missing = [i for i in ids if not run_exists(database, i)]
         if missing:
             raise CapscanError("no run " + ", ".join(str(i) for i in missing))
     write(opts, report_result(opts, diagnose_runs(database, list(dict.fromkeys(ids)))))

@@ -168,7 +168,9 @@ def _line(cells: dict[str, str], widths: dict[str, int], right: set[str], *, col
 
 def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
     """Why the list is empty: nothing stored at all, or nothing matching the filter."""
-    stored = database.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if database else 0
+    from analyzer.store.queries import run_count
+
+    stored = run_count(database) if database else 0
     if not stored:
         return "No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan"
     flt = " and ".join(x for x in (verdict and f"--verdict {verdict}", search and f"--search {search!r}") if x)

@@ -140,3 +140,40 @@ def stats(db: Database, path: Path) -> dict[str, Any]:
         "schema_migrations": [r[0] for r in db.conn.execute(
             "SELECT name FROM _sqlite_migrations WHERE migration_set = 'capscan' ORDER BY rowid")],
     }
+
+
+def run_count(db: Database) -> int:
+    return db.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+
+def run_exists(db: Database, run_id: int) -> bool:
+    return storable_id(run_id) and db.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
+
+
+def runs_of_last_source(db: Database) -> list[int] | None:
+    """The runs of the most recently stored input, in order; None when nothing is stored."""
+    row = db.conn.execute("SELECT source_id FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+    if row is None:
+        return None
+    return run_ids_of_source(db, row[0])
+
+
+def source_sha256(db: Database, source_id: int) -> str | None:
+    row = db.conn.execute("SELECT sha256 FROM sources WHERE id = ?", (source_id,)).fetchone()
+    return row[0] if row else None
+
+
+def recent_diagnosed_runs(db: Database, limit: int) -> list[tuple]:
+    """Newest first: (id, program, backend, device_name, apple_family, model, created_at, verdict, fixable,
+    environment, host_chip, report JSON) of diagnosed runs, for the fleet exports."""
+    return db.conn.execute(
+        "SELECT r.id, r.program, r.backend, r.device_name, r.apple_family, r.model, r.created_at, "
+        "d.verdict, d.fixable, d.environment, d.host_chip, d.report "
+        "FROM runs r JOIN diagnoses d ON d.run_id = r.id ORDER BY r.id DESC LIMIT ?", (int(limit),)).fetchall()
+
+
+def last_remedy_outcome(db: Database) -> str | None:
+    """The result of the latest remedy that was verified or failed ('verified', 'failed: ...'), if any."""
+    row = db.conn.execute("SELECT result FROM remedy_actions WHERE result = 'verified' OR result LIKE 'failed%' "
+                          "ORDER BY id DESC LIMIT 1").fetchone()
+    return row[0] if row else None
