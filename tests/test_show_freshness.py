@@ -25,7 +25,7 @@ _SHOW = ("import sys, runpy, io, contextlib\n"
          "except SystemExit as exc:\n"
          "    assert not exc.code, exc.code\n"
          "sys.stdout.flush()\n"
-         "sys.stderr.write('\\nRULES_RAN=%d' % ('analyzer.diagnose' in sys.modules))\n")
+         "sys.stderr.write('\\nRULES_RAN=%d' % ('analyzer.rules.diagnose' in sys.modules))\n")
 
 
 def _ingest(db: Path, log: Path) -> None:

@@ -25,18 +25,20 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from analyzer.store.diagnoses import UPSERT_DIAGNOSES
+
 if TYPE_CHECKING:
+    from analyzer.model import StoredRun
     from analyzer.store.db import Database
-    from analyzer.store.queries import StoredRun
 
 
 @functools.cache
-def code_fingerprint() -> str:
-    """The rules' version, capscan's version and every core module's size and mtime, hashed."""
+def code_fingerprint(rules_version: str) -> str:
+    """The rules' version (``analyzer.rules.version``, passed in: the store sits below the rules),
+    capscan's version and every core module's size and mtime, hashed."""
     import analyzer
-    from analyzer.rules.version import RULES_VERSION
 
-    h = hashlib.sha256(f"{RULES_VERSION}\0{analyzer.__version__}".encode())
+    h = hashlib.sha256(f"{rules_version}\0{analyzer.__version__}".encode())
     root = os.path.dirname(os.path.abspath(analyzer.__file__))
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in ("tui", "cli", "__pycache__"))
@@ -57,8 +59,8 @@ def run_digest(run: StoredRun) -> str:
     return h.hexdigest()[:16]
 
 
-def stamp(generation: int, run: StoredRun) -> str:
-    return f"{code_fingerprint()}:{generation}:{run_digest(run)}"
+def stamp(generation: int, run: StoredRun, rules_version: str) -> str:
+    return f"{code_fingerprint(rules_version)}:{generation}:{run_digest(run)}"
 
 
 def generation(db: Database) -> int | None:
@@ -66,14 +68,14 @@ def generation(db: Database) -> int | None:
     return row[0] if row else None
 
 
-def current_diagnosis(db: Database, run: StoredRun) -> dict[str, Any] | None:
+def current_diagnosis(db: Database, run: StoredRun, rules_version: str) -> dict[str, Any] | None:
     """The run's stored diagnosis when its stamp matches the database and the code as they are
     now (read in one statement: the report, its stamp and the generation are one snapshot);
     None when it must be diagnosed again."""
     row = db.conn.execute(
         "SELECT i.inputs, d.report, g.n FROM diagnosis_inputs i JOIN diagnoses d ON d.run_id = i.run_id "
         "JOIN store_generation g ON g.id = 1 WHERE i.run_id = ?", (run.id,)).fetchone()
-    if row is None or run.load_error or row[0] != stamp(row[2], run):
+    if row is None or run.load_error or row[0] != stamp(row[2], run, rules_version):
         return None
     try:
         diagnosis = json.loads(row[1])
@@ -82,7 +84,8 @@ def current_diagnosis(db: Database, run: StoredRun) -> dict[str, Any] | None:
     return diagnosis if isinstance(diagnosis, dict) else None
 
 
-def store_final(db: Database, rows: list[tuple], runs: list[StoredRun], started_at: int | None) -> None:
+def store_final(db: Database, rows: list[tuple], runs: list[StoredRun], started_at: int | None,
+                rules_version: str) -> None:
     """When nothing changed while the runs were diagnosed (the generation is still ``started_at``),
     store their final diagnoses (``rows`` as ``diagnose._row`` makes them: with the prediction
     made after their peers were refreshed) and, if that changed nothing either, stamp them current."""
@@ -91,25 +94,15 @@ def store_final(db: Database, rows: list[tuple], runs: list[StoredRun], started_
     conn = db.conn
     conn.execute("BEGIN IMMEDIATE")
     try:
-        upsert(db, rows)
+        conn.executemany(UPSERT_DIAGNOSES, rows)
         now = generation(db)
         if now == started_at:
             conn.executemany("INSERT INTO diagnosis_inputs (run_id, inputs) VALUES (?, ?) "
                              "ON CONFLICT(run_id) DO UPDATE SET inputs = excluded.inputs",
-                             [(run.id, stamp(now, run)) for run in runs if not run.load_error])
+                             [(run.id, stamp(now, run, rules_version)) for run in runs if not run.load_error])
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
 
-
-def upsert(db: Database, rows: list[tuple]) -> None:
-    """Diagnoses in, as an upsert: an unchanged diagnosis stays the same row and leaves the
-    generation alone (``INSERT OR REPLACE`` would delete it first, and advance it)."""
-    db.conn.executemany(
-        "INSERT INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, rules_version, "
-        "diagnosed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
-        "verdict = excluded.verdict, fixable = excluded.fixable, confidence = excluded.confidence, "
-        "environment = excluded.environment, host_chip = excluded.host_chip, report = excluded.report, "
-        "rules_version = excluded.rules_version, diagnosed_at = excluded.diagnosed_at", rows)
