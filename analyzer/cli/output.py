@@ -18,13 +18,6 @@ from analyzer.cli.exits import FailOn
 from analyzer.cli.options import Options, shared_options
 
 
-def dump_json(obj: Any) -> str:
-    """Indented JSON; NaN and infinities (which JSON has not) become null."""
-    from analyzer.output.tabular import dumps
-
-    return dumps(obj)
-
-
 def error_line(message: Any) -> None:
     """``capscan: <message>`` on stderr, inert (messages can quote paths and log text)."""
     from analyzer.output.tabular import safe_text
