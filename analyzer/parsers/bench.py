@@ -159,28 +159,35 @@ class JsonlRows:
             stop = body.rfind(b"\n", pos, stop) + 1  # whole lines only
             if stop <= pos:  # one line longer than the window
                 stop = body.find(b"\n", pos, end) + 1
+        # A private copy of the window: each row's tail is decoded where it lies, the byte before
+        # it (the configuration's last) overwritten with "{" (no line cut out, nothing concatenated).
+        window = bytearray(memoryview(body)[pos:stop])
+        view = memoryview(window)
+        find, opens = window.find, window.startswith
         out: list[tuple] = []
         append = out.append
         loads, measurement = _loads, _measurement
-        at = pos
-        for raw in body[pos:stop - 1].split(b"\n"):
-            if len(raw) > max_line or not (raw.startswith(prefix) and raw.startswith(cut, plen)):
-                break
-            try:
-                obj = loads(b"{" + raw[plen:])
-                m = measurement(obj) if type(obj) is dict else None
-            except ValueError:  # not JSON, or Rejected: the ordinary path counts it
-                break
-            if m is None:
-                break
-            line_no += 1
-            append((line_no, *m))
-            at += len(raw) + 1
-        else:
-            self._window = min(self._window * 2, self.WINDOW_MAX)
-            return out, at
-        self._window = self.WINDOW_MIN
-        return out, at
+        size, at = len(window), 0
+        try:
+            while at < size:
+                eol = find(b"\n", at)  # the window ends with a newline
+                if eol - at > max_line or not (opens(prefix, at) and opens(cut, at + plen)):
+                    break
+                window[at + plen - 1] = 0x7B  # "{"
+                try:
+                    obj = loads(view[at + plen - 1:eol])
+                    m = measurement(obj) if type(obj) is dict else None
+                except ValueError:  # not JSON, or Rejected: the ordinary path counts it
+                    break
+                if m is None:
+                    break
+                line_no += 1
+                append((line_no, *m))
+                at = eol + 1
+        finally:
+            view.release()
+        self._window = min(self._window * 2, self.WINDOW_MAX) if at == size else self.WINDOW_MIN
+        return out, pos + at
 
     def row(self, raw: bytes) -> dict | None:
         m = self.measure(raw)
