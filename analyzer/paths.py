@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
-
 
 def default_db_path() -> Path:
     env = os.environ.get("CAPSCAN_DB")
     if env:
         return Path(env).expanduser()
+    import platformdirs  # only for the default path (it imports tempfile and random: 5-10 ms)
+
     return platformdirs.user_data_path("capscan") / "capscan.db"
 
 

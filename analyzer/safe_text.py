@@ -26,15 +26,31 @@ from __future__ import annotations
 import re
 from typing import Any
 
+class _Pattern:
+    """A regex compiled on its first use: every capscan command imports this module (the output
+    boundary), and compiling its character classes up front cost more than a fifth of `capscan
+    runs`' own start-up. After the first call, ``search``/``sub`` are the compiled pattern's own."""
+
+    __slots__ = ("source", "search", "sub")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __getattr__(self, name: str) -> Any:
+        compiled = re.compile(self.source)
+        self.search, self.sub = compiled.search, compiled.sub
+        return getattr(compiled, name)
+
+
 # Bidirectional formatting characters: ALM, LRM, RLM, LRE/RLE/PDF/LRO/RLO, LRI/RLI/FSI/PDI.
 BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 
 # Any character that makes a string need cleaning (the fast check: most lines have none).
-_SUSPECT = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
-_SUSPECT_KEEP_NL = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
+_SUSPECT = _Pattern(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
+_SUSPECT_KEEP_NL = _Pattern(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
 
 # ECMA-48 sequences, 7-bit (ESC ...) and 8-bit (C1) introducers alike.
-_SEQUENCE = re.compile(
+_SEQUENCE = _Pattern(
     # OSC, DCS, SOS, PM, APC: a string up to BEL, ESC \ or ST (or the end: a terminal would swallow the rest)
     r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
     # CSI: parameters, intermediates, final byte
@@ -42,9 +58,9 @@ _SEQUENCE = re.compile(
     # any other escape: intermediates and a final byte (ESC c, ESC 7, ESC ( B, ...)
     r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"
 )
-_CONTROLS_KEEP_NL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{BIDI}]")
-_CONTROLS = re.compile(f"[\\x00-\\x08\\x0a-\\x1f\\x7f-\\x9f{BIDI}]")
-_SURROGATE = re.compile("[\\ud800-\\udfff]")
+_CONTROLS_KEEP_NL = _Pattern(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{BIDI}]")
+_CONTROLS = _Pattern(f"[\\x00-\\x08\\x0a-\\x1f\\x7f-\\x9f{BIDI}]")
+_SURROGATE = _Pattern("[\\ud800-\\udfff]")
 
 
 def clean(text: str, *, keep_newlines: bool = False) -> str:
@@ -89,7 +105,7 @@ def clean_deep(value: Any) -> Any:
 # (ESC is \u001b); C1, bidi, line separators and lone surrogates it leaves raw
 # when ensure_ascii is off, so they are escaped here. They can only occur
 # inside JSON strings, where \uXXXX means the same character.
-_JSON_RAW = re.compile(f"[\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
+_JSON_RAW = _Pattern(f"[\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
 
 
 def escape_json_text(dumped: str) -> str:
@@ -99,7 +115,7 @@ def escape_json_text(dumped: str) -> str:
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group(0)):04x}", dumped)
 
 
-_UNSAFE_CHAR = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}]")
+_UNSAFE_CHAR = _Pattern(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}]")
 
 
 def strip_unsafe_chars(text: str) -> str:
@@ -110,7 +126,7 @@ def strip_unsafe_chars(text: str) -> str:
     return _UNSAFE_CHAR.sub("", text) if _UNSAFE_CHAR.search(text) else text
 
 
-_OUTPUT_SUSPECT = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
+_OUTPUT_SUSPECT = _Pattern(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
 
 
 def clean_output(text: str) -> str:

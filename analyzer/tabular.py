@@ -36,19 +36,76 @@ def dumps(obj: Any, *, indent: int | None = 2) -> str:
     return escape_json_text(json.dumps(finite_json(obj), indent=indent, ensure_ascii=False))
 
 
+# Rows are written this many at a time: one write (and one pass of the output boundary's check)
+# per batch rather than per row, while the listing still streams in bounded memory.
+BATCH_ROWS = 512
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+_STR = frozenset((str,))
+# json's C encoder (indent=None) with its item separator set to what indent=2 puts between the
+# members of an object inside write_json_array's array: a raw newline never occurs inside an
+# encoded string, so a flat object comes out laid out exactly as json.dumps(indent=2) lays it out.
+_INDENTED = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False,
+                             separators=(",\n    ", ": "))
+_ONE_LINE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False)
+
+
+def _flat_object(item: Any, encoder: json.JSONEncoder) -> str | None:
+    """``item`` as ``dumps`` writes it when it is a non-empty dict of str keys and plain values
+    (a listing row), by json's C encoder: no finite_json copy, no pure-Python indenting encoder.
+    None for anything else, and for a NaN or infinity (JSON has none; ``dumps`` writes null):
+    the caller falls back to ``dumps``."""
+    if type(item) is not dict or not item or not _STR.issuperset(map(type, item)) \
+            or not _PLAIN.issuperset(map(type, item.values())):
+        return None
+    try:
+        return encoder.encode(item)
+    except ValueError:  # a non-finite float
+        return None
+
+
+def _batched(out: TextIO, pieces: Iterable[str]) -> None:
+    """The pieces of JSON text written BATCH_ROWS at a time, escaped as ``dumps`` escapes
+    (escape_json_text once per batch: the characters it escapes occur only inside strings,
+    and text already escaped has none of them left)."""
+    from analyzer.safe_text import escape_json_text
+
+    batch: list[str] = []
+    for piece in pieces:
+        batch.append(piece)
+        if len(batch) >= BATCH_ROWS:
+            out.write(escape_json_text("".join(batch)))
+            batch.clear()
+    if batch:
+        out.write(escape_json_text("".join(batch)))
+
+
 def write_json_array(out: TextIO, items: Iterable[Any]) -> None:
     """A JSON array written item by item (the same text json.dumps(indent=2) gives)."""
-    first = True
-    for item in items:
-        body = "\n".join("  " + line for line in dumps(item).splitlines())
-        out.write(("[\n" if first else ",\n") + body)
-        first = False
-    out.write("[]\n" if first else "\n]\n")
+    def pieces() -> Iterator[str]:
+        first = True
+        for item in items:
+            body = _flat_object(item, _INDENTED)
+            if body is None:
+                body = "\n".join("  " + line for line in dumps(item).splitlines())
+            else:
+                body = "  {\n    " + body[1:-1] + "\n  }"
+            yield ("[\n" if first else ",\n") + body
+            first = False
+        yield "[]\n" if first else "\n]\n"
+
+    _batched(out, pieces())
 
 
 def write_nl(out: TextIO, items: Iterable[Any]) -> None:
-    for item in items:
-        out.write(dumps(item, indent=None) + "\n")
+    """One JSON object per line (the same text json.dumps gives)."""
+    def pieces() -> Iterator[str]:
+        for item in items:
+            line = _flat_object(item, _ONE_LINE)
+            yield (dumps(item, indent=None) if line is None else line) + "\n"
+
+    _batched(out, pieces())
 
 
 # control characters (C0, DEL, C1) and the bidi/zero-width format characters that reorder or hide text

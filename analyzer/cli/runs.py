@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
-from typing import Any, Iterator, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 import click
 
 from analyzer.cli.exits import CapscanError
-from analyzer.cli.ingest import diagnose_runs
 from analyzer.cli.options import Options, open_existing_db
 from analyzer.cli.output import Result, output_options, report_result
 from analyzer.verdicts import VERDICTS
@@ -80,7 +78,8 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> 
         from analyzer.tabular import write_markdown
 
         headers = [h for _, h, _ in LIST_COLUMNS]
-        write_markdown(out, headers, (_cells(r) for r in rows()), right=[h for _, h, r in LIST_COLUMNS if r])
+        safe = _safe_text()
+        write_markdown(out, headers, (_cells(r, safe) for r in rows()), right=[h for _, h, r in LIST_COLUMNS if r])
 
     return Result(human=human, columns=RUN_COLUMNS, rows=rows(), markdown=markdown, verdicts=seen)
 
@@ -90,31 +89,50 @@ def _chain(first: dict, rest: Iterator[dict]) -> Iterator[dict]:
     yield from rest
 
 
-def _cells(row: dict[str, Any]) -> dict[str, str]:
+def _cells(row: dict[str, Any], safe: Callable[[Any], str] | None = None) -> dict[str, str]:
     from analyzer.display import fmt_tps
+
+    safe = safe or _safe_text()
+    return {"id": str(row["id"]), "when": (row["created_at"] or "")[:16].replace("T", " "),
+            "source": safe(row["source"] or "-"), "program": safe(row["program"] or "-"),
+            "device": safe(row["device"] or "-"), "env": row["environment"] or "-",
+            "verdict": row["verdict"] or "-", "best pp": fmt_tps(row["best_pp"]), "best tg": fmt_tps(row["best_tg"])}
+
+
+def _safe_text() -> Callable[[Any], str]:
+    """tabular.safe_text, remembering its answers: a listing repeats the same few sources,
+    programs and devices over thousands of runs."""
+    import functools
+
     from analyzer.tabular import safe_text
 
-    return {"id": str(row["id"]), "when": (row["created_at"] or "")[:16].replace("T", " "),
-            "source": safe_text(row["source"] or "-"), "program": safe_text(row["program"] or "-"),
-            "device": safe_text(row["device"] or "-"), "env": row["environment"] or "-",
-            "verdict": row["verdict"] or "-", "best pp": fmt_tps(row["best_pp"]), "best tg": fmt_tps(row["best_tg"])}
+    return functools.lru_cache(maxsize=4096)(safe_text)
 
 
 def _write_runs(out: TextIO, rows: Iterator[dict[str, Any]]) -> None:
     """Piped: tab-separated, complete. On a terminal: a table fitted to its width."""
     headers = [h for _, h, _ in LIST_COLUMNS]
+    safe = _safe_text()
     if not out.isatty():
-        out.write("\t".join(headers) + "\n")
+        from analyzer.tabular import BATCH_ROWS
+
+        batch = ["\t".join(headers) + "\n"]
         for row in rows:
-            c = _cells(row)
-            out.write("\t".join(c[h] for h in headers) + "\n")
+            c = _cells(row, safe)
+            batch.append("\t".join([c[h] for h in headers]) + "\n")
+            if len(batch) >= BATCH_ROWS:
+                out.write("".join(batch))
+                batch.clear()
+        out.write("".join(batch))
         return
     ahead = []
     for row in rows:
-        ahead.append(_cells(row))
+        ahead.append(_cells(row, safe))
         if len(ahead) >= SAMPLE:
             break
     widths = {h: max([len(h)] + [len(c[h]) for c in ahead]) for h in headers}
+    import shutil
+
     widths = fit_widths(widths, shutil.get_terminal_size((100, 24)).columns)
     right = {h for _, h, r in LIST_COLUMNS if r}
     color = not os.environ.get("NO_COLOR")
@@ -122,7 +140,7 @@ def _write_runs(out: TextIO, rows: Iterator[dict[str, Any]]) -> None:
     for c in ahead:
         out.write(_line(c, widths, right, color=color) + "\n")
     for row in rows:
-        out.write(_line(_cells(row), widths, right, color=color) + "\n")
+        out.write(_line(_cells(row, safe), widths, right, color=color) + "\n")
 
 
 def fit_widths(widths: dict[str, int], total: int) -> dict[str, int]:
@@ -181,6 +199,7 @@ def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
 @output_options("db", "formats", "fail_on")
 def show(opts: Options, run_ref: str) -> Result:
     """One run: device, capabilities, throughput, findings, evidence lines."""
+    from analyzer.cli.ingest import diagnose_runs
     from analyzer.runjson import run_to_json
 
     database = open_existing_db(opts)
