@@ -6,7 +6,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 DEMO_DB ?= .demo/capscan.db
 
-.PHONY: demo test test-fast test-floors bench native clean
+.PHONY: demo test test-fast test-floors lint bench native clean
 
 # Quickstart 1: install capscan into .venv and pipe the bundled guest log through it.
 demo:
@@ -34,6 +34,13 @@ test-floors:
 	PY="$(PY)" CONSTRAINTS=constraints-min.txt NATIVE=0 ./scripts/install-test-deps "$(FLOORS_VENV)"
 	PATH="$(abspath $(FLOORS_VENV))/bin:$$PATH" $(FLOORS_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		--ignore=tests/tui/test_snapshots.py --ignore=tests/test_native_interposer.py
+
+# The house rules (run by .ci/run after the suite): import-linter's layers contract (the pipeline,
+# one way; only the TUI imports Textual), ruff and mypy on analyzer/. `make test` installed the tools.
+lint:
+	$(RUNPY) -m ruff check analyzer
+	$(RUNPY) -m mypy
+	$(RUNPY) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
 bench:
 	$(RUNPY) bench/run.py

@@ -6,11 +6,12 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
-from analyzer.assembly import Assembler, RunBuilder
-from analyzer.models import Throughput
+from analyzer.model import Throughput
 from analyzer.parsers import Dispatcher
-from analyzer.reader import Input, PartialInputError
-from analyzer.scanner import Scanner
+from analyzer.parsers.scanner import Scanner
+from analyzer.read.reader import Input, PartialInputError
+from analyzer.runs.assembler import Assembler
+from analyzer.runs.builder import RunBuilder
 from analyzer.store.db import StoreError
 from analyzer.store.writer import SourceWriter
 

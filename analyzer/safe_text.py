@@ -18,13 +18,14 @@ written by an older capscan is shown safely too. ``--tee`` is the only output
 that passes input through unchanged, by design.
 
 Markup is a separate matter: cleaned text is still never handed to rich or
-Textual as markup (see ``analyzer.report.console``).
+Textual as markup (see ``analyzer.output.report.console``).
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
 
 class _Pattern:
     """A regex compiled on its first use: every capscan command imports this module (the output
@@ -147,7 +148,7 @@ class SafeTextStream:
     the command. Everything else (``buffer`` for --tee's byte-exact passthrough,
     ``fileno``, ``isatty``, ``encoding``, ``flush``) is the wrapped stream's.
     ``unfiltered`` is for rich consoles, which clean their own output
-    (``analyzer.safe_console``) and add style codes that must survive."""
+    (``analyzer.output.safe_console``) and add style codes that must survive."""
 
     def __init__(self, stream: Any) -> None:
         self.unfiltered = stream

@@ -59,9 +59,9 @@ SOURCE_DIRS = ("~/logs/guest", "~/logs/host", "/tmp/ci", "~/bench/2026", "/Volum
 
 
 def build_db(path: Path, n_runs: int, seed: int = 6) -> dict:
-    from analyzer.diagnose import diagnose_runs
+    from analyzer.rules.diagnose import diagnose_runs
     from analyzer.ingest import ingest
-    from analyzer.reader import open_input
+    from analyzer.read.reader import open_input
     from analyzer.store.db import open_db
 
     t0 = time.perf_counter()
@@ -131,7 +131,7 @@ async def measure(path: Path, t_import: float) -> dict:
     from textual.widgets import DataTable, Select
 
     from analyzer.tui.app import CapscanApp
-    from analyzer.tui.queries import RunFilter
+    from analyzer.store.browse import RunFilter
 
     t_imported = time.perf_counter()
     app = CapscanApp(path, poll_interval=None)

@@ -10,12 +10,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from analyzer.assembly import Assembler, RunBuilder
 from analyzer.ingest import IngestResult, ingest
-from analyzer.models import RunFacts, Throughput
+from analyzer.model import RunFacts, Throughput
 from analyzer.parsers import Dispatcher
-from analyzer.reader import Input, InputError, PartialInputError, open_input
-from analyzer.scanner import Scanner
+from analyzer.parsers.scanner import Scanner
+from analyzer.read.reader import Input, InputError, PartialInputError, open_input
+from analyzer.runs.assembler import Assembler
+from analyzer.runs.builder import RunBuilder
 from analyzer.store.db import open_db
 from analyzer.store.queries import load_run
 

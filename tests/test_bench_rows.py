@@ -59,7 +59,7 @@ def test_a_run_keeps_a_summary_equal_to_aggregating_its_rows(tmp_path):
     import statistics
 
     from analyzer.ingest import ingest
-    from analyzer.reader import open_input
+    from analyzer.read.reader import open_input
     from analyzer.store import open_db
     from analyzer.store.queries import _throughput, load_run
 

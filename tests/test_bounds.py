@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.assembly import MAX_UNSUPPORTED_OPS, Assembler
 from analyzer.ingest import ingest
 from analyzer.parsers import Dispatcher
-from analyzer.reader import InputError, open_input
-from analyzer.scanner import Scanner
+from analyzer.parsers.scanner import Scanner
+from analyzer.read.reader import InputError, open_input
+from analyzer.runs.assembler import Assembler
+from analyzer.runs.builder import MAX_UNSUPPORTED_OPS
 from analyzer.store.db import open_db
 from tests.bombs import write_gzip_bomb
 
@@ -98,7 +99,7 @@ def test_one_inflate_step_is_bounded():
     """The reader never asks zlib for more than one chunk at a time."""
     import io
 
-    from analyzer import reader
+    from analyzer.read import reader
 
     data = gzip.compress(b"x" * 1000 + b"\n" + b"y\n" * (3 << 20))
     stream = reader._GunzipStream(io.BytesIO(data))
@@ -149,7 +150,7 @@ def test_two_members_then_padding(tmp_path):
 
 
 def test_non_zero_garbage_after_the_gzip_keeps_the_data_and_says_so(tmp_path):
-    from analyzer.reader import PartialInputError
+    from analyzer.read.reader import PartialInputError
 
     path = tmp_path / "garbage.gz"
     path.write_bytes(gzip.compress(b"one\ntwo\nlast line without newline") + b"garbage")
@@ -162,7 +163,7 @@ def test_non_zero_garbage_after_the_gzip_keeps_the_data_and_says_so(tmp_path):
 
 
 def test_padding_followed_by_data_is_garbage(tmp_path):
-    from analyzer.reader import PartialInputError
+    from analyzer.read.reader import PartialInputError
 
     path = tmp_path / "late.gz"
     path.write_bytes(gzip.compress(b"one\n") + b"\0" * 10 + gzip.compress(b"two\n"))
@@ -217,7 +218,7 @@ def _tiny_blocks(n: int) -> bytes:
 
 def test_many_tiny_device_blocks_ingest_in_linear_time(tmp_path):
     """Every block is a run of its own; writing and diagnosing them is linear."""
-    from analyzer.diagnose import diagnose_runs
+    from analyzer.rules.diagnose import diagnose_runs
 
     def cpu(n: int) -> float:
         path = tmp_path / f"blocks{n}.log"
@@ -274,7 +275,7 @@ def test_keep_raw_of_a_large_incompressible_log_is_bounded(tmp_path):
 
 
 def test_a_file_truncated_while_being_read_is_refused_not_stored(tmp_path, monkeypatch):
-    from analyzer import reader
+    from analyzer.read import reader
 
     monkeypatch.setattr(reader, "CHUNK", 4096)
     path = tmp_path / "rotating.log"
@@ -292,7 +293,7 @@ def test_a_file_truncated_while_being_read_is_refused_not_stored(tmp_path, monke
 
 
 def test_a_file_truncated_while_being_read_through_ingest_stores_nothing(tmp_path, monkeypatch):
-    from analyzer import reader
+    from analyzer.read import reader
 
     monkeypatch.setattr(reader, "CHUNK", 4096)
     path = tmp_path / "rotating.log"
@@ -314,7 +315,7 @@ def test_a_file_truncated_while_being_read_through_ingest_stores_nothing(tmp_pat
 
 
 def test_a_growing_file_is_fine(tmp_path, monkeypatch):
-    from analyzer import reader
+    from analyzer.read import reader
 
     monkeypatch.setattr(reader, "CHUNK", 4096)
     path = tmp_path / "growing.log"

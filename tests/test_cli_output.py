@@ -326,7 +326,7 @@ def test_db_and_formats_json(db):
 
 
 def test_json_streams_with_non_finite_numbers_as_null():
-    from analyzer import tabular
+    from analyzer.output import tabular
 
     out = io.StringIO()
     tabular.write_json_array(out, iter([{"a": float("inf")}, {"b": [1.5, float("nan")]}]))

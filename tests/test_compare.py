@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.compare import decompose_numbers, per_token_cost, predict_tok_s
+from analyzer.rules.compare import decompose_numbers, per_token_cost, predict_tok_s
 from tests.conftest import run_capscan
 
 FIX = Path(__file__).resolve().parent / "fixtures"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.ingest import ingest
-from analyzer.reader import open_input
+from analyzer.read.reader import open_input
 from analyzer.store.db import StoreError, open_db
 from tests.conftest import FIXTURES, REPO, run_capscan
 

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.diagnose import diagnose_runs
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.ingest import ingest
 from analyzer.parsers import Dispatcher
-from analyzer.reader import open_input
-from analyzer.report import console, render_run, runs_table
+from analyzer.read.reader import open_input
+from analyzer.output.report import console, render_run, runs_table
 from analyzer.safe_text import BIDI, clean, clean_deep, escape_json_text, is_clean, strip_unsafe_chars
 from analyzer.store.db import open_db
 from analyzer.store.queries import list_runs, load_run

@@ -169,7 +169,7 @@ def test_db_path_precedence(tmp_path):
 
 
 def test_db_path_in_process(monkeypatch, tmp_path):
-    from analyzer.paths import resolve_db_path
+    from analyzer.store.paths import resolve_db_path
 
     monkeypatch.setenv("CAPSCAN_DB", str(tmp_path / "e.db"))
     assert resolve_db_path(None) == tmp_path / "e.db"

@@ -12,7 +12,7 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.normalize import normalize
+from analyzer.read.normalize import normalize
 from tests.ingest_util import FIXTURES, parse_in_memory
 
 SOURCES = [

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.ingest import ingest
-from analyzer.reader import Input, InputError
+from analyzer.read.reader import Input, InputError
 from analyzer.store.db import open_db
 from analyzer.store.migrations import MIGRATIONS
 from tests.conftest import REPO, run_capscan

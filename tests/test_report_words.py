@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.diagnose import diagnose_runs
-from analyzer.headline import confidence_clause, headline, speed_gap
+from analyzer.rules.diagnose import diagnose_runs
+from analyzer.output.headline import confidence_clause, headline, speed_gap
 from analyzer.ingest import ingest
-from analyzer.reader import open_input
-from analyzer.report import console, render_run
+from analyzer.read.reader import open_input
+from analyzer.output.report import console, render_run
 from analyzer.store import open_db
 
 FIX = Path(__file__).resolve().parent / "fixtures"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import analyzer.scanner as scanner_mod
-from analyzer.literal_search import _MEMMEM, HyperscanSearch, PureSearch, hyperscan_search
+import analyzer.parsers.scanner as scanner_mod
+from analyzer.read.literal_search import _MEMMEM, HyperscanSearch, PureSearch, hyperscan_search
 from analyzer.parsers import Dispatcher
 from analyzer.parsers.bench import bench_row_from
-from analyzer.scanner import Scanner
+from analyzer.parsers.scanner import Scanner
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LITS = (b"BEGIN", b"hit", b"\xc2\xb1", b"build_commit")
@@ -280,7 +280,7 @@ def test_crowded_hits_fall_back_to_the_pure_passes_with_the_same_result():
 
 
 def test_env_var_forces_the_pure_search(monkeypatch):
-    from analyzer.literal_search import PURE_ENV, literal_search
+    from analyzer.read.literal_search import PURE_ENV, literal_search
 
     monkeypatch.setenv(PURE_ENV, "1")
     assert isinstance(literal_search(LITS), PureSearch)
@@ -293,7 +293,7 @@ def test_env_var_forces_the_pure_search(monkeypatch):
 def test_without_hyperscan_the_pure_search_is_used(monkeypatch):
     import sys
 
-    from analyzer.literal_search import literal_search
+    from analyzer.read.literal_search import literal_search
 
     monkeypatch.delenv("CAPSCAN_PURE_SCAN", raising=False)
     monkeypatch.setitem(sys.modules, "hyperscan", None)  # import hyperscan -> ImportError

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.diagnose import diagnose_runs
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.ingest import ingest
-from analyzer.reader import open_input
+from analyzer.read.reader import open_input
 from analyzer.store import open_db
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "shapes"
@@ -131,7 +131,7 @@ def test_shape(tmp_path, name):
 
 
 def test_four_virtual_devices_of_one_mac_are_one_gpu(tmp_path):
-    from analyzer.diagnose import view_of
+    from analyzer.rules.diagnose import view_of
 
     runs, _ = diagnosed(tmp_path, "memory-breakdown-m2-ultra-4-devices.log")
     assert view_of(runs[0]).physical_gpus == ["Apple M2 Ultra"]

@@ -7,7 +7,7 @@ import plistlib
 import time
 from pathlib import Path
 
-from analyzer.sources import Roots, discover, existing, human_age, human_size
+from analyzer.read.sources import Roots, discover, existing, human_age, human_size
 
 GUEST_LOG = Path(__file__).resolve().parent.parent / "examples" / "m1-ultra-guest-stock.log"
 

@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 from analyzer.ingest import ingest
-from analyzer.reader import Input
+from analyzer.read.reader import Input
 from analyzer.store.db import open_db
-from analyzer.watch import HEAD, Watcher
+from analyzer.fleet.watch import HEAD, Watcher
 from tests.conftest import REPO
 
 EXAMPLES = REPO / "examples"
@@ -233,7 +233,7 @@ def test_missing_file_is_waited_for(tmp_path, db_path):
 
 
 def test_once_reads_a_backlog_larger_than_one_read(tmp_path, db_path, monkeypatch):
-    import analyzer.watch as watch_mod
+    import analyzer.fleet.watch as watch_mod
 
     monkeypatch.setattr(watch_mod, "READ_MAX", 4096)  # the backlog takes many reads
     filler = b'time=2026-11-30T10:00:00Z level=INFO source=routes.go:1 msg="request" status=200\n' * 300

@@ -16,7 +16,13 @@ import sys
 import click
 
 from analyzer import __version__
-from analyzer.cli.exits import EXIT_BROKEN_PIPE, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_USAGE, FailOn
+from analyzer.cli.exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FAIL_ON,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    FailOn,
+)
 from analyzer.cli.options import Options, add_shared, chosen_format
 
 # Each command's module is imported only when that command runs (or --help lists

@@ -22,7 +22,7 @@ def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
     """Capability diff, throughput ratios (B/A) and per-token cost of two runs;
     with three runs of one model (stock guest, remedied guest, host), the gap
     decomposition."""
-    from analyzer.compare import assign_roles, compare_runs, decompose
+    from analyzer.rules.compare import assign_roles, compare_runs, decompose
 
     if len(run_refs) not in (2, 3):
         raise click.UsageError("compare takes two runs (or three: stock guest, remedied guest, host)")
@@ -50,7 +50,7 @@ def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
         doc["decomposition"] = decompose(stock, remedied, host)
 
     def human(out: TextIO) -> None:
-        from analyzer.report import console, render_compare
+        from analyzer.output.report import console, render_compare
 
         render_compare(console(out), doc)
 
@@ -73,7 +73,7 @@ def markdown_compare(doc: dict[str, Any]) -> str:
     """Like llama.cpp's compare-llama-bench: per pair a table of test, both speeds and the speedup."""
     import io
 
-    from analyzer import tabular
+    from analyzer.output import tabular
 
     buf = io.StringIO()
     for pair in doc["pairs"]:

@@ -17,7 +17,7 @@ def db() -> None:
 @shared_options("db", "json")
 def db_path(opts: Options) -> None:
     """Print the database path."""
-    from analyzer.paths import resolve_db_path
+    from analyzer.store.paths import resolve_db_path
 
     path = resolve_db_path(opts.db)
     if opts.as_json:
@@ -30,7 +30,7 @@ def db_path(opts: Options) -> None:
 @shared_options("db", "json")
 def db_stats(opts: Options) -> None:
     """Sources, runs, rows and verdicts stored."""
-    from analyzer.paths import resolve_db_path
+    from analyzer.store.paths import resolve_db_path
     from analyzer.store.queries import stats
 
     database = open_existing_db(opts)

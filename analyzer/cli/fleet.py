@@ -4,7 +4,6 @@ export, dbserve) are imported only when their command runs."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import unicodedata
@@ -23,13 +22,13 @@ def _plain(text: object) -> str:
 
 
 def _db_file(opts: Options) -> Path:
-    from analyzer.paths import resolve_db_path
+    from analyzer.store.paths import resolve_db_path
 
     return resolve_db_path(opts.db)
 
 
 def _constant_labels(labels: tuple[str, ...]) -> dict[str, str]:
-    from analyzer.export.metrics import constant_labels
+    from analyzer.fleet.metrics import constant_labels
 
     try:
         return constant_labels(labels)
@@ -40,14 +39,14 @@ def _constant_labels(labels: tuple[str, ...]) -> dict[str, str]:
 def _snapshot(opts: Options):
     """The metrics of the database. Nothing is created: a missing default database is an
     empty snapshot (nothing stored yet), a missing --db/$CAPSCAN_DB file a one-line error."""
-    from analyzer.export.metrics import Snapshot, collect
+    from analyzer.fleet.metrics import Snapshot, collect
 
     database = open_existing_db(opts)
     return Snapshot() if database is None else collect(database)
 
 
 def _write_prometheus(snap, path: str, const: dict[str, str]) -> None:
-    from analyzer.export.prometheus import write_textfile
+    from analyzer.fleet.prometheus import write_textfile
 
     try:
         write_textfile(snap, path, const)
@@ -67,7 +66,7 @@ def sources(opts: Options, show_all: bool) -> None:
     """The runtime log locations known on this machine (ollama, LM Studio, Jan,
     llama-server under launchd or systemd, brew services), which exist, their
     size and age. `capscan ingest --discover` and `capscan watch` read them."""
-    from analyzer.sources import discover, human_age, human_size
+    from analyzer.read.sources import discover, human_age, human_size
 
     now = time.time()
     found = discover()
@@ -88,7 +87,7 @@ def sources(opts: Options, show_all: bool) -> None:
 
 
 def discovered_paths() -> list[str]:
-    from analyzer.sources import discover, existing
+    from analyzer.read.sources import discover, existing
 
     return existing(discover())
 
@@ -97,7 +96,7 @@ def ingest_discovered(opts: Options) -> None:
     """``ingest --discover``: the discovered logs, read through watch's cursors
     (a runtime's log keeps growing: each run is stored once, however often
     this runs); prints the new run ids, or with --json one object per run."""
-    from analyzer.watch import Watcher
+    from analyzer.fleet.watch import Watcher
 
     targets = discovered_paths()
     if not targets:
@@ -150,7 +149,7 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
     run as it completes, print one line per new verdict. Restart-safe: where it
     stopped is kept in the database. Ctrl-C exits 130; with --fail-on, the first
     such verdict stops it with exit 1."""
-    from analyzer.watch import Watcher
+    from analyzer.fleet.watch import Watcher
 
     const = _constant_labels(labels)
     discover = None
@@ -171,7 +170,7 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
 
     def on_runs(runs: list) -> None:
         nonlocal stored
-        from analyzer.events import event_line
+        from analyzer.fleet.events import event_line
 
         stored += len(runs)
         for run in runs:
@@ -237,7 +236,7 @@ def export_prometheus(opts: Options, out: str | None, labels: tuple[str, ...]) -
         _write_prometheus(snap, out, const)
         click.echo(f"capscan: wrote {out} ({snap.runs} recent run(s))", err=True)
         return
-    from analyzer.export.prometheus import textfile_text
+    from analyzer.fleet.prometheus import textfile_text
 
     sys.stdout.write(textfile_text(snap, const))
 
@@ -249,7 +248,7 @@ def export_prometheus(opts: Options, out: str | None, labels: tuple[str, ...]) -
 def export_otlp(opts: Options, timeout: float) -> None:
     """Push the same metrics to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP; extra: capscan[otel])."""
     try:
-        from analyzer.export import otlp
+        from analyzer.fleet import otlp
 
         otlp.push  # noqa: B018 - the module imports the SDK lazily; check it is there before reading the database
         import opentelemetry.exporter.otlp.proto.http.metric_exporter  # noqa: F401
@@ -285,7 +284,7 @@ def db_serve(opts: Options, host: str, port: int) -> None:
         import uvicorn  # noqa: F401
     except ImportError:
         raise CapscanError("db serve needs Datasette: pip install 'capscan[datasette]'") from None
-    from analyzer import dbserve
+    from analyzer.fleet import dbserve
 
     note = dbserve.checkpoint(path)
     if note:

@@ -17,7 +17,7 @@ def formats(opts: Options) -> Result:
     def human(out) -> None:
         for f in FORMATS:
             out.write(f"{f.name}: {f.description}\n")
-            out.write(f"  prefilter: {', '.join(repr(l) for l in f.literals)}\n")
+            out.write(f"  prefilter: {', '.join(repr(lit) for lit in f.literals)}\n")
             for s in f.samples:
                 out.write(f"  {s.kind:<22} {s.line[:150]}\n")
             out.write("\n")

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 
 import click
 
 from analyzer.cli.exits import EXIT_USAGE, CapscanError
 from analyzer.cli.options import Options, open_db
-from analyzer.cli.output import Result, output_options, report_result, verdict_of, write
-from analyzer.cli.output import error_line, notice
+from analyzer.cli.output import (
+    Result,
+    error_line,
+    notice,
+    output_options,
+    report_result,
+    verdict_of,
+    write,
+)
 
 
 def _progress_for(path: str):
@@ -26,7 +34,7 @@ def _progress_for(path: str):
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     # The finished bar stays on screen (size and speed are worth seeing); stdout is untouched.
-    from analyzer.safe_console import SafeConsole
+    from analyzer.output.safe_console import SafeConsole
     from analyzer.safe_text import unfiltered
 
     # The description is a file name: never markup (SafeConsole), and its cursor codes must survive (unfiltered).
@@ -40,7 +48,7 @@ def start_tee(opts: Options, paths: list[str] | tuple[str, ...], *, keep_raw: bo
     the store, waiting for its lock) happens; ingest_paths reads it later."""
     if not opts.tee or "-" not in paths:
         return {}
-    from analyzer.reader import open_input
+    from analyzer.read.reader import open_input
 
     return {"-": open_input("-", keep_raw=keep_raw, tee=sys.stdout.buffer)}
 
@@ -51,7 +59,7 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
     a bad input does not stop the others or undo what they stored.
     ``opened``: inputs already open (stdin under --tee, already passing through)."""
     from analyzer.ingest import ingest
-    from analyzer.reader import InputError, open_input
+    from analyzer.read.reader import InputError, open_input
 
     opened = dict(opened or {})
     results, errors = [], []
@@ -70,7 +78,7 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
                 with progress:
                     task = progress.add_task(os.path.basename(path), total=size)
                     result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream,
-                                    progress=lambda n: progress.advance(task, n))
+                                    progress=partial(progress.advance, task))
             else:
                 result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream)
         except InputError as exc:
@@ -103,7 +111,7 @@ def stdin_is_empty() -> bool:
 def diagnose_runs(db, run_ids: list[int], *, keep: bool = True) -> list:
     """Diagnose the runs (rules) and keep the diagnosis in the store (with
     ``keep=False`` the runs are not returned: bounded memory for any count)."""
-    from analyzer.diagnose import diagnose_runs as run_rules
+    from analyzer.rules.diagnose import diagnose_runs as run_rules
 
     return run_rules(db, run_ids, refresh_peers=True, keep=keep)
 
@@ -184,7 +192,7 @@ def _ingest_doc(results: list) -> list[dict]:
 def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool, force: bool,
              keep_raw: bool) -> None:
     """Diagnose stored runs, or ingest the inputs first and diagnose them."""
-    from analyzer.store.queries import storable_id
+    from analyzer.store.queries import run_exists, runs_of_last_source
 
     if not paths and not run_ids and not last:
         if sys.stdin is None or sys.stdin.isatty():
@@ -195,11 +203,10 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
     database = open_db(opts)
     ids: list[int] = list(run_ids)
     if last:
-        row = database.conn.execute(
-            "SELECT source_id FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-        if row is None:
+        last_ids = runs_of_last_source(database)
+        if last_ids is None:
             raise CapscanError("no runs stored yet")
-        ids += [r[0] for r in database.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", row)]
+        ids += last_ids
     if paths:
         opened = start_tee(opts, paths, keep_raw=keep_raw)
         results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee,
@@ -209,8 +216,7 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
         ids += [rid for r in results for rid in r.run_ids]
     else:
         errors = []
-        missing = [i for i in ids if not storable_id(i)
-                   or database.conn.execute("SELECT 1 FROM runs WHERE id = ?", (i,)).fetchone() is None]
+        missing = [i for i in ids if not run_exists(database, i)]
         if missing:
             raise CapscanError("no run " + ", ".join(str(i) for i in missing))
     write(opts, report_result(opts, diagnose_runs(database, list(dict.fromkeys(ids)))))

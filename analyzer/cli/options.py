@@ -126,8 +126,9 @@ def shared_options(*names: str) -> Callable[[Callable], Callable]:
 
 def open_db(opts: Options):
     """The store at --db (else $CAPSCAN_DB, else the default), or a one-line error."""
-    from analyzer.paths import resolve_db_path
-    from analyzer.store.db import StoreError, open_db as _open
+    from analyzer.store.db import StoreError
+    from analyzer.store.db import open_db as _open
+    from analyzer.store.paths import resolve_db_path
 
     try:
         return _open(resolve_db_path(opts.db))
@@ -142,7 +143,7 @@ def open_existing_db(opts: Options):
     stored yet, and gives None."""
     import os
 
-    from analyzer.paths import resolve_db_path
+    from analyzer.store.paths import resolve_db_path
 
     path = resolve_db_path(opts.db)
     if not path.exists():

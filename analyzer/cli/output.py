@@ -20,7 +20,7 @@ from analyzer.cli.options import Options, shared_options
 
 def dump_json(obj: Any) -> str:
     """Indented JSON; NaN and infinities (which JSON has not) become null."""
-    from analyzer.tabular import dumps
+    from analyzer.output.tabular import dumps
 
     return dumps(obj)
 
@@ -31,7 +31,7 @@ def echo_json(obj: Any) -> None:
 
 def error_line(message: Any) -> None:
     """``capscan: <message>`` on stderr, inert (messages can quote paths and log text)."""
-    from analyzer.tabular import safe_text
+    from analyzer.output.tabular import safe_text
 
     click.echo(f"capscan: {safe_text(message)}", err=True)
 
@@ -58,7 +58,7 @@ def count_runs(ids: list[int]) -> str:
 def notice(result) -> None:
     """One stderr line on what an ingest stored (the path made inert: a file name can hold a
     newline, which under GitHub Actions would start a workflow command)."""
-    from analyzer.tabular import safe_text
+    from analyzer.output.tabular import safe_text
 
     path = safe_text(result.path)
     if result.duplicate:
@@ -103,7 +103,7 @@ class Result:
 def write(opts: Options, result: Result) -> None:
     """The one output path: the chosen format on stdout (stderr under --tee), then
     GitHub Actions, then --fail-on."""
-    from analyzer import tabular
+    from analyzer.output import tabular
 
     out = data_out(opts)
     fmt = opts.fmt
@@ -183,7 +183,7 @@ def report_rows(runs: list) -> Iterator[dict[str, Any]]:
 def report_result(opts: Options, runs: list, *, max_evidence: int = 10, overall: bool = True,
                   doc: Any = None, gha: bool = True) -> Result:
     """A diagnosis report (pipe mode, diagnose, probe; show with doc= one run) in every form."""
-    from analyzer.runjson import run_to_json
+    from analyzer.output.runjson import run_to_json
     from analyzer.verdicts import summary_verdict
 
     verdicts = [verdict_of(r) for r in runs]
@@ -205,7 +205,7 @@ def report_result(opts: Options, runs: list, *, max_evidence: int = 10, overall:
 
 
 def render_report(out: TextIO, runs: list, *, max_evidence: int = 10, overall: bool = True) -> None:
-    from analyzer.report import console, render_run
+    from analyzer.output.report import console, render_run
     from analyzer.verdicts import summary_verdict
 
     con = console(out)
@@ -220,7 +220,8 @@ def render_report(out: TextIO, runs: list, *, max_evidence: int = 10, overall: b
         verdicts = [verdict_of(r) for r in runs]
         fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
         worst_verdict = summary_verdict(verdicts)
-        worst = next((r for r, v in zip(runs, verdicts) if v == worst_verdict), runs[-1])  # where the verdict comes from
+        # where the verdict comes from
+        worst = next((r for r, v in zip(runs, verdicts, strict=True) if v == worst_verdict), runs[-1])
         con.print()
         con.print(f"overall: {worst_verdict}" + ("  (fixable)" if fixable else "")
                   + f"   browse: capscan tui --run {worst.id}", style="dim")
@@ -230,7 +231,7 @@ def markdown_report(runs: list) -> str:
     """The report as GitHub markdown: a heading, a table of runs and speeds, each run's why and next steps."""
     import io
 
-    from analyzer import tabular
+    from analyzer.output import tabular
     from analyzer.verdicts import summary_verdict
 
     md = tabular.markdown_cell

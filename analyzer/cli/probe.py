@@ -24,7 +24,7 @@ from analyzer.cli.via import via_options
 def probe(opts, probe_path, force, probe_args) -> None:
     """Run the native capability probe, store its output as a run, print the diagnosis."""
     from analyzer.ingest import ingest
-    from analyzer.reader import Input, InputError
+    from analyzer.read.reader import Input, InputError
     from analyzer.remedy import platform as plat
     from analyzer.remedy.dylib import probe_binary
     from analyzer.remedy.runner import Runner

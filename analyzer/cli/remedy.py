@@ -38,7 +38,7 @@ def _refuse(opts, reason: str, *, checks: list[Check] | None = None, extra: dict
 
 
 def _stock_run(db, run_id: int | None, last: bool) -> int:
-    from analyzer.remedy import records
+    from analyzer.store import remedy_records as records
     from analyzer.store.queries import last_run_id
 
     if run_id is not None:
@@ -104,7 +104,7 @@ def _flag(v: Any) -> str:
 
 
 def _print_compare(cmp: dict[str, Any], out) -> None:
-    from analyzer.rules.chips import family_name
+    from analyzer.chips import family_name
 
     b, a = cmp["before"], cmp["after"] or {}
     rows = [("family", f"{family_name(b['apple_family'])} ({b['apple_family']})",
@@ -142,12 +142,12 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> None:
         cmd = cmd[1:]
     if not cmd:
         raise CapscanError("nothing to run: capscan remedy run -- CMD ARGS...")
-    from analyzer.diagnose import diagnose_runs
     from analyzer.remedy import launch as L
     from analyzer.remedy import platform as plat
-    from analyzer.remedy.runner import Runner
     from analyzer.remedy.plan import refusal_for
     from analyzer.remedy.preflight import run_preflight
+    from analyzer.remedy.runner import Runner
+    from analyzer.rules.diagnose import diagnose_runs
 
     db = open_db(opts)
     stock_id = _stock_run(db, run_id, last)
@@ -232,12 +232,12 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    from analyzer.diagnose import diagnose_runs
     from analyzer.remedy import prefix as px
     from analyzer.remedy.plan import refusal_for
     from analyzer.remedy.preflight import run_preflight
-    from analyzer.remedy import records
     from analyzer.remedy.runner import Runner
+    from analyzer.rules.diagnose import diagnose_runs
+    from analyzer.store import remedy_records as records
 
     db = open_db(opts)
     diag: dict[str, Any] = {}
@@ -286,8 +286,8 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
 def host_default_cmd(opts, mode, apply_, undo_) -> None:
     """The host's com.apple.gpusw.ParavirtualizedGraphics ForceUnrestrictedDeviceFeatureLevel."""
     from analyzer.remedy import hostdefault as hd
-    from analyzer.remedy import records
     from analyzer.remedy.runner import Runner
+    from analyzer.store import remedy_records as records
 
     runner = Runner()
     db = open_db(opts)
@@ -309,10 +309,10 @@ def host_default_cmd(opts, mode, apply_, undo_) -> None:
                 ok, msg = hd.undo_action(runner, db, a)
                 doc["undo"] = {"done": ok, "message": msg, "action_id": a["id"]}
             else:
+                previous = hd.Value(**{k: a["args"]["previous"][k] for k in ("state", "value")}, detail="")
                 doc["undo"] = {"done": False, "dry_run": True, "argv": a["undo"]["argv"],
                                "message": f"would run `{shlex.join(a['undo']['argv'])}` (restores "
-                                          f"{hd.Value(**{k: a['args']['previous'][k] for k in ('state', 'value')}, detail='').describe()}); "
-                                          "add --apply to do it"}
+                                          f"{previous.describe()}); add --apply to do it"}
     elif apply_:
         ok, msg, aid = hd.apply(runner, db)
         doc["apply"] = {"done": ok, "message": msg, "action_id": aid}
@@ -349,8 +349,8 @@ def host_default_cmd(opts, mode, apply_, undo_) -> None:
 def undo_cmd(opts, apply_, action_id) -> None:
     """Put back what capscan changed, from its records (dry run without --apply)."""
     from analyzer.remedy import hostdefault as hd
-    from analyzer.remedy import records
     from analyzer.remedy.runner import Runner
+    from analyzer.store import remedy_records as records
 
     db = open_db(opts)
     runner = Runner()
@@ -395,7 +395,7 @@ def undo_cmd(opts, apply_, action_id) -> None:
 def status_cmd(opts) -> None:
     """What capscan changed, from its records, and what is injected right now."""
     from analyzer.remedy import platform as plat
-    from analyzer.remedy import records
+    from analyzer.store import remedy_records as records
 
     db = open_db(opts)
     acts = records.actions(db)
@@ -415,8 +415,9 @@ def status_cmd(opts) -> None:
             (a["undo"] or {}).get("why", "nothing to undo"))
         what = shlex.join(a["args"].get("argv") or []) if a["action"] != "dylib-checksum" else a["args"].get("path")
         click.echo(f"{a['id']:>4}  {a['at']}  {a['action']:<15} {a['result']:<24} {what}\n      {undo}")
-    for l in links:
-        click.echo(f"run {l['run_id']} <- stock run {l['stock_run_id']} ({l['relation']}, action {l['action_id']})")
+    for link in links:
+        click.echo(f"run {link['run_id']} <- stock run {link['stock_run_id']} ({link['relation']}, "
+                   f"action {link['action_id']})")
     for k, v in {**injected, **shim_vars}.items():
         click.echo(f"in this shell: {k}={v}")
     if pending:
@@ -438,7 +439,7 @@ def _printable(text: str) -> str:
 
 
 def _print_selftest(doc: dict[str, Any]) -> None:
-    from analyzer.rules.chips import family_name
+    from analyzer.chips import family_name
 
     runs = doc["runs"]
     title = "capscan remedy selftest"

@@ -75,7 +75,7 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> 
         _write_runs(out, _chain(first, stream))
 
     def markdown(out: TextIO) -> None:
-        from analyzer.tabular import write_markdown
+        from analyzer.output.tabular import write_markdown
 
         headers = [h for _, h, _ in LIST_COLUMNS]
         safe = _safe_text()
@@ -90,7 +90,7 @@ def _chain(first: dict, rest: Iterator[dict]) -> Iterator[dict]:
 
 
 def _cells(row: dict[str, Any], safe: Callable[[Any], str] | None = None) -> dict[str, str]:
-    from analyzer.display import fmt_tps
+    from analyzer.output.display import fmt_tps
 
     safe = safe or _safe_text()
     return {"id": str(row["id"]), "when": (row["created_at"] or "")[:16].replace("T", " "),
@@ -104,7 +104,7 @@ def _safe_text() -> Callable[[Any], str]:
     programs and devices over thousands of runs."""
     import functools
 
-    from analyzer.tabular import safe_text
+    from analyzer.output.tabular import safe_text
 
     return functools.lru_cache(maxsize=4096)(safe_text)
 
@@ -114,7 +114,7 @@ def _write_runs(out: TextIO, rows: Iterator[dict[str, Any]]) -> None:
     headers = [h for _, h, _ in LIST_COLUMNS]
     safe = _safe_text()
     if not out.isatty():
-        from analyzer.tabular import BATCH_ROWS
+        from analyzer.output.tabular import BATCH_ROWS
 
         batch = ["\t".join(headers) + "\n"]
         for row in rows:
@@ -186,7 +186,9 @@ def _line(cells: dict[str, str], widths: dict[str, int], right: set[str], *, col
 
 def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
     """Why the list is empty: nothing stored at all, or nothing matching the filter."""
-    stored = database.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if database else 0
+    from analyzer.store.queries import run_count
+
+    stored = run_count(database) if database else 0
     if not stored:
         return "No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan"
     flt = " and ".join(x for x in (verdict and f"--verdict {verdict}", search and f"--search {search!r}") if x)
@@ -200,7 +202,7 @@ def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
 def show(opts: Options, run_ref: str) -> Result:
     """One run: device, capabilities, throughput, findings, evidence lines."""
     from analyzer.cli.ingest import diagnose_runs
-    from analyzer.runjson import run_to_json
+    from analyzer.output.runjson import run_to_json
 
     database = open_existing_db(opts)
     if database is None:

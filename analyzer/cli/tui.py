@@ -17,7 +17,7 @@ def tui(opts: Options, run_id: int | None) -> None:
     """The Textual browser: runs, why, guest against host."""
     if not sys.stdout.isatty() or not sys.stdin.isatty():
         raise CapscanError("the TUI needs a terminal (stdin and stdout); use `capscan runs` or `capscan show` in pipes")
-    from analyzer.paths import resolve_db_path
+    from analyzer.store.paths import resolve_db_path
 
     # migrate, and fail with a one-line error before the app starts; never create a database
     if open_existing_db(opts) is None:

@@ -7,12 +7,11 @@ of 400 digits) is skipped and counted in ``rejected``; it never stops the
 source and never reaches the store.
 
 The union of the formats' literals is the prefilter: a line that contains
-none of them never reaches a regex (see ``analyzer.scanner``).
+none of them never reaches a regex (see ``analyzer.parsers.scanner``).
 """
 
 from __future__ import annotations
 
-from analyzer.normalize import normalize
 from analyzer.parsers.base import Collector, Event, Format, Rejected
 from analyzer.parsers.bench import BENCH, JSONL_PREFIX, JsonlRows
 from analyzer.parsers.context import CONTEXT
@@ -21,6 +20,7 @@ from analyzer.parsers.metal import METAL
 from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
 from analyzer.parsers.system import OLLAMA, SYSTEM
 from analyzer.parsers.timings import TIMINGS
+from analyzer.read.normalize import normalize
 
 FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, BENCH, TIMINGS, PROBE, SYSTEM_PROFILER, SYSTEM, OLLAMA, CONTEXT)
 

@@ -74,7 +74,7 @@ class Pattern:
     kind: str
     regex: re.Pattern[str]
     build: Builder | None = None
-    collector: Callable[[re.Match, int, str], Collector] | None = None
+    collector: Callable[[dict[str, Any], int, str], Collector] | None = None  # (the opening line's data, line, text)
 
     def match(self, text: str) -> dict[str, Any] | None:
         m = self.regex.search(text)

@@ -10,13 +10,24 @@ import json
 import re
 from typing import Any
 
-from analyzer.parsers.base import (SQLITE_INT_MAX, Event, Format, Pattern, Rejected, Sample, fits_sqlite, rx,
-                                   text_field, to_float, to_int)
+from analyzer.parsers.base import (
+    SQLITE_INT_MAX,
+    Event,
+    Format,
+    Pattern,
+    Rejected,
+    Sample,
+    fits_sqlite,
+    rx,
+    text_field,
+    to_float,
+    to_int,
+)
 
 try:  # orjson parses a llama-bench row three times faster than json (2.8 vs 9.8 us for 1.2 KB)
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - orjson is a declared dependency
-    from json import loads as _loads
+    from json import loads as _loads  # type: ignore[assignment]
 
 # Before 2024-11-14 each backend was a boolean column.
 _OLD_BACKEND_COLUMNS = (("cuda", "CUDA"), ("vulkan", "Vulkan"), ("kompute", "Kompute"), ("metal", "Metal"),
@@ -340,7 +351,7 @@ class _CsvCollector:
             return None
         if len(values) != len(self.columns):
             return []  # cut-off row: skipped
-        row = row_from_fields(dict(zip(self.columns, values)), "csv")
+        row = row_from_fields(dict(zip(self.columns, values, strict=False)), "csv")
         return [Event("bench.row", line_no, text, row)] if row else []
 
     def finish(self) -> list[Event]:
@@ -352,10 +363,11 @@ _SQL_VALUE = re.compile(r"'((?:[^']|'')*)'|(NULL)|([-\d.eE+]+)")
 
 def _sql_row(m: re.Match) -> dict | None:
     columns = [c.strip() for c in m.group("cols").split(",")]
-    values = [(a.replace("''", "'") if a is not None else (None if n else num)) for a, n, num in _SQL_VALUE.findall(m.group("vals"))]
+    values = [(a.replace("''", "'") if a is not None else (None if n else num))
+              for a, n, num in _SQL_VALUE.findall(m.group("vals"))]
     if len(values) != len(columns):
         return None
-    row = row_from_fields(dict(zip(columns, values)), "sql")
+    row = row_from_fields(dict(zip(columns, values, strict=False)), "sql")
     if row:
         row["table"] = m.group("table")
     return row
@@ -415,7 +427,7 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
     """Map a markdown row with the header seen before it."""
     if len(columns) != len(cells):
         return None
-    rec = dict(zip(columns, cells))
+    rec = dict(zip(columns, cells, strict=False))
     ts = rec.get("t/s", "")
     m = re.match(r"^\s*([-\d.,]+(?:e[+-]?\d+)?) \u00b1 ([-\d.,]+(?:e[+-]?\d+)?)", ts)
     if "test" not in rec and "n_prompt" in rec and "n_gen" in rec:  # the first layout (2023-08): no test column

@@ -81,7 +81,8 @@ METAL = Format(
         Pattern("metal.device", rx(r"(?:^|(?P<func>ggml_metal_\w+): )GPU name:\s+(?P<raw>\S.*?)\s*$"), _device),
         Pattern(
             "metal.family",
-            rx(r"(?:^|ggml_metal_\w+: )GPU family:\s+MTLGPUFamily(?P<group>Apple|Common|Metal|Mac)(?P<n>\d+)\s+\((?P<code>\d+)\)\s*$"),
+            rx(r"(?:^|ggml_metal_\w+: )GPU family:\s+MTLGPUFamily(?P<group>Apple|Common|Metal|Mac)(?P<n>\d+)"
+               r"\s+\((?P<code>\d+)\)\s*$"),
             _family,
         ),
         Pattern(

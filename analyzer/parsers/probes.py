@@ -8,7 +8,18 @@ from __future__ import annotations
 import json
 import re
 
-from analyzer.parsers.base import Event, Format, Pattern, Rejected, Sample, fits_sqlite, rx, text_field, to_bool, to_int
+from analyzer.parsers.base import (
+    Event,
+    Format,
+    Pattern,
+    Rejected,
+    Sample,
+    fits_sqlite,
+    rx,
+    text_field,
+    to_bool,
+    to_int,
+)
 
 _KV = re.compile(r"^(?P<key>[a-z_][\w.]*)=(?P<value>.*)$")
 

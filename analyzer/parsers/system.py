@@ -93,7 +93,8 @@ def _kv_line(m: re.Match) -> dict | None:
 SYSTEM = Format(
     name="system",
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
-    literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name", "using device",
+    literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name",
+              "using device",
               "layers to GPU", "model ftype", "file type   ="),
     patterns=(
         Pattern("process.start", rx(r"^main: build = (?P<number>\d+) \((?P<commit>[0-9a-f]+)\)\s*$")),

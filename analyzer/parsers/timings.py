@@ -7,7 +7,15 @@ from __future__ import annotations
 import json
 import re
 
-from analyzer.parsers.base import Format, Pattern, Sample, fits_sqlite, rx, to_float, to_int
+from analyzer.parsers.base import (
+    Format,
+    Pattern,
+    Sample,
+    fits_sqlite,
+    rx,
+    to_float,
+    to_int,
+)
 
 _NUM = r"[-\d.,]+|inf|-?nan"
 

@@ -21,14 +21,17 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING
 
 import analyzer
-from analyzer.remedy import macho, records
+from analyzer.remedy import macho
 from analyzer.remedy.check import Check, failed, passed, warned
 from analyzer.remedy.platform import Injection, developer_tools
 from analyzer.remedy.runner import Runner, file_arg
+from analyzer.store import remedy_records as records
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 LINUX_NAME = "libcapscan_interposer.so"
 MAC_NAME = "libcapscan_interposer.dylib"

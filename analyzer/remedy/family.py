@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analyzer.rules import chips
+from analyzer import chips
 from analyzer.remedy.check import Check, failed, passed, warned
 
 MIN, MAX = 1001, 1999

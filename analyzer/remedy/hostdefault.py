@@ -7,12 +7,13 @@ starts, for VMs launched by this user.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlite_utils import Database
-
-from analyzer.remedy import records
 from analyzer.remedy.runner import Runner
+from analyzer.store import remedy_records as records
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 DOMAIN = "com.apple.gpusw.ParavirtualizedGraphics"
 KEY = "ForceUnrestrictedDeviceFeatureLevel"

@@ -16,13 +16,14 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from analyzer.remedy import platform as plat
-from analyzer.remedy import records
 from analyzer.remedy.check import Check, failed, passed
+from analyzer.store import remedy_records as records
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 RELATION = "remedy-run"
 GOOD_VERDICTS = ("healthy", "virtualization-overhead")
@@ -50,7 +51,7 @@ class _LineStream:
         self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_PIECES)
         self._abandoned = threading.Event()
         self._live_open = True
-        self._held = tempfile.SpooledTemporaryFile(max_size=8 << 20)
+        self._held = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 - lives as long as the reader
         self._held_lock = threading.Lock()
         self._held_done = threading.Event()
         self._rewound = False
@@ -170,7 +171,7 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
     (which may trap it), then SIGTERM and SIGKILL follow ``grace`` seconds
     apart; the outcome says ``interrupted`` and how the child ended."""
     from analyzer.ingest import ingest
-    from analyzer.reader import Input, InputError
+    from analyzer.read.reader import Input, InputError
 
     outcome = Outcome()
     try:
@@ -373,7 +374,7 @@ def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat
            action_id: int) -> dict[str, Any] | None:
     """After the launch: link the new runs to the stock run, diagnose and verify
     them, record the result. Returns the before/after comparison (None without a new run)."""
-    from analyzer.diagnose import diagnose_runs
+    from analyzer.rules.diagnose import diagnose_runs
 
     if outcome.interrupted:
         # never left 'running': the record says it was interrupted and how the child ended

@@ -7,14 +7,15 @@ calls build_plan from a worker thread).
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlite_utils import Database
-
+from analyzer import chips
 from analyzer.remedy import dylib as dylibmod
 from analyzer.remedy import platform as plat
 from analyzer.remedy.runner import Runner, file_arg
-from analyzer.rules import chips
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 REFUSALS = {
     "hardware-limit": "This GPU really lacks the features llama.cpp's fast Metal kernels need, so this is a hardware "
@@ -32,7 +33,7 @@ REFUSALS = {
 
 def load_diagnosis(db: Database, run_id: int) -> tuple[Any, dict[str, Any] | None]:
     """The run and its diagnosis: the stored one, else computed in memory (nothing written)."""
-    from analyzer.diagnose import diagnose_stored_run
+    from analyzer.rules.diagnose import diagnose_stored_run
     from analyzer.rules.engine import RULES_VERSION
     from analyzer.store.queries import load_run
 
@@ -92,7 +93,7 @@ def plan_family(diag: dict[str, Any], runner: Runner | None) -> tuple[str, str]:
 def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                runner: Runner | None = None) -> dict[str, Any]:
     run, diag = load_diagnosis(db, run_id)
-    if run is None:
+    if run is None or diag is None:  # (a loaded run always has a diagnosis: stored or computed)
         return {"run_id": run_id, "verdict": None, "actionable": False, "refusal": f"There is no run {run_id}.",
                 "steps": []}
     verdict = diag.get("verdict", "unknown")

@@ -23,7 +23,13 @@ from typing import Mapping
 
 from analyzer.remedy import macho
 from analyzer.remedy.check import Check, failed, passed, skipped, warned
-from analyzer.remedy.platform import ALIAS_FAMILY_VARS, BANNER_NAME, TART_DYLIB, Injection, all_injection_vars
+from analyzer.remedy.platform import (
+    ALIAS_FAMILY_VARS,
+    BANNER_NAME,
+    TART_DYLIB,
+    Injection,
+    all_injection_vars,
+)
 from analyzer.remedy.runner import Runner, file_arg
 
 SF_RESTRICTED = 0x80000

@@ -25,18 +25,19 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 import analyzer
 from analyzer.remedy import dylib as dylibmod
 from analyzer.remedy import launch as L
 from analyzer.remedy import platform as plat
 from analyzer.remedy import preflight as pf
-from analyzer.remedy import records
 from analyzer.remedy.check import Check
 from analyzer.remedy.runner import Runner
+from analyzer.store import remedy_records as records
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 WORKS, OFF, HARDENED, ARM64E, NOT_VM, INCONCLUSIVE = (
     "works", "interposing-disabled", "refused-by-hardened-runtime", "arm64e-missing", "not-a-vm", "inconclusive")
@@ -169,7 +170,7 @@ def _ingest_text(db: Database, name: str, text: str) -> list[int]:
     import io
 
     from analyzer.ingest import ingest
-    from analyzer.reader import Input, InputError
+    from analyzer.read.reader import Input, InputError
 
     try:
         return list(ingest(db, Input(name, io.BytesIO(text.encode())), force=True).run_ids)
@@ -322,7 +323,7 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
 def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], remedied_env: dict[str, str],
           shim_env: dict[str, str] | None) -> dict[str, Any]:
     """A short llama-bench stock, remedied (and with the other shim): runs stored and linked, speed-ups."""
-    from analyzer.diagnose import diagnose_runs
+    from analyzer.rules.diagnose import diagnose_runs
 
     cmd = [exe, *(["-m", model] if model else []), *BENCH_ARGS]
     out: dict[str, Any] = {"args": [a for a in cmd[1:]]}

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from analyzer.rules import baseline, chips
+from analyzer import chips
+from analyzer.rules import baseline
 from analyzer.rules.view import RunView
 
 Finding = dict[str, Any]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.rules import chips
-from analyzer.compare import per_token_cost
+from analyzer import chips
 from analyzer.rules import baseline
 from analyzer.rules.catalog import RULES
+from analyzer.rules.compare import per_token_cost
 from analyzer.rules.view import RunView
 
 RULES_VERSION = "2"  # 2: contradictions veto fixable, same-hardware baselines
@@ -86,7 +86,7 @@ def _baseline(view: RunView) -> dict[str, Any]:
         {"test": t, "tok_s": mine[t], "baseline_tok_s": peer.throughput[t], "ratio": mine[t] / peer.throughput[t],
          "per_token_s": per_token_cost(mine[t], peer.throughput[t])}
         for t in mine if t in peer.throughput and peer.throughput[t] > 0 and mine[t] > 0]
-    paired = {"run": peer.id, "why": found.why, "tests": tests} if tests else None
+    paired = {"run": peer.id, "why": found.why, "tests": tests} if tests and peer is not None else None
     return {"baseline": found.as_dict(view), "paired": paired}
 
 

@@ -8,13 +8,12 @@ show enough, and records the lines it relied on.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from analyzer.models import Capabilities, Evidence, RunFacts
-from analyzer.rules import chips
+from analyzer import chips
+from analyzer.model import Capabilities, Evidence, RunFacts
 
 APPLE_RANGE = range(1001, 2000)
 

@@ -6,7 +6,6 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-
 from typing import Any
 
 from analyzer.store.errors import StoreError  # noqa: F401 - re-exported: callers import it from here
@@ -170,3 +169,17 @@ def _migrate(db: Database) -> None:
         if db.conn.in_transaction:
             db.conn.execute("ROLLBACK")
         raise
+
+
+def checkpoint(path: Path) -> str | None:
+    """Move the write-ahead log into the file (an immutable reader ignores it).
+    Returns a one-line notice when that was not possible."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=5)
+        try:
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return f"could not checkpoint the write-ahead log ({exc}); the newest runs may not show"
+    return "a writer is busy; the newest runs may not show until a restart" if busy else None

@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
-    from analyzer.models import Evidence, RunFacts
+    from analyzer.model import StoredRun
     from analyzer.store.db import Database
-
-
-@dataclass
-class StoredRun:
-    id: int
-    source_id: int
-    source: str
-    created_at: str
-    facts: RunFacts
-    throughput: list[dict[str, Any]] = field(default_factory=list)
-    evidence: list[Evidence] = field(default_factory=list)
-    diagnosis: dict[str, Any] | None = None
-    # Why the stored row did not load whole (written by an older capscan, or
-    # damaged): the run is still listed and shown, and diagnosed as unknown.
-    load_error: str | None = None
 
 
 def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
@@ -63,7 +47,7 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    from analyzer.models import Evidence, RunFacts
+    from analyzer.model import Evidence, RunFacts, StoredRun
 
     errors: list[str] = []
     try:
@@ -73,7 +57,7 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         errors.append(f"its stored facts do not load ({type(exc).__name__})")
     summary = facts.throughput_summary
     try:
-        ev = [Evidence(line=l, kind=k, text=t) for l, k, t in db.conn.execute(
+        ev = [Evidence(line=n, kind=k, text=t) for n, k, t in db.conn.execute(
             "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
     except ValueError as exc:
         ev = []
@@ -133,7 +117,7 @@ def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
     if limit:
         sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
     for r in db.conn.execute(sql, args):
-        yield dict(zip(RUN_COLUMNS, r))
+        yield dict(zip(RUN_COLUMNS, r, strict=False))
 
 
 def run_ids_of_source(db: Database, source_id: int) -> list[int]:
@@ -156,3 +140,40 @@ def stats(db: Database, path: Path) -> dict[str, Any]:
         "schema_migrations": [r[0] for r in db.conn.execute(
             "SELECT name FROM _sqlite_migrations WHERE migration_set = 'capscan' ORDER BY rowid")],
     }
+
+
+def run_count(db: Database) -> int:
+    return db.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+
+def run_exists(db: Database, run_id: int) -> bool:
+    return storable_id(run_id) and db.conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
+
+
+def runs_of_last_source(db: Database) -> list[int] | None:
+    """The runs of the most recently stored input, in order; None when nothing is stored."""
+    row = db.conn.execute("SELECT source_id FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+    if row is None:
+        return None
+    return run_ids_of_source(db, row[0])
+
+
+def source_sha256(db: Database, source_id: int) -> str | None:
+    row = db.conn.execute("SELECT sha256 FROM sources WHERE id = ?", (source_id,)).fetchone()
+    return row[0] if row else None
+
+
+def recent_diagnosed_runs(db: Database, limit: int) -> list[tuple]:
+    """Newest first: (id, program, backend, device_name, apple_family, model, created_at, verdict, fixable,
+    environment, host_chip, report JSON) of diagnosed runs, for the fleet exports."""
+    return db.conn.execute(
+        "SELECT r.id, r.program, r.backend, r.device_name, r.apple_family, r.model, r.created_at, "
+        "d.verdict, d.fixable, d.environment, d.host_chip, d.report "
+        "FROM runs r JOIN diagnoses d ON d.run_id = r.id ORDER BY r.id DESC LIMIT ?", (int(limit),)).fetchall()
+
+
+def last_remedy_outcome(db: Database) -> str | None:
+    """The result of the latest remedy that was verified or failed ('verified', 'failed: ...'), if any."""
+    row = db.conn.execute("SELECT result FROM remedy_actions WHERE result = 'verified' OR result LIKE 'failed%' "
+                          "ORDER BY id DESC LIMIT 1").fetchone()
+    return row[0] if row else None

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from typing import BinaryIO
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
-    from analyzer.models import RunFacts, Throughput
+    from analyzer.model import RunFacts, Throughput
     from analyzer.store.db import Database
 
 BLOB_PIECE = 1 << 20
@@ -71,7 +69,7 @@ class SourceWriter:
                 "model, facts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (self.source_id, seq, *self._run_row(seq, facts), now()),
             )
-            self.run_ids[seq] = cur.lastrowid
+            self.run_ids[seq] = int(cur.lastrowid or 0)
         return self.run_ids[seq]
 
     def write_run(self, seq: int, facts: RunFacts, evidence) -> int:
@@ -149,6 +147,7 @@ class SourceWriter:
         self.conn.execute("UPDATE sources SET raw_gzip = zeroblob(?) WHERE id = ?", (size, self.source_id))
         if size == 0:
             return
+        assert self.source_id is not None  # the source row is written first
         with self.conn.blobopen("sources", "raw_gzip", self.source_id) as blob:
             while piece := data.read(BLOB_PIECE):
                 blob.write(piece)

@@ -1,7 +1,7 @@
 """`capscan tui`: the Textual app over the database.
 
 Screens: runs (the list, filters, marks), run detail, compare, help. All
-database work happens in thread workers (`analyzer.tui.queries` opens a short
+database work happens in thread workers (`analyzer.store.browse` opens a short
 connection per query); a poll every ``poll_interval`` seconds notices commits
 by other capscan processes and refreshes the list.
 
@@ -25,12 +25,11 @@ from textual.app import App
 from textual.binding import Binding
 from textual.filter import LineFilter
 
-from analyzer.safe_console import SafeConsole
+from analyzer.output.safe_console import SafeConsole
 from analyzer.safe_text import strip_unsafe_chars
-
+from analyzer.store.browse import Store
 from analyzer.tui.messages import DatabaseChanged
 from analyzer.tui.model import TimeFormat, compact
-from analyzer.tui.queries import Store
 
 MAX_MARKS = 3
 
@@ -103,7 +102,7 @@ class CapscanApp(App[None]):
     def _poll(self) -> None:
         try:
             token = self.store.change_token()
-        except Exception:  # a locked or vanished database: try again next tick
+        except Exception:  # noqa: BLE001 - a locked or vanished database: try again next tick
             token = None
         finally:
             self._polling = False
@@ -120,7 +119,7 @@ class CapscanApp(App[None]):
     def warm_up(self) -> None:
         """After the first screen: import what the detail and compare screens
         need (pydantic models, sqlite-utils, the rules), so opening a run is quick."""
-        import analyzer.compare  # noqa: F401
+        import analyzer.rules.compare  # noqa: F401
         import analyzer.store.queries  # noqa: F401
         import analyzer.tui.screens.compare  # noqa: F401
         import analyzer.tui.screens.detail  # noqa: F401

@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.message import Message
 
-from analyzer.tui.queries import Facets, RunFilter, RunRow
+from analyzer.store.browse import Facets, RunFilter, RunRow
 
 StoredRun = Any  # analyzer.store.queries.StoredRun; not imported here, to keep pydantic off the first screen
 

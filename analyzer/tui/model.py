@@ -8,15 +8,14 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from analyzer.rules import chips
+from analyzer import chips
 
 if TYPE_CHECKING:
-    from analyzer.store.queries import StoredRun
+    from analyzer.model import StoredRun
 
-# Shared with analyzer.report through analyzer.display, which imports nothing
-# heavy (analyzer.report itself would cost the first screen ~300 ms).
-from analyzer.display import VERDICT_STYLE, fmt_tps  # noqa: E402,F401
-
+# Shared with analyzer.output.report through analyzer.output.display, which imports nothing
+# heavy (analyzer.output.report itself would cost the first screen ~300 ms).
+from analyzer.output.display import VERDICT_STYLE, fmt_tps  # noqa: E402,F401
 
 TimeFormat = Callable[[str], str]
 

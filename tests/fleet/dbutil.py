@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analyzer.diagnose import diagnose_runs
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.ingest import ingest
-from analyzer.reader import open_input
-from analyzer.remedy import records
+from analyzer.read.reader import open_input
+from analyzer.store import remedy_records as records
 from analyzer.store.db import open_db
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from analyzer.export.prometheus import METRIC_NAMES
+from analyzer.fleet.prometheus import METRIC_NAMES
 from tests.conftest import REPO, run_capscan
 from tests.fleet.dbutil import fleet_db
 from tests.fleet.test_otlp import Receiver

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("datasette")
 
-from analyzer.dbserve import CANNED_QUERIES, TABLES, checkpoint, db_name_of, make_datasette  # noqa: E402
+from analyzer.fleet.dbserve import CANNED_QUERIES, TABLES, checkpoint, db_name_of, make_datasette  # noqa: E402
 from tests.fleet.dbutil import fleet_db  # noqa: E402
 
 

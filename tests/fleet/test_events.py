@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from analyzer.events import EVENT_FIELDS, EVENT_NAME, event_line
+from analyzer.fleet.events import EVENT_FIELDS, EVENT_NAME, event_line
 from analyzer.store.db import open_db
 from analyzer.store.queries import load_run
 from tests.fleet.dbutil import EXAMPLES, GUEST_NAMING_HOST, fleet_db
@@ -30,7 +30,7 @@ def test_event_fields_are_the_documented_ones(db_path):
 
 def test_hostile_log_text_stays_on_one_ascii_line(tmp_path, db_path):
     from tests.fleet.dbutil import ingest_file
-    from analyzer.diagnose import diagnose_runs
+    from analyzer.rules.diagnose import diagnose_runs
 
     log = (EXAMPLES / "m1-ultra-guest-stock.log").read_text().replace(
         "MTL0 (Apple Paravirtual device)", "MTL0 (Apple Paravirtual device\u2028\x1b[2J\u202e)")

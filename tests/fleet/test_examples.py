@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from analyzer.events import EVENT_FIELDS
-from analyzer.export.metrics import INFO_LABELS
-from analyzer.export.otlp import METRICS
-from analyzer.export.prometheus import METRIC_NAMES
+from analyzer.fleet.events import EVENT_FIELDS
+from analyzer.fleet.metrics import INFO_LABELS
+from analyzer.fleet.otlp import METRICS
+from analyzer.fleet.prometheus import METRIC_NAMES
 
 FLEET = Path(__file__).resolve().parents[2] / "examples" / "fleet"
 # labels a PromQL expression may name: capscan's, the --label guest of the examples, PromQL's own

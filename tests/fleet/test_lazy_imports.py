@@ -16,8 +16,8 @@ def test_pipe_mode_imports_no_exporter(tmp_path):
             "    runpy.run_module('analyzer', run_name='__main__')\n"
             "except SystemExit:\n"
             "    pass\n"
-            "heavy = ('prometheus_client', 'opentelemetry', 'datasette', 'uvicorn', 'analyzer.export', "
-            "'analyzer.watch', 'analyzer.sources')\n"
+            "heavy = ('prometheus_client', 'opentelemetry', 'datasette', 'uvicorn', 'analyzer.fleet.metrics', 'analyzer.fleet.prometheus', 'analyzer.fleet.otlp', "
+            "'analyzer.fleet.watch', 'analyzer.read.sources')\n"
             "sys.stderr.write('LOADED=%s' % sorted(n for n in sys.modules if n.startswith(heavy)))\n")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.db")],
                           input=(EXAMPLES / "m1-ultra-guest-stock.log").read_bytes(), capture_output=True)

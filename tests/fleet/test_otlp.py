@@ -13,8 +13,8 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (  # noqa: E402
     ExportMetricsServiceRequest, ExportMetricsServiceResponse)
 
-from analyzer.export.metrics import collect  # noqa: E402
-from analyzer.export.otlp import METRICS, OtlpError, push  # noqa: E402
+from analyzer.fleet.metrics import collect  # noqa: E402
+from analyzer.fleet.otlp import METRICS, OtlpError, push  # noqa: E402
 from analyzer.store.db import open_db  # noqa: E402
 from tests.fleet.dbutil import fleet_db  # noqa: E402
 

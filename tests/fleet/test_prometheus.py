@@ -7,8 +7,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from analyzer.export.metrics import LABEL_MAX, collect, label_value
-from analyzer.export.prometheus import METRIC_NAMES, write_textfile
+from analyzer.fleet.metrics import LABEL_MAX, collect, label_value
+from analyzer.fleet.prometheus import METRIC_NAMES, write_textfile
 from analyzer.store.db import open_db
 from tests.conftest import run_capscan
 from tests.fleet.dbutil import fleet_db

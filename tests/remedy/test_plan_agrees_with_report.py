@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.diagnose import diagnose_runs
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.ingest import ingest
-from analyzer.reader import open_input
+from analyzer.read.reader import open_input
 from analyzer.remedy.family import resolve
 from analyzer.remedy.plan import build_plan
 from analyzer.store import open_db

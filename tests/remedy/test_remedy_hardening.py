@@ -118,7 +118,7 @@ def test_preflight_tools_never_see_a_program_name_as_an_option():
 
 def test_plan_steps_never_pass_a_program_name_as_an_option(env, linux_build, monkeypatch):
     from analyzer.ingest import ingest
-    from analyzer.reader import open_input
+    from analyzer.read.reader import open_input
     from analyzer.remedy.plan import build_plan
     from analyzer.store.db import open_db
 

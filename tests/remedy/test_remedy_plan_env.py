@@ -25,7 +25,7 @@ def _counts(path) -> dict:
 
 def test_build_plan_is_read_only_and_complete(env, linux_build):
     from analyzer.ingest import ingest
-    from analyzer.reader import open_input
+    from analyzer.read.reader import open_input
 
     log = env.tmp / "stock.log"
     log.write_text(stock_fake_llama_log(linux_build))

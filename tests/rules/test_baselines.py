@@ -14,10 +14,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.diagnose import diagnose_runs
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.ingest import ingest
-from analyzer.reader import Input, open_input
-from analyzer.runjson import run_to_json
+from analyzer.read.reader import Input, open_input
+from analyzer.output.runjson import run_to_json
 from analyzer.store import open_db
 from analyzer.store.queries import load_run
 from tests.conftest import run_capscan

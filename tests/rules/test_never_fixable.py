@@ -11,9 +11,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.diagnose import diagnose_runs
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.ingest import ingest
-from analyzer.reader import Input
+from analyzer.read.reader import Input
 from analyzer.store import open_db
 
 import io

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.diagnose import diagnose_runs
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.ingest import ingest
-from analyzer.reader import open_input
+from analyzer.read.reader import open_input
 from analyzer.rules.catalog import RULES
 from analyzer.store import open_db
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.diagnose import diagnose_runs
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.ingest import ingest
-from analyzer.reader import open_input
+from analyzer.read.reader import open_input
 from analyzer.store.db import open_db
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

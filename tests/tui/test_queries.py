@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 from analyzer.store.queries import load_run
-from analyzer.tui import queries
+from analyzer.store import browse as queries
 from analyzer.tui.model import bar, compact, capability_matrix, host_info, relative_to, utc_minutes
-from analyzer.tui.queries import RunFilter, Store
+from analyzer.store.browse import RunFilter, Store
 
 
 def test_page_count_and_filters(tui_db):
@@ -78,14 +78,14 @@ def test_formatting_helpers():
 
 
 def test_core_and_tui_helpers_never_import_textual():
-    code = ("import sys, analyzer.cli, analyzer.tui.queries, analyzer.tui.model; "
+    code = ("import sys, analyzer.cli, analyzer.store.browse, analyzer.tui.model; "
             "print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_styles_agree_with_the_report():
-    from analyzer import report
+    from analyzer.output import report
     from analyzer.tui import model
 
     assert model.VERDICT_STYLE == report.VERDICT_STYLE
@@ -101,7 +101,7 @@ def test_every_filter_agrees_with_a_reference(tui_db):
     import itertools
     import sqlite3
 
-    from analyzer.tui.queries import NOT_DIAGNOSED
+    from analyzer.store.browse import NOT_DIAGNOSED
 
     with sqlite3.connect(tui_db) as conn:
         conn.execute("DELETE FROM diagnoses WHERE run_id = 5")  # a run without a diagnosis

@@ -1,11 +1,11 @@
 """Marked runs side by side: capability diff, throughput ratios and per-token
 overhead (two runs), and the gap decomposition (three runs of one model:
 stock guest, remedied guest, bare-metal host). The numbers come from
-`analyzer.compare`; this screen only lays them out."""
+`analyzer.rules.compare`; this screen only lays them out."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Group
 from rich.table import Table
@@ -14,15 +14,18 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from analyzer.display import clean_run
-from analyzer.store.queries import StoredRun, load_run
+from analyzer.model import StoredRun
+from analyzer.output.display import cell as _cell  # noqa: E402
+from analyzer.output.display import clean_run
+from analyzer.store.queries import load_run
 from analyzer.tui.messages import CompareLoaded
 from analyzer.tui.model import VERDICT_STYLE, bar, fmt_tps, short, source_name
+from analyzer.tui.screens.base import CapscanScreen
 
-from analyzer.display import cell as _cell  # noqa: E402
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 
 def _env(run: StoredRun) -> str | None:
@@ -37,7 +40,7 @@ def order_pair(runs: list[StoredRun]) -> tuple[StoredRun, StoredRun]:
     return a, b
 
 
-class CompareScreen(Screen):
+class CompareScreen(CapscanScreen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "back"),
         Binding("x", "swap", "swap A/B"),
@@ -67,9 +70,9 @@ class CompareScreen(Screen):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _load(self, swapped: bool) -> None:
-        from analyzer.compare import assign_roles, compare_runs, decompose
+        from analyzer.rules.compare import assign_roles, compare_runs, decompose
 
-        with self.app.store.database() as db:
+        with self.capscan.store.database() as db:
             runs = [clean_run(r) for r in (load_run(db, rid) for rid in self.run_ids) if r is not None]
         note = None
         pair = dec = None
@@ -139,12 +142,12 @@ class CompareScreen(Screen):
 
     def _width(self) -> int:
         """Cells a line may use: the screen less the padding and the scrollbar."""
-        return (self.size.width or self.app.size.width) - 4
+        return (self.size.width or self.capscan.size.width) - 4
 
     def _capdiff(self, m: CompareLoaded) -> Group:
         title = Text("Capabilities", style="bold underline")
         if m.decomposition:
-            from analyzer.compare import compare_runs
+            from analyzer.rules.compare import compare_runs
 
             by_id = {r.id: r for r in m.runs}
             d = m.decomposition
@@ -153,7 +156,7 @@ class CompareScreen(Screen):
             table = Table(box=None, header_style="bold", pad_edge=False)
             for col in ("", "stock", "remedied", "host"):
                 table.add_column(col, no_wrap=True)
-            for x, y in zip(s_r, s_h):
+            for x, y in zip(s_r, s_h, strict=False):
                 differs = x["differs"] or y["differs"]
                 table.add_row(x["field"], _cell(x["a"]), _cell(x["b"]), _cell(y["b"]),
                               style="yellow" if differs else "")
@@ -181,7 +184,7 @@ class CompareScreen(Screen):
         for col, just in (("test", "left"), (f"A #{pair['a']} tok/s", "right"), (f"B #{pair['b']} tok/s", "right"),
                           ("B/A", "right"),
                           ("", "left"), ("B − A per token", "right")):
-            table.add_column(col, justify=just, no_wrap=True)
+            table.add_column(col, justify=cast("JustifyMethod", just), no_wrap=True)
         for t in pair["tests"]:
             ratio = t["ratio"]
             style = "green" if ratio >= 0.9 else "yellow" if ratio >= 0.5 else "red"
@@ -200,7 +203,7 @@ class CompareScreen(Screen):
         table = Table(box=None, header_style="bold", pad_edge=False)
         for col, just in (("test", "left"), ("stock", "right"), ("remedied", "right"), ("host", "right"),
                           ("excess/token", "right"), ("downgrade", "right"), ("residual", "right"), ("", "left")):
-            table.add_column(col, justify=just, no_wrap=True)
+            table.add_column(col, justify=cast("JustifyMethod", just), no_wrap=True)
         width = min(24, self._width() - 76)  # the stacked bar only where the numbers leave room for it
         width = width if width >= 8 else 0
         for row in dec["tests"]:

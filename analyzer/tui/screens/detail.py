@@ -4,7 +4,7 @@ evidence lines, throughput against the host, and the remedy plan."""
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Group
 from rich.table import Table
@@ -13,24 +13,35 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static
 
-from analyzer.display import clean_run
-from analyzer.headline import best_speeds, confidence_clause, headline
+from analyzer.model import StoredRun
+from analyzer.output.display import clean_run
+from analyzer.output.headline import best_speeds, confidence_clause, headline
 from analyzer.safe_text import clean, clean_deep
-from analyzer.store.queries import StoredRun, load_run
-from analyzer.tui import queries
+from analyzer.store import browse as queries
+from analyzer.store.queries import load_run
 from analyzer.tui.messages import PlanLoaded, RunLoaded
-from analyzer.tui.model import (VERDICT_STYLE, bar, capability_matrix, fmt_tps, host_info, source_name,
-                                 utc_minutes)
+from analyzer.tui.model import (
+    VERDICT_STYLE,
+    bar,
+    capability_matrix,
+    fmt_tps,
+    host_info,
+    source_name,
+    utc_minutes,
+)
+from analyzer.tui.screens.base import CapscanScreen
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 STATUS_STYLE = {"downgraded": "bold red", "clamped": "bold red", "not on this chip": "magenta", "on": "green"}
 MAX_EVIDENCE = 12
 
 
-class DetailScreen(Screen):
+class DetailScreen(CapscanScreen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "back"),
         Binding("space", "mark", "mark"),
@@ -66,7 +77,7 @@ class DetailScreen(Screen):
 
     @work(thread=True, exclusive=True, group="detail", exit_on_error=False)
     def _load(self) -> None:
-        with self.app.store.database() as db:
+        with self.capscan.store.database() as db:
             run = load_run(db, self.run_id)
             baseline = None
             if run is not None:
@@ -86,9 +97,9 @@ class DetailScreen(Screen):
             self.post_message(PlanLoaded(None, "the remedy planner (analyzer.remedy.plan) is not in this build"))
             return
         try:
-            with self.app.store.database() as db:
+            with self.capscan.store.database() as db:
                 plan = build_plan(db, self.run_id)
-        except Exception as exc:  # the plan is advice: show why it is missing, keep the screen
+        except Exception as exc:  # noqa: BLE001 - the plan is advice: show why it is missing, keep the screen
             self.post_message(PlanLoaded(None, clean(f"no plan: {exc}")))
             return
         self.post_message(PlanLoaded(clean_deep(plan), None))
@@ -135,9 +146,9 @@ class DetailScreen(Screen):
         notes = [diag.get("environment") and (diag["environment"] + (f" on {diag['host_chip']}"
                                                                       if diag.get("host_chip") else "")),
                  "fixable" if diag.get("fixable") else None, confidence_clause(diag, printed)]
-        notes = [n for n in notes if n]
-        if notes:
-            t.append("  " + " · ".join(notes))
+        present = [n for n in notes if n]
+        if present:
+            t.append("  " + " · ".join(present))
         if diag:
             t.append("\n" + headline(run.facts.program, diag, run.throughput), style="bold")
         speeds = self._speeds(run)
@@ -201,7 +212,7 @@ class DetailScreen(Screen):
         return Group(title, grid)
 
     def _throughput(self, run: StoredRun) -> Group:
-        from analyzer.compare import best_by_test
+        from analyzer.rules.compare import best_by_test
 
         title = Text("Throughput", style="bold underline")
         if not run.throughput:
@@ -210,7 +221,7 @@ class DetailScreen(Screen):
         table = Table(box=None, header_style="bold", pad_edge=False)
         for col, just in (("test", "left"), ("tok/s", "right"), ("±", "right"), ("n", "right"), ("line", "right"),
                           ("", "left"), ("of host", "right")):
-            table.add_column(col, justify=just, no_wrap=True)
+            table.add_column(col, justify=cast("JustifyMethod", just), no_wrap=True)
         style = VERDICT_STYLE.get((run.diagnosis or {}).get("verdict", ""), "").replace("bold ", "") or "white"
         for t in run.throughput:
             h = host.get(t["test"])
@@ -219,7 +230,7 @@ class DetailScreen(Screen):
             table.add_row(t["test"], fmt_tps(t["tok_s"]), fmt_tps(t["stddev"]) if t["stddev"] is not None else "",
                           str(t["n"]), str(t["line"] or ""), Text(bar(t["tok_s"], scale), style=style),
                           f"{t['tok_s'] / h:.1%}" if h and t["tok_s"] else "")
-            if h:
+            if h and self.baseline is not None:
                 table.add_row(Text(f"  host run {self.baseline.id}", style="dim"), Text(fmt_tps(h), style="dim"),
                               "", "", "", Text(bar(h, scale), style="green"), "")
         base = (run.diagnosis or {}).get("baseline") or {}
@@ -252,7 +263,7 @@ class DetailScreen(Screen):
             grid.add_row("", Text("$ " + _shell(step), style="green"))
             if step.get("check"):
                 grid.add_row("", Text(step["check"], style="dim"))
-        parts: list = [title, grid]
+        parts = [title, grid]
         for note in plan.get("notes") or []:
             parts.append(Text("note: " + note, style="dim"))
         parts.append(Text("y copies the commands (OSC 52; in macOS Terminal select them with the mouse instead)",
@@ -262,15 +273,15 @@ class DetailScreen(Screen):
     # -- actions ------------------------------------------------------------------------
 
     def action_mark(self) -> None:
-        self.app.toggle_mark(self.run_id)
-        self.notify(f"run {self.run_id} " + ("marked" if self.run_id in self.app.marked else "unmarked"), timeout=2)
+        self.capscan.toggle_mark(self.run_id)
+        self.notify(f"run {self.run_id} " + ("marked" if self.run_id in self.capscan.marked else "unmarked"), timeout=2)
 
     def action_copy_plan(self) -> None:
         steps = (self.plan or {}).get("steps") or []
         if not (self.plan or {}).get("actionable") or not steps:
             self.notify("no commands to copy for this run", timeout=3)
             return
-        self.app.copy_to_clipboard("\n".join(_shell(s) for s in steps) + "\n")
+        self.capscan.copy_to_clipboard("\n".join(_shell(s) for s in steps) + "\n")
         self.notify(f"copied {len(steps)} command(s)", timeout=3)
 
     def action_neighbour(self, older: bool) -> None:
@@ -278,14 +289,14 @@ class DetailScreen(Screen):
 
     @work(thread=True, exclusive=True, group="neighbour", exit_on_error=False)
     def _neighbour(self, older: bool) -> None:
-        flt = self.app.runs_screen.flt
-        with self.app.store.read() as conn:
+        flt = self.capscan.runs_screen.flt
+        with self.capscan.store.read() as conn:
             rid = queries.neighbour(conn, self.run_id, flt, older)
         if rid is not None:
-            self.app.call_from_thread(self._switch, rid)
+            self.capscan.call_from_thread(self._switch, rid)
 
     def _switch(self, run_id: int) -> None:
-        self.app.switch_screen(DetailScreen(run_id))
+        self.capscan.switch_screen(DetailScreen(run_id))
 
 
 def _shell(step: dict[str, Any]) -> str:

@@ -11,15 +11,22 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Select, Static
 from textual.worker import get_current_worker
 
 from analyzer.safe_text import clean
-from analyzer.tui import queries
+from analyzer.store import browse as queries
+from analyzer.store.browse import NOT_DIAGNOSED, PAGE_SIZE, Facets, RunFilter, RunRow
 from analyzer.tui.messages import CountLoaded, FacetsLoaded, RunsLoaded
-from analyzer.tui.model import VERDICT_STYLE, Column, fit_columns, fmt_tps, short, source_name
-from analyzer.tui.queries import NOT_DIAGNOSED, PAGE_SIZE, Facets, RunFilter, RunRow
+from analyzer.tui.model import (
+    VERDICT_STYLE,
+    Column,
+    fit_columns,
+    fmt_tps,
+    short,
+    source_name,
+)
+from analyzer.tui.screens.base import CapscanScreen
 from analyzer.verdicts import VERDICTS
 
 SCROLLBAR = 2  # kept free for the table's vertical scrollbar
@@ -37,7 +44,7 @@ def interruptible(conn: sqlite3.Connection) -> None:
     conn.set_progress_handler(lambda: 1 if worker.is_cancelled else 0, 20_000)
 
 
-class RunsScreen(Screen):
+class RunsScreen(CapscanScreen):
     BINDINGS = [
         Binding("enter", "open", "open", show=True),
         Binding("space", "mark", "mark"),
@@ -67,14 +74,14 @@ class RunsScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        text, verdict, device, env = PROMPTS["narrow" if self.app.size.width < NARROW else "wide"]
+        text, verdict, device, env = PROMPTS["narrow" if self.capscan.size.width < NARROW else "wide"]
         with Horizontal(id="filters"):
             yield Input(placeholder=text, id="text")
             yield Select([(v, v) for v in VERDICTS], prompt=verdict, id="verdict")
             yield Select([], prompt=device, id="device")
             yield Select([], prompt=env, id="environment")
         table: DataTable = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
-        self.columns = self._fit(self.app.size.width)
+        self.columns = self._fit(self.capscan.size.width)
         for col in self.columns:
             table.add_column(col.label, key=col.key, width=col.width)
         yield table
@@ -99,7 +106,7 @@ class RunsScreen(Screen):
     def _load(self, flt: RunFilter, generation: int, before: int | None, limit: int, append: bool) -> None:
         t0 = time.perf_counter()
         try:
-            with self.app.store.read() as conn:
+            with self.capscan.store.read() as conn:
                 interruptible(conn)
                 rows = queries.page(conn, flt, before=before, limit=limit)
         except sqlite3.OperationalError:
@@ -112,7 +119,7 @@ class RunsScreen(Screen):
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
     def _count(self, flt: RunFilter, generation: int) -> None:
         try:
-            with self.app.store.read() as conn:
+            with self.capscan.store.read() as conn:
                 interruptible(conn)
                 n = queries.count(conn, flt)
         except sqlite3.OperationalError:
@@ -122,7 +129,7 @@ class RunsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="facets", exit_on_error=False)
     def load_facets(self) -> None:
-        with self.app.store.read() as conn:
+        with self.capscan.store.read() as conn:
             self.post_message(FacetsLoaded(queries.facets(conn)))
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
@@ -150,9 +157,9 @@ class RunsScreen(Screen):
             self._count(message.flt, message.generation)
         if not message.append:
             self.shown_flt, self.shown_at = message.flt, time.perf_counter()
-        if self.app.first_rows_s is None:
-            self.app.first_rows_s = time.perf_counter() - self.app.started
-            self.app.warm_up()
+        if self.capscan.first_rows_s is None:
+            self.capscan.first_rows_s = time.perf_counter() - self.capscan.started
+            self.capscan.warm_up()
         self.update_status()
 
     def on_count_loaded(self, message: CountLoaded) -> None:
@@ -165,7 +172,7 @@ class RunsScreen(Screen):
     def on_facets_loaded(self, message: FacetsLoaded) -> None:
         f = self.facets = message.facets
         self.total = f.total
-        verdicts = [(f"{v} ({f.verdicts.get(v, 0):,})", v) for v in VERDICTS]
+        verdicts: list[tuple[str | Text, str]] = [(f"{v} ({f.verdicts.get(v, 0):,})", v) for v in VERDICTS]
         if f.total > sum(f.verdicts.values()):
             verdicts.append((f"not diagnosed ({f.total - sum(f.verdicts.values()):,})", NOT_DIAGNOSED))
         self._set_options("#verdict", verdicts)
@@ -176,7 +183,7 @@ class RunsScreen(Screen):
                                            for e, n in f.environments])
         self.update_status()
 
-    def _set_options(self, selector: str, options: list[tuple[str, str]]) -> None:
+    def _set_options(self, selector: str, options: list[tuple[str | Text, str]]) -> None:
         select = self.query_one(selector, Select)
         value = select.value
         with select.prevent(Select.Changed):
@@ -204,7 +211,7 @@ class RunsScreen(Screen):
     def refit(self) -> None:
         """Choose the columns for the screen's width (id, verdict and speeds always;
         the source takes the spare width) and rebuild the table when they change."""
-        columns = self._fit(self.size.width or self.app.size.width)
+        columns = self._fit(self.size.width or self.capscan.size.width)
         if columns == self.columns:
             return
         self.columns = columns
@@ -228,7 +235,7 @@ class RunsScreen(Screen):
         cell = {
             "mark": lambda: self._mark_text(row.id),
             "id": lambda: Text(str(row.id), style=style.replace("bold ", ""), justify="right"),
-            "when": lambda: Text(self.app.time_format(row.created_at)),
+            "when": lambda: Text(self.capscan.time_format(row.created_at)),
             "source": lambda: Text(short(source_name(row.source), widths["source"], keep_end=True)),
             "program": lambda: Text(short(row.program, widths["program"])),
             "device": lambda: Text(short(row.device, widths["device"])),
@@ -240,8 +247,8 @@ class RunsScreen(Screen):
         return [cell[c.key]() for c in self.columns]
 
     def _mark_text(self, run_id: int) -> Text:
-        if run_id in self.app.marked:
-            return Text(str(self.app.marked.index(run_id) + 1), style="bold reverse yellow")
+        if run_id in self.capscan.marked:
+            return Text(str(self.capscan.marked.index(run_id) + 1), style="bold reverse yellow")
         return Text("")
 
     def marks_changed(self) -> None:
@@ -263,9 +270,9 @@ class RunsScreen(Screen):
             parts.append("nothing matches the filter")
         else:
             parts.append("no runs yet: pipe a log in (llama-bench … 2>&1 | capscan)")
-        if self.app.marked:
-            parts.append("marked " + ", ".join(f"#{r}" for r in self.app.marked)
-                         + ("  (c compares)" if len(self.app.marked) >= 2 else ""))
+        if self.capscan.marked:
+            parts.append("marked " + ", ".join(f"#{r}" for r in self.capscan.marked)
+                         + ("  (c compares)" if len(self.capscan.marked) >= 2 else ""))
         if self.new_since_open:
             parts.append(f"{self.new_since_open} new since opened")
         self.query_one("#status", Static).update("  ·  ".join(parts))
@@ -283,7 +290,7 @@ class RunsScreen(Screen):
     @on(Select.Changed)
     def _select_changed(self, event: Select.Changed) -> None:
         value = None if event.value == Select.NULL else str(event.value)
-        self._set_filter(**{event.select.id: value})
+        self._set_filter(**{str(event.select.id): value})
 
     def _set_filter(self, **changes) -> None:
         new = RunFilter(**{**self.flt.__dict__, **changes})
@@ -292,7 +299,8 @@ class RunsScreen(Screen):
             self.load()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.app.open_run(int(event.row_key.value))
+        if event.row_key.value is not None:
+            self.capscan.open_run(int(event.row_key.value))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         table = event.data_table
@@ -305,7 +313,7 @@ class RunsScreen(Screen):
             return None
         try:
             key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        except Exception:
+        except Exception:  # noqa: BLE001 - no row under the cursor (empty or refreshing table)
             return None
         return int(key.value) if key and key.value else None
 
@@ -314,15 +322,15 @@ class RunsScreen(Screen):
     def action_open(self) -> None:
         rid = self._cursor_run(self.query_one("#runs", DataTable))
         if rid is not None:
-            self.app.open_run(rid)
+            self.capscan.open_run(rid)
 
     def action_mark(self) -> None:
         rid = self._cursor_run(self.query_one("#runs", DataTable))
         if rid is not None:
-            self.app.toggle_mark(rid)
+            self.capscan.toggle_mark(rid)
 
     def action_unmark(self) -> None:
-        self.app.clear_marks()
+        self.capscan.clear_marks()
 
     def action_focus_filter(self) -> None:
         self.query_one("#text", Input).focus()

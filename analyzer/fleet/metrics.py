@@ -26,8 +26,11 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from sqlite_utils import Database
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
+
 
 LABEL_MAX = 64
 RECENT_RUNS = 1000
@@ -53,7 +56,7 @@ def label_value(value: object, max_len: int = LABEL_MAX) -> str:
 
 
 def gpu_family(apple_family: int | None) -> str:
-    from analyzer.rules.chips import family_name
+    from analyzer.chips import family_name
 
     return family_name(apple_family) if apple_family is not None else "unknown"
 
@@ -85,14 +88,12 @@ _VENDOR_NAMES = {"apple": "Apple", "paravirtual": "Apple", "amd": "AMD", "intel"
 
 
 def collect(db: Database, recent: int = RECENT_RUNS) -> Snapshot:
-    from analyzer.rules.chips import vendor
+    from analyzer.chips import vendor
     from analyzer.store.queries import _throughput as run_throughput
+    from analyzer.store.queries import last_remedy_outcome, recent_diagnosed_runs
 
     snap = Snapshot()
-    rows = db.conn.execute(
-        "SELECT r.id, r.program, r.backend, r.device_name, r.apple_family, r.model, r.created_at, "
-        "d.verdict, d.fixable, d.environment, d.host_chip, d.report "
-        "FROM runs r JOIN diagnoses d ON d.run_id = r.id ORDER BY r.id DESC LIMIT ?", (int(recent),)).fetchall()
+    rows = recent_diagnosed_runs(db, recent)
     snap.runs = len(rows)
     groups: set[tuple[str, str, str]] = set()
     for (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip,
@@ -125,11 +126,9 @@ def collect(db: Database, recent: int = RECENT_RUNS) -> Snapshot:
             cost = t.get("per_token_s")
             if okey not in snap.overhead and isinstance(cost, (int, float)):
                 snap.overhead[okey] = float(cost)
-    row = db.conn.execute(
-        "SELECT result FROM remedy_actions WHERE result = 'verified' OR result LIKE 'failed%' "
-        "ORDER BY id DESC LIMIT 1").fetchone()
-    if row is not None:
-        snap.remedy_verified = 1 if row[0] == "verified" else 0
+    outcome = last_remedy_outcome(db)
+    if outcome is not None:
+        snap.remedy_verified = 1 if outcome == "verified" else 0
     return snap
 
 

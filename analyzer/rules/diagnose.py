@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import statistics
+from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from analyzer.compare import per_token_cost, predict_tok_s
+from analyzer.model import StoredRun
+from analyzer.rules.compare import per_token_cost, predict_tok_s
 from analyzer.rules.engine import RULES_VERSION, diagnose
 from analyzer.rules.view import Peer, RunView
+from analyzer.store import diagnoses
 from analyzer.store.db import is_read_only
-from analyzer.store.queries import StoredRun, load_run
+from analyzer.store.queries import load_run
 from analyzer.store.writer import now
 
 if TYPE_CHECKING:
@@ -36,10 +39,7 @@ def _peers(db: Database, run: StoredRun, cache: dict[int, Peer | None],
     chip = view_of(run).host_chip
     if not run.facts.model or chip is None:
         return []
-    ids = [r[0] for r in db.conn.execute(
-        "SELECT r.id FROM runs r LEFT JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND r.id != ? "
-        "AND (d.run_id IS NULL OR d.host_chip = ?) ORDER BY r.id DESC LIMIT ?",
-        (run.facts.model, run.id, chip, MAX_PEERS))]
+    ids = diagnoses.peer_candidate_ids(db, run.facts.model, run.id, chip, MAX_PEERS)
     # the runs diagnosed together may carry no stored diagnosis yet, or one from older rules
     ids += [rid for rid, other in (loaded or {}).items() if rid != run.id and other.facts.model == run.facts.model]
     out = []
@@ -49,8 +49,9 @@ def _peers(db: Database, run: StoredRun, cache: dict[int, Peer | None],
             if other is None:
                 continue
             cache[rid] = _peer_of(other)
-        if cache[rid] is not None and cache[rid].host_chip == chip:
-            out.append(cache[rid])
+        peer = cache[rid]
+        if peer is not None and peer.host_chip == chip:
+            out.append(peer)
     return out
 
 
@@ -124,9 +125,7 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
         wanted = set(ids)
         others: dict[int, None] = {}
         for model, chip in keys:
-            for (rid,) in db.conn.execute(
-                    "SELECT r.id FROM runs r JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND d.host_chip = ? "
-                    "ORDER BY r.id DESC LIMIT ?", (model, chip, MAX_PEERS)):
+            for rid in diagnoses.same_hardware_run_ids(db, model, chip, MAX_PEERS):
                 if rid not in wanted:
                     others[rid] = None
         for batch in _batches(list(others)):
@@ -156,7 +155,7 @@ def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer | No
         run = loaded.get(rid)
         if run is None:
             continue
-        run.diagnosis = _diagnose_one(db, run, lambda run=run: _peers(db, run, cache, loaded))
+        run.diagnosis = _diagnose_one(db, run, partial(_peers, db, run, cache, loaded))
         try:
             _attach_prediction(db, run)
         except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
@@ -174,11 +173,8 @@ def _row(run: StoredRun) -> tuple:
 
 
 def _store(db: Database, rows: list[tuple]) -> None:
-    if rows and not is_read_only(db):  # a read-only database: diagnosed in memory, not kept
-        with db.conn:  # one short write transaction
-            db.conn.executemany(
-                "INSERT OR REPLACE INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, "
-                "rules_version, diagnosed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    if not is_read_only(db):  # a read-only database: diagnosed in memory, not kept
+        diagnoses.save_diagnoses(db, rows)
 
 
 # ---------------------------------------------------------------------------
@@ -194,15 +190,11 @@ def _full_caps(report: dict) -> bool:
 def _speeds_by_model(db: Database, host_chip: str) -> dict[str, dict[str, dict[str, float]]]:
     """model -> {"guest"|"host": {test: best tok/s}} over runs with full capabilities on this host chip."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    rows = db.conn.execute(
-        "SELECT r.id, r.model, d.environment, d.report FROM runs r JOIN diagnoses d ON d.run_id = r.id "
-        "WHERE d.host_chip = ? AND r.model IS NOT NULL AND d.environment IN ('vm', 'bare-metal')", (host_chip,))
-    for rid, model, env, report in rows.fetchall():
+    for rid, model, env, report in diagnoses.diagnosed_runs_on(db, host_chip):
         if not _full_caps(json.loads(report)):
             continue
         side = out.setdefault(model, {}).setdefault("guest" if env == "vm" else "host", {})
-        for test, tok_s in db.conn.execute(
-                "SELECT test, MAX(tok_s) FROM throughput WHERE run_id = ? AND tok_s > 0 GROUP BY test", (rid,)):
+        for test, tok_s in diagnoses.best_speed_per_test(db, rid):
             if tok_s != float("inf"):
                 side[test] = max(side.get(test, 0.0), tok_s)
     return out

@@ -16,7 +16,8 @@ import socket
 from typing import Any
 
 from analyzer import __version__
-from analyzer.tabular import finite_json
+from analyzer.output.tabular import finite_json
+from analyzer.store.queries import source_sha256
 
 EVENT_NAME = "capscan.run"
 EVENT_FIELDS = ("event", "time", "capscan_version", "host_name", "sha256", "summary",
@@ -25,7 +26,7 @@ EVENT_FIELDS = ("event", "time", "capscan_version", "host_name", "sha256", "summ
 
 
 def run_event(run, *, sha256: str | None = None, host_name: str | None = None) -> dict[str, Any]:
-    from analyzer.runjson import run_to_json
+    from analyzer.output.runjson import run_to_json
 
     diag = run.diagnosis or {}
     event: dict[str, Any] = {
@@ -38,11 +39,6 @@ def run_event(run, *, sha256: str | None = None, host_name: str | None = None) -
     }
     event.update(run_to_json(run))
     return {k: event.get(k) for k in EVENT_FIELDS}
-
-
-def source_sha256(db, source_id: int) -> str | None:
-    row = db.conn.execute("SELECT sha256 FROM sources WHERE id = ?", (source_id,)).fetchone()
-    return row[0] if row else None
 
 
 def event_line(db, run) -> str:

@@ -65,7 +65,7 @@ class PureSearch:
         add = starts.add
         find, rfind = body.find, body.rfind
         if self.use_memmem and end - start > 4096:
-            memmem, ctypes = _MEMMEM  # type: ignore[misc]
+            memmem, ctypes = _MEMMEM
             keep = ctypes.c_char_p(body)  # holds ``body`` alive; no copy
             base = ctypes.cast(keep, ctypes.c_void_p).value
 
@@ -125,7 +125,8 @@ class HyperscanSearch:
             return len(ends) > limit  # True stops the scan
 
         try:
-            self._db.scan(memoryview(body)[start:end], match_event_handler=on_match, scratch=self._scratch)
+            self._db.scan(memoryview(body)[start:end],  # type: ignore[type-var]  # hyperscan scans any buffer
+ match_event_handler=on_match, scratch=self._scratch)
         except self._terminated:
             return self._pure.line_starts(body, start, end)
         ends.sort()

@@ -4,11 +4,12 @@ how to undo it), and the links from remedied runs to their stock runs."""
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from analyzer.store.writer import now
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 
 def record(db: Database, action: str, args: dict[str, Any], result: str, undo: dict[str, Any] | None) -> int:
@@ -16,7 +17,7 @@ def record(db: Database, action: str, args: dict[str, Any], result: str, undo: d
         cur = db.conn.execute(
             "INSERT INTO remedy_actions (at, action, args, result, undo) VALUES (?, ?, ?, ?, ?)",
             (now(), action, json.dumps(args), result, json.dumps(undo) if undo is not None else None))
-    return int(cur.lastrowid)
+    return int(cur.lastrowid or 0)
 
 
 def set_result(db: Database, action_id: int, result: str, args: dict[str, Any] | None = None) -> None:

@@ -12,7 +12,7 @@ import csv
 import json
 import math
 import re
-from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
+from typing import Any, Iterable, Iterator, Sequence, TextIO
 
 FORMATS = ("json", "nl", "csv", "tsv", "markdown")
 

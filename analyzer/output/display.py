@@ -44,7 +44,7 @@ def clean_run(run: Any) -> Any:
     older databases may not be."""
     import dataclasses
 
-    from analyzer.models import Evidence, RunFacts
+    from analyzer.model import Evidence, RunFacts
     from analyzer.safe_text import clean, clean_deep
 
     facts = run.facts

@@ -31,15 +31,17 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from sqlite_utils import Database
-
-from analyzer.assembly import Assembler
 from analyzer.parsers import Dispatcher
-from analyzer.reader import Input, InputError
-from analyzer.scanner import Scanner
+from analyzer.parsers.scanner import Scanner
+from analyzer.read.reader import Input, InputError
+from analyzer.runs.assembler import Assembler
+from analyzer.store import cursors
 from analyzer.store.writer import now as utc_now
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 HEAD = 1024  # bytes that identify a file's content
 READ_MAX = 8 << 20  # read at most this much per file per poll (a huge backlog is caught up over several polls)
@@ -77,7 +79,7 @@ def _runs_in(data: bytes, first_line: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _offset_of_line(data: bytes, lines_before: int) -> int:
+def _offset_of_line(data: bytes | bytearray, lines_before: int) -> int:
     """Byte offset in ``data`` where its (lines_before + 1)-th line starts."""
     pos = 0
     for _ in range(lines_before):
@@ -152,12 +154,8 @@ class Follower:
         size = os.fstat(self.fh.fileno()).st_size
         head = self._head(HEAD)
         conn = self.db.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            rows = conn.execute(
-                "SELECT id, path, head_len, head_sha256, offset, line FROM watch_cursors "
-                "WHERE path = ? OR (head_len = ? AND head_sha256 = ?) ORDER BY id DESC",
-                (self.path, HEAD, _head_sha(head))).fetchall()
+        with cursors.immediate(conn):
+            rows = cursors.candidates(conn, self.path, HEAD, _head_sha(head))
             chosen = None
             for row in rows:  # this path, same content
                 cid, path, head_len, sha, offset, line = row
@@ -176,18 +174,12 @@ class Follower:
                 stale = [r for r in rows if r[1] == self.path]
                 if stale and stale[0][4] and not self.reopening:
                     self.notice(f"{self.path}: replaced or truncated since last seen; reading from the start")
-                cur = conn.execute(
-                    "INSERT INTO watch_cursors (path, head_len, head_sha256, offset, line, updated_at) "
-                    "VALUES (?, 0, ?, 0, 0, ?)", (self.path, _head_sha(b""), utc_now()))
-                self.cursor_id, self.base_offset, self.base_line = cur.lastrowid, 0, 0
+                self.cursor_id = cursors.create(conn, self.path, _head_sha(b""), utc_now())
+                self.base_offset, self.base_line = 0, 0
             else:
                 self.cursor_id, self.base_offset, self.base_line = chosen[0], chosen[4], chosen[5]
                 if chosen[1] != self.path:
-                    conn.execute("UPDATE watch_cursors SET path = ? WHERE id = ?", (self.path, chosen[0]))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+                    cursors.rename(conn, chosen[0], self.path)
 
     # -- one poll -------------------------------------------------------------
     def poll(self, now: float, *, final: bool = False) -> list[StoredPiece]:
@@ -275,16 +267,13 @@ class Follower:
         end_offset, end_line = self.base_offset + nbytes - synthetic, self.base_line + lines
         head_len = min(HEAD, end_offset)
         head_sha = _head_sha(self._head(head_len)) if head_len else _head_sha(b"")
+        assert self.cursor_id is not None  # attached when the file was opened
         expected = (self.cursor_id, self.base_offset)
 
         def move_cursor() -> None:
-            row = self.db.conn.execute("SELECT offset FROM watch_cursors WHERE id = ?", (expected[0],)).fetchone()
-            if row is None or row[0] != expected[1]:
+            if not cursors.move(self.db.conn, expected[0], expected[1], offset=end_offset, line=end_line,
+                                head_len=head_len, head_sha=head_sha, path=self.path, at=utc_now()):
                 raise CursorMoved()
-            self.db.conn.execute(
-                "UPDATE watch_cursors SET offset = ?, line = ?, head_len = ?, head_sha256 = ?, path = ?, "
-                "updated_at = ? WHERE id = ?",
-                (end_offset, end_line, head_len, head_sha, self.path, utc_now(), expected[0]))
 
         piece = StoredPiece(self.path, self.base_line + 1, end_line)
         try:
@@ -314,19 +303,12 @@ class Follower:
         return result.run_ids
 
     def _cursor_only(self, move_cursor: Callable[[], None]) -> None:
-        conn = self.db.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with cursors.immediate(self.db.conn):
             move_cursor()
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def _resync(self) -> None:
         """Another watcher stored what we were about to: continue from its cursor."""
-        row = self.db.conn.execute("SELECT offset, line FROM watch_cursors WHERE id = ?",
-                                   (self.cursor_id,)).fetchone()
+        row = cursors.position(self.db.conn, self.cursor_id) if self.cursor_id is not None else None
         self.pending.clear()
         self.partial = b""
         self.synthetic_nl = 0
@@ -375,7 +357,7 @@ class Watcher:
             self.followers[key] = Follower(self.db, key, settle=self.settle, on_notice=self.on_notice)
 
     def poll(self, now: float | None = None, *, final: bool = False) -> list:
-        from analyzer.diagnose import diagnose_runs
+        from analyzer.rules.diagnose import diagnose_runs
 
         now = time.monotonic() if now is None else now
         if self.discover is not None and now - self.last_discovery >= 10.0:

@@ -3,7 +3,8 @@ never per line)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -111,3 +112,20 @@ class RunFacts(BaseModel):
     # Per (model, test, kind): the speed (median of several rows), n, first line. None in
     # runs stored before it existed: readers then aggregate the throughput table.
     throughput_summary: list[dict] | None = None
+
+
+@dataclass
+class StoredRun:
+    """A run as stored: its facts, throughput summary, evidence and, once diagnosed, its diagnosis."""
+
+    id: int
+    source_id: int
+    source: str
+    created_at: str
+    facts: RunFacts
+    throughput: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    diagnosis: dict[str, Any] | None = None
+    # Why the stored row did not load whole (written by an older capscan, or
+    # damaged): the run is still listed and shown, and diagnosed as unknown.
+    load_error: str | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.store.queries import StoredRun
+from analyzer.model import StoredRun
 
 
 def run_to_json(run: StoredRun) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.store.queries import StoredRun
+from analyzer.model import StoredRun
 
 CAP_FIELDS = ("simdgroup_reduction", "simdgroup_mm", "bfloat", "tensor")
 

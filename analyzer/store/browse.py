@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from analyzer.safe_text import clean
 
 if TYPE_CHECKING:
-    from sqlite_utils import Database
+    from analyzer.store.db import Database
 
 PAGE_SIZE = 200
 NOT_DIAGNOSED = "-"  # the filter value (verdict or environment) for "none recorded"
@@ -240,8 +240,8 @@ class Store:
 
     @contextmanager
     def database(self) -> Iterator[Database]:
-        """A sqlite-utils Database for the core's readers (load_run, build_plan)."""
-        from sqlite_utils import Database
+        """The store's Database on a fresh connection, for the core's readers (load_run, build_plan)."""
+        from analyzer.store.db import Database
 
         conn = self._connect()
         try:

@@ -24,7 +24,7 @@ import socket
 import sys
 
 from analyzer import __version__
-from analyzer.export.metrics import Snapshot
+from analyzer.fleet.metrics import Snapshot
 
 
 class OtlpError(Exception):
@@ -82,10 +82,15 @@ def resource_attributes(snap: Snapshot) -> dict[str, str]:
 def push(snap: Snapshot, *, timeout_s: float = 10.0) -> int:
     """Export once; returns the number of data points sent. Raises
     ``ImportError`` without the extra, ``OtlpError`` when the push fails."""
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+        OTLPMetricExporter,
+    )
     from opentelemetry.metrics import CallbackOptions, Observation
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricExportResult
+    from opentelemetry.sdk.metrics.export import (
+        InMemoryMetricReader,
+        MetricExportResult,
+    )
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
     if not endpoint_configured():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
-from analyzer.export.metrics import INFO_LABELS, Snapshot
+from analyzer.fleet.metrics import INFO_LABELS, Snapshot
 
 METRIC_NAMES = (
     "capscan_run_info",

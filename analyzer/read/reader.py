@@ -9,13 +9,13 @@ computed over the (decompressed) content while it streams.
 from __future__ import annotations
 
 import hashlib
-import queue
-import threading
 import io
 import os
+import queue
 import stat
 import sys
 import tempfile
+import threading
 import zlib
 from typing import BinaryIO, Iterator
 
@@ -176,7 +176,8 @@ class Input:
         self._sha = _BackgroundSha256()
         # --keep-raw: the input, gzip-compressed as it streams, spooled to a temporary file past a few MB
         self._raw = zlib.compressobj(6, zlib.DEFLATED, 31) if keep_raw else None
-        self._raw_spool = tempfile.SpooledTemporaryFile(max_size=8 << 20) if keep_raw else None
+        self._raw_spool = (tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 - closed in close()
+                           if keep_raw else None)
         # Set when the input was damaged part-way (a truncated gzip): the
         # complete lines before the damage were read; this says what happened.
         self.damage: str | None = None
@@ -197,7 +198,7 @@ class Input:
             self._raw = None  # finished: the gzip trailer is written
         size = spool.seek(0, os.SEEK_END)
         spool.seek(0)
-        return spool, size
+        return spool, size  # type: ignore[return-value]  # a SpooledTemporaryFile is a binary file
 
     def chunks(self, tee: BinaryIO | None = None) -> Iterator[bytes]:
         stream = self._stream
@@ -324,9 +325,9 @@ def open_input(path: str, *, keep_raw: bool = False, tee: BinaryIO | None = None
     if path == "-":
         raw = sys.stdin.buffer
         if tee is not None:
-            raw = _TeeReader(raw, tee)  # type: ignore[assignment]
-        stream = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
-        return Input("<stdin>", _maybe_gunzip(stream), keep_raw=keep_raw)
+            raw = _TeeReader(raw, tee)
+        stream = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
+        return Input("<stdin>", _maybe_gunzip(stream), keep_raw=keep_raw)  # type: ignore[arg-type]
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory")
     try:

@@ -12,19 +12,20 @@ cleaned of escape sequences, control and bidi characters, whatever built it."""
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, TextIO, cast
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from analyzer.display import VERDICT_STYLE, cell, fmt_tps
-from analyzer.headline import confidence_clause, headline
-from analyzer.safe_console import SafeConsole
+from analyzer.model import StoredRun
+from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps
+from analyzer.output.headline import confidence_clause, headline
+from analyzer.output.safe_console import SafeConsole
 from analyzer.safe_text import unfiltered
-from analyzer.store.queries import StoredRun
 
-
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
@@ -107,9 +108,9 @@ def render_run(out: Console, run: StoredRun, *, max_evidence: int = 10) -> None:
         caps = f.capabilities
         printed = caps.simdgroup_reduction is not None or bool(f.probe)
         notes = ["fixable" if diag.get("fixable") else None, confidence_clause(diag, printed)]
-        notes = [n for n in notes if n]
-        if notes:
-            v.append("  (" + ", ".join(notes) + ")")
+        present = [n for n in notes if n]
+        if present:
+            v.append("  (" + ", ".join(present) + ")")
         out.print(v)
         out.print("  " + diag.get("summary", ""))
         for fnd in diag.get("findings", [])[1:]:
@@ -174,7 +175,7 @@ def runs_table(rows: Iterable[dict[str, Any]]) -> Table:
     for col, justify in (("id", "right"), ("when", "left"), ("source", "left"), ("program", "left"),
                          ("device", "left"), ("env", "left"), ("verdict", "left"), ("best pp", "right"),
                          ("best tg", "right")):
-        table.add_column(col, justify=justify, no_wrap=col != "source", overflow="ellipsis")
+        table.add_column(col, justify=cast("JustifyMethod", justify), no_wrap=col != "source", overflow="ellipsis")
     for r in rows:
         verdict = r.get("verdict") or "-"
         table.add_row(str(r["id"]), (r["created_at"] or "")[:16].replace("T", " "), _short(r["source"], 28),

@@ -1,20 +1,9 @@
-"""``capscan db serve``: the database in Datasette (optional extra
-``capscan[datasette]``), read-only.
-
-The file is opened immutable (Datasette's ``-i``: SQLite's ``immutable=1``,
-no writes, no locks). Since an immutable reader ignores the write-ahead log,
-the log is checkpointed into the file first; runs stored after the server
-started appear after a restart. ``metadata()`` gives every table a
-description and the canned queries below; chart plugins (datasette-vega,
-datasette-plot), when installed, chart any query's result."""
+"""The schema described for people reading the database directly (``capscan db serve``,
+Datasette): what each table and its less obvious columns hold, and canned queries."""
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
 from typing import Any
-
-INSTALL_HINT = "pip install 'capscan[datasette]'"
 
 CANNED_QUERIES: dict[str, dict[str, str]] = {
     "downgraded_by_host_chip": {
@@ -87,51 +76,3 @@ TABLES: dict[str, dict[str, Any]] = {
     "run_links": {"description": "Runs made by capscan remedy, linked to the stock run they fixed."},
     "watch_cursors": {"description": "Where capscan watch stopped in each followed file (restart-safe)."},
 }
-
-
-def metadata(db_name: str) -> dict[str, Any]:
-    return {
-        "title": "capscan",
-        "description": "Runs, verdicts and evidence stored by capscan (read-only).",
-        "databases": {db_name: {"tables": TABLES, "queries": CANNED_QUERIES}},
-    }
-
-
-def db_name_of(path: Path) -> str:
-    return path.stem
-
-
-def checkpoint(path: Path) -> str | None:
-    """Move the write-ahead log into the file (an immutable reader ignores it).
-    Returns a one-line notice when that was not possible."""
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=5)
-        try:
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        return f"could not checkpoint the write-ahead log ({exc}); the newest runs may not show"
-    return "a writer is busy; the newest runs may not show until a restart" if busy else None
-
-
-def make_datasette(path: Path):
-    """A Datasette over ``path``, immutable, with capscan's metadata (raises ImportError without the extra)."""
-    from datasette.app import Datasette
-
-    return Datasette(immutables=[str(path)], metadata=metadata(db_name_of(path)),
-                     settings={"default_page_size": 50, "sql_time_limit_ms": 3000, "allow_download": False})
-
-
-def serve(path: Path, *, host: str = "127.0.0.1", port: int = 8001) -> None:
-    import asyncio
-
-    import uvicorn
-
-    ds = make_datasette(path)
-    loop = asyncio.new_event_loop()
-    try:
-        loop.run_until_complete(ds.invoke_startup())
-    finally:
-        loop.close()
-    uvicorn.run(ds.app(), host=host, port=port, log_level="warning", lifespan="on", workers=1)

@@ -5,7 +5,7 @@ chunk, every prefilter literal is located once (one pass per literal, at C
 speed), the lines around the hits are cut out, and only those lines reach the
 parsers. While a parser collects a multi-line block, every line goes to it.
 
-The search is ``analyzer.literal_search``: one Hyperscan pass per chunk for
+The search is ``analyzer.read.literal_search``: one Hyperscan pass per chunk for
 all literals at once where the ``hyperscan`` package imports, else one pass
 per literal (glibc's ``memmem`` or ``bytes.find``); every engine gives the
 same lines. Newlines are counted once per chunk (up to each hit, then the
@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from analyzer.literal_search import HyperscanSearch, PureSearch, literal_search
 from analyzer.parsers import LITERAL_BYTES, Dispatcher
 from analyzer.parsers.base import Event
+from analyzer.read.literal_search import HyperscanSearch, PureSearch, literal_search
 
 CHUNK = 4 << 20
 MAX_LINE = 1 << 20

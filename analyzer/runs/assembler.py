@@ -1,0 +1,134 @@
+"""Turn a source's event stream into runs.
+
+A run is what one process showed about one device: its capability block,
+its benchmark rows and timings. Boundaries, in order of evidence:
+
+- an M4-era ``ggml_metal_device_init`` block is printed once per process at
+  start-up, so a second one starts a new run, except ``MTL1``, ``MTL2``...
+  (extra virtual devices of ``GGML_METAL_DEVICES`` in the same process);
+- a legacy ``ggml_metal_init`` block is printed per context, so it starts a
+  new run only when it names another device, or follows measured results;
+- a shim banner is printed by a constructor before ``main``: after a device
+  it starts a new process;
+- a llama-bench JSON/CSV/SQL row carries its own device and build: it joins
+  the current run when they agree, else it starts one;
+- probe and system_profiler output always form runs of their own;
+- a second ``system_info`` line, or Vulkan/CUDA device list, starts a new run.
+
+This module holds only the run lifecycle and the handler table. What each
+event means lives in one handler module per parser family (``metal``,
+``probes``, ``gpu_backends``, ``system``, ``context``, ``bench``,
+``timings``, mirroring ``analyzer/parsers/``); each declares a ``HANDLERS``
+table from event kind to function, and a kind handled twice is an error at
+import. An event kind without a handler is counted in ``unhandled``, never
+silently lost: ``tests/runs/test_handler_table.py`` checks that every kind a
+parser can emit has exactly one handler.
+
+Throughput rows are handed to ``on_throughput`` in batches so that a file of
+a million rows never sits in memory.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+from analyzer.model import Throughput
+from analyzer.parsers.base import Event
+from analyzer.runs.builder import SPILL_AT, RunBuilder
+
+Handler = Callable[["Assembler", Event], None]
+
+# The M4 block's first lines wait for its GPU name line (see metal.on_metal_tensor_gate); these kinds may
+# arrive in between without deciding the wait.
+_GATE_KINDS = frozenset(("metal.device", "metal.library_loaded", "metal.tensor_gate"))
+
+
+def handler_table() -> dict[str, Handler]:
+    """Every family's HANDLERS merged; the same kind claimed twice is a programming error."""
+    from analyzer.runs import (
+        bench,
+        context,
+        gpu_backends,
+        metal,
+        probes,
+        system,
+        timings,
+    )
+
+    table: dict[str, Handler] = {}
+    for family in (metal, probes, gpu_backends, system, context, bench, timings):
+        for kind, handler in family.HANDLERS.items():
+            if kind in table:
+                raise RuntimeError(f"event kind {kind!r} has two handlers ({family.__name__})")
+            table[kind] = handler
+    return table
+
+
+class Assembler:
+    _table: dict[str, Handler] | None = None
+
+    def __init__(self, on_run: Callable[[RunBuilder], None],
+                 on_throughput: Callable[[RunBuilder, list[Throughput]], None]):
+        self.on_run = on_run
+        self.on_throughput = on_throughput
+        self.seq = 0
+        self.run = RunBuilder(0)
+        self.md_columns: list[str] | None = None  # the header of the llama-bench markdown table being read
+        self.closed = 0
+        self.pending_gate: list[Event] = []  # M4 block start awaiting its GPU name line
+        self.unhandled: Counter[str] = Counter()
+        if Assembler._table is None:
+            Assembler._table = handler_table()
+        self._handlers = Assembler._table
+
+    # -- run lifecycle ------------------------------------------------------
+    def new_run(self) -> RunBuilder:
+        self.close_run()
+        self.seq += 1
+        self.run = RunBuilder(self.seq)
+        return self.run
+
+    def close_run(self) -> None:
+        run = self.run
+        if not run.content:
+            return
+        if run.trials:  # benchmark trials without their Averages line (cut off): the trials are the results
+            for tp in run.trials:
+                run.add_throughput(tp)
+            run.trials = []
+        run.finalize()
+        self.on_run(run)
+        if run.pending:
+            self.on_throughput(run, run.pending)
+            run.pending = []
+        self.closed += 1
+        run.content = False  # closed runs are never emitted twice
+
+    def finish(self) -> None:
+        if self.pending_gate:
+            self.flush_gate(self.run)
+        self.close_run()
+
+    def spill(self) -> None:
+        run = self.run
+        if len(run.pending) >= SPILL_AT:
+            self.on_throughput(run, run.pending)
+            run.pending = []
+
+    def flush_gate(self, run: RunBuilder) -> None:
+        for pending in self.pending_gate:
+            run.touch(pending)
+        self.pending_gate = []
+
+    # -- events ---------------------------------------------------------------
+    def feed(self, events: list[Event]) -> None:
+        handlers = self._handlers
+        for ev in events:
+            if self.pending_gate and ev.kind not in _GATE_KINDS:
+                self.flush_gate(self.run)
+            handler = handlers.get(ev.kind)
+            if handler is None:
+                self.unhandled[ev.kind] += 1
+            else:
+                handler(self, ev)

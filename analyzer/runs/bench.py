@@ -1,0 +1,124 @@
+"""llama-bench rows in every form (markdown, JSON, JSONL, CSV, SQL). A row carries its own
+device and build: it joins the current run when they agree, else it starts one. Consecutive
+rows of one configuration (the dense JSONL path) only add their numbers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analyzer.model import Throughput
+from analyzer.parsers.base import Event
+from analyzer.parsers.bench import bench_row_from, md_row_to_bench
+from analyzer.runs.builder import SPILL_AT, same_device
+
+if TYPE_CHECKING:
+    from analyzer.runs.assembler import Assembler, Handler
+
+
+def on_bench_md_header(asm: Assembler, ev: Event) -> None:
+    asm.md_columns = ev.data["columns"]
+
+
+def on_bench_md_row(asm: Assembler, ev: Event) -> None:
+    if not asm.md_columns:
+        return
+    row = md_row_to_bench(asm.md_columns, ev.data["cells"])
+    if row:
+        _bench(asm, ev, row)
+
+
+def on_bench_row(asm: Assembler, ev: Event) -> None:
+    _bench(asm, ev, ev.data)
+
+
+def on_bench_row_list(asm: Assembler, ev: Event) -> None:
+    for row in ev.data["rows"]:
+        _bench(asm, ev, row)
+
+
+def on_bench_rows(asm: Assembler, ev: Event) -> None:
+    """Consecutive llama-bench rows of one configuration (the dense JSONL path):
+    the first decides the run like any row, the rest only add their numbers."""
+    config, rows = ev.data["config"], ev.data["rows"]
+    first = rows[0]
+    _bench(asm, Event("bench.row", first[0], "", {}), bench_row_from(config, first[1:]))
+    run = asm.run
+    run.add_bench_rows(config["model"], rows, 1)
+    run.last_line = max(run.last_line or 0, rows[-1][0])
+    asm.spill()
+
+
+def _bench(asm: Assembler, ev: Event, row: dict) -> None:
+    run = asm.run
+    f = run.facts
+    if row["format"] != "md":
+        key = row["key"]
+        if key == run.bench_key and run.bench_model == row["model"]:
+            # Another row of the same benchmark (files hold up to millions): only its numbers are new.
+            run.last_line = ev.line
+            run.add_throughput(Throughput(row["test"], row["tok_s"], row["stddev"], row["model"], ev.line,
+                                          "bench", row["n_prompt"], row["n_gen"], row["n_depth"]))
+            if len(run.pending) >= SPILL_AT:
+                asm.spill()
+            return
+        gpu = row.get("gpu_info")
+        if run.bench_key is not None and run.bench_key != key:
+            run = asm.new_run()
+        elif run.device_source in ("probe", "sysprof"):
+            run = asm.new_run()
+        elif run.device_source in ("metal", "vulkan", "cuda") and gpu and f.device.name \
+                and not same_device(gpu, f.device.name):
+            run = asm.new_run()
+        run.bench_key = key
+        f = run.facts
+        if (row.get("cpu_info") or row.get("gpu_info")) and f.cpu_info is None and f.gpu_info is None:
+            # The row's device fields are evidence too (a JSON row spans many lines).
+            run.touch(Event("bench.device", ev.line, f"llama-bench {row['format']} row: gpu_info "
+                            f"{row.get('gpu_info')!r}, cpu_info {row.get('cpu_info')!r}, backends "
+                            f"{row.get('backend')!r}, n_gpu_layers {row.get('n_gpu_layers')}"))
+        # (assign only what changes: this runs once per row of files with a million rows)
+        if f.cpu_info is None and row.get("cpu_info"):
+            f.cpu_info = row["cpu_info"]
+        if f.gpu_info is None and row.get("gpu_info"):
+            f.gpu_info = row["gpu_info"]
+        if f.build_commit is None and row.get("build_commit"):
+            f.build_commit = row["build_commit"]
+        if run.device_source is None and row.get("gpu_info"):
+            run.device_source = "bench"
+            f.device.name = row["gpu_info"]
+    elif run.device_source in ("probe", "sysprof"):
+        run = asm.new_run()
+        f = run.facts
+    if f.bench_backends is None and row.get("backend"):
+        f.bench_backends = row["backend"]
+    if f.n_gpu_layers is None and row.get("n_gpu_layers") is not None:
+        f.n_gpu_layers = row["n_gpu_layers"]
+    if f.model is None and row.get("model"):
+        f.model = row["model"]
+    run.explicit_program = "llama-bench"
+    if f.program != "llama-bench":
+        f.program = "llama-bench"
+    run.bench_model = row.get("model")
+    run.touch(ev, evidence=False)
+    label = row.get("label")  # rows of a hand-edited table told apart by a label ('master', 'PR')
+    run.add_throughput(Throughput(
+        test=row["test"], tok_s=row["tok_s"], stddev=row.get("stddev"),
+        model=f"{row.get('model')} ({label})" if label else row.get("model"), line=ev.line,
+        kind="bench", n_prompt=row.get("n_prompt"), n_gen=row.get("n_gen"), n_depth=row.get("n_depth")))
+    asm.spill()
+
+
+def opens_block(asm: Assembler, ev: Event) -> None:
+    """A JSON object or CSV table begins: its rows arrive as ``bench.row`` events and decide the run."""
+
+
+HANDLERS: dict[str, Handler] = {
+    "bench.json_start": opens_block,
+    "bench.csv_header": opens_block,
+    "bench.md_header": on_bench_md_header,
+    "bench.md_row": on_bench_md_row,
+    "bench.row": on_bench_row,
+    "bench.row_list": on_bench_row_list,
+    "bench.rows": on_bench_rows,
+}

@@ -1,0 +1,195 @@
+"""The state of one run while its events arrive, and what it becomes (RunFacts).
+
+A RunBuilder records facts, evidence lines (capped per kind and in total so
+hostile input stays bounded), measured speeds (handed to the store in batches)
+and contradictions (a flag printed with two values is kept, never resolved by
+order). ``finalize`` derives what the events imply together: the backend, the
+program, the Apple family.
+"""
+
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from array import array
+from collections import Counter
+
+from analyzer.model import Evidence, RunFacts, Throughput
+from analyzer.parsers.base import Event
+
+SPILL_AT = 5000
+_EVIDENCE_CAP = {"metal.skip_kernel": 5, "probe.family": 40, "timing": 20, "cuda.device": 16, "vulkan.device": 16,
+                 "devices.item": 16}
+_EVIDENCE_TOTAL = 300
+# ggml has about a hundred ops; a log naming more distinct ones is noise or hostile: the first ones are kept
+MAX_UNSUPPORTED_OPS = 256
+_APPLE = range(1001, 2000)
+
+
+def backend_from_bench(backends: str | None) -> str | None:
+    if not backends:
+        return None
+    parts = {p.strip().upper() for p in backends.split(",")}
+    if parts & {"MTL", "METAL"}:
+        return "metal"
+    for name in ("VULKAN", "CUDA", "ROCM", "SYCL", "KOMPUTE", "MUSA", "RPC"):
+        if name in parts:
+            return name.lower()
+    return "cpu"
+
+
+def same_device(gpu_info: str, name: str) -> bool:
+    """llama-bench gpu_info ('Apple Paravirtual device', 'A, B') against a device line's name."""
+    a, b = gpu_info.lower(), name.lower()
+    return a in b or b in a or any(part.strip() and part.strip() in b for part in a.split(","))
+
+
+class RunBuilder:
+    def __init__(self, seq: int):
+        self.seq = seq
+        self.first_line: int | None = None
+        self.last_line: int | None = None
+        self.facts = RunFacts(first_line=0, last_line=0)
+        self.evidence: list[Evidence] = []
+        self._ev_counts: Counter[str] = Counter()
+        self.pending: list[Throughput] = []  # not yet handed to the store
+        self.throughput_count = 0
+        self.device_source: str | None = None  # metal | vulkan | cuda | bench | probe | sysprof
+        self.metal_blocks = 0
+        self.saw_system_info = False
+        self.bench_key: tuple | None = None
+        self.explicit_program: str | None = None
+        self.families: set[int] = set()
+        self.content = False
+        self.m4_open = False  # an M4 block opened by its tensor-gate line, GPU name pending
+        self.bench_model: str | None = None  # model of the last llama-bench row (with bench_key: the fast path)
+        # Token counts printed apart from their rate (ollama 'prompt eval count:', server JSON 'prompt_n'),
+        # waiting for the rate line of the same phase; mlx_lm.benchmark's 'Timing with ...' counts.
+        self.pending_counts: dict[str, int] = {}
+        self.setup_counts: dict[str, int] = {}
+        self._series: dict[tuple, tuple[array, int | None, float | None]] = {}  # (model, test, kind) -> speeds
+        self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
+        self.unsupported_seen: set[str] = set()  # facts.unsupported_ops as a set (O(1) membership)
+        self.flag_seen: dict[str, tuple[bool, int]] = {}  # flag -> (first value printed, its line)
+
+    def saw_device(self, name: str | None) -> None:
+        """Keep every GPU name the run mentions (evidence of the machine, even when not the chosen device)."""
+        if name and name not in self.facts.seen_devices and len(self.facts.seen_devices) < 32:
+            self.facts.seen_devices.append(name)
+
+    def hint_device(self, ev: Event, name: str | None) -> None:
+        """A line naming the GPU in passing (a loader, a memory breakdown, a wrapper): it names the
+        device only when nothing better did, and is kept as evidence of the machine either way."""
+        if name and not re.fullmatch(r"MTL\d+|Metal|CPU", name):
+            if self.facts.device.name is None:
+                self.facts.device.name = name
+            self.saw_device(name)
+        self.touch(ev)
+
+    def saw_flag(self, flag: str, value: bool, line: int) -> None:
+        """A flag printed again with another value is a contradiction, recorded, never resolved by order."""
+        first = self.flag_seen.get(flag)
+        if first is None:
+            self.flag_seen[flag] = (value, line)
+        elif first[0] != value and not any(c["flag"] == flag for c in self.facts.flag_conflicts):
+            self.facts.flag_conflicts.append({"flag": flag, "value": first[0], "line": first[1], "other": value,
+                                              "other_line": line})
+
+    # -- bookkeeping --------------------------------------------------------
+    def touch(self, ev: Event, evidence: bool = True) -> None:
+        self.content = True
+        if self.first_line is None:
+            self.first_line = ev.line
+        self.last_line = max(self.last_line or ev.line, ev.line)
+        if evidence and ev.text:
+            if self._ev_counts[ev.kind] < _EVIDENCE_CAP.get(ev.kind, 50) and len(self.evidence) < _EVIDENCE_TOTAL:
+                self.evidence.append(Evidence(line=ev.line, kind=ev.kind, text=ev.text[:500]))
+            self._ev_counts[ev.kind] += 1
+
+    def add_throughput(self, tp: Throughput) -> None:
+        self.add_many((tp,))
+
+    def add_many(self, tps) -> None:
+        """Record measured speeds (the store gets them at the next spill) and keep
+        each (model, test, kind)'s series for the run's summary."""
+        series = self._series
+        pending = self.pending
+        isfinite = math.isfinite
+        for tp in tps:
+            if not isfinite(tp.tok_s):
+                continue  # 'inf tokens per second' (0 ms measured) is not a rate
+            pending.append(tp)
+            self.throughput_count += 1
+            group = (tp.model, tp.test, tp.kind)
+            found = series.get(group)
+            if found is None:
+                series[group] = (array("d", (tp.tok_s,)), tp.line, tp.stddev)
+            else:
+                found[0].append(tp.tok_s)
+
+    def add_bench_rows(self, model: str | None, rows: list[tuple], start: int = 0) -> None:
+        """``add_many`` for the dense path's rows of one configuration,
+        ``(line, test, tok_s, stddev, n_prompt, n_gen, n_depth)`` from ``rows[start]`` on:
+        the same Throughput rows and series, with no per-row group key (a batch
+        holds a few tests, each looked up once)."""
+        isfinite, make = math.isfinite, tuple.__new__
+        pending, series = self.pending, self._series
+        values_of: dict[str, array] = {}  # test -> its series' speeds
+        added = 0
+        for i in range(start, len(rows)):
+            line, test, tok_s, stddev, n_prompt, n_gen, n_depth = rows[i]
+            if not isfinite(tok_s):
+                continue  # 'inf tokens per second' (0 ms measured) is not a rate
+            pending.append(make(Throughput, (test, tok_s, stddev, model, line, "bench", n_prompt, n_gen, n_depth)))
+            values = values_of.get(test)
+            if values is None:
+                found = series.get((model, test, "bench"))
+                if found is None:
+                    found = series[(model, test, "bench")] = (array("d"), line, stddev)
+                values = values_of[test] = found[0]
+            values.append(tok_s)
+            added += 1
+        self.throughput_count += added
+
+    def throughput_summary(self) -> list[dict]:
+        """One entry per (model, test, kind), in order of appearance: the row itself,
+        or the median of several (a bench file may give a run a million rows; the
+        store keeps every row, readers take this summary)."""
+        out = []
+        for (model, test, kind), (values, line, stddev) in self._series.items():
+            n = len(values)
+            out.append({"test": test, "tok_s": values[0] if n == 1 else statistics.median(values),
+                        "stddev": stddev if n == 1 else None, "model": model, "kind": kind, "n": n, "line": line})
+        return out
+
+    @property
+    def has_results(self) -> bool:
+        return self.throughput_count > 0
+
+    def finalize(self) -> RunFacts:
+        f = self.facts
+        f.throughput_summary = self.throughput_summary()
+        f.first_line = self.first_line or 0
+        f.last_line = self.last_line or f.first_line
+        f.device.families = sorted(self.families)
+        apple = [c for c in self.families if c in _APPLE]
+        f.device.apple_family = max(apple) if apple else None
+        if f.backend is None:
+            if self.device_source in ("metal", "probe", "sysprof"):
+                f.backend = "metal"
+            elif f.vulkan_devices:
+                f.backend = "vulkan"
+            elif f.cuda_devices:
+                f.backend = "rocm" if any("arch" in d for d in f.cuda_devices) else "cuda"
+            elif f.bench_backends:
+                f.backend = backend_from_bench(f.bench_backends)
+            elif f.ollama_library:
+                f.backend = f.ollama_library
+        if f.program is None:
+            f.program = self.explicit_program or (f.shim.process if f.shim and f.shim.process else None) or (
+                f.processes[0] if f.processes else None)
+            if f.program is None and (self.metal_blocks or self.throughput_count):
+                f.program = "llama.cpp"
+        return f

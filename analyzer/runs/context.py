@@ -1,0 +1,71 @@
+"""The machine around the run, and wrappers: host chip and model name, macOS version, MLX's
+device, the memory breakdown's devices, mmap, wrappers that say they run virtualised.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analyzer.parsers.base import Event
+
+if TYPE_CHECKING:
+    from analyzer.runs.assembler import Assembler, Handler
+
+
+def on_host_chip(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.host_chip_line = asm.run.facts.host_chip_line or ev.data["chip"]
+    asm.run.touch(ev)
+
+
+def on_host_model_name(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.host_model_name = asm.run.facts.host_model_name or ev.data["name"]
+    asm.run.touch(ev)
+
+
+def on_host_macos(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.macos_version = asm.run.facts.macos_version or ev.data["version"]
+    asm.run.touch(ev)
+
+
+def on_mlx_device(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    run.explicit_program = run.explicit_program or "mlx_lm"
+    if run.facts.device.name is None:
+        run.facts.device.name = ev.data["name"]
+    run.saw_device(ev.data["name"])
+    run.touch(ev)
+
+
+def on_memory_device(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if ev.data["id"].startswith("MTL"):
+        run.facts.backend = run.facts.backend or "metal"
+    asm.run.hint_device(ev, ev.data["name"])
+
+
+def on_model_mapped(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.mmap = True
+    asm.run.touch(ev)
+
+
+def on_wrapper_virtualised(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    run.facts.wrapper_virtualised = ev.data["name"]
+    asm.run.hint_device(ev, ev.data["name"])
+
+
+def on_wrapper_gpu_layers(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.n_gpu_layers = ev.data["layers"]
+    asm.run.touch(ev)
+
+
+HANDLERS: dict[str, Handler] = {
+    "host.chip": on_host_chip,
+    "host.model_name": on_host_model_name,
+    "host.macos": on_host_macos,
+    "mlx.device": on_mlx_device,
+    "memory.device": on_memory_device,
+    "model.mapped": on_model_mapped,
+    "wrapper.virtualised": on_wrapper_virtualised,
+    "wrapper.gpu_layers": on_wrapper_gpu_layers,
+}

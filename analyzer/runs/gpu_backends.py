@@ -1,0 +1,83 @@
+"""Vulkan and CUDA/ROCm device lists: a new list starts a new run; the first device names the run's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analyzer.parsers.base import Event
+from analyzer.runs.builder import RunBuilder
+
+if TYPE_CHECKING:
+    from analyzer.runs.assembler import Assembler, Handler
+
+
+def _device_list_run(asm: Assembler, source: str) -> RunBuilder:
+    run = asm.run
+    if run.device_source is not None and (run.device_source != source or run.metal_blocks or run.has_results):
+        run = asm.new_run()
+    run.device_source = source
+    return run
+
+
+def on_vulkan_count(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.device_source is not None:
+        run = asm.new_run()
+    run.device_source = "vulkan"
+    run.touch(ev)
+
+
+def on_vulkan_device(asm: Assembler, ev: Event) -> None:
+    run = _device_list_run(asm, "vulkan")
+    if run.facts.vulkan_devices and ev.data.get("index") == 0 and run.device_source == "vulkan" and run.has_results:
+        run = asm.new_run()
+        run.device_source = "vulkan"
+    run.facts.vulkan_devices.append(ev.data)
+    if run.facts.device.name is None:
+        run.facts.device.name = ev.data.get("name")
+        if ev.data.get("uma") in (0, 1):
+            run.facts.device.unified_memory = bool(ev.data["uma"])
+        if ev.data.get("bf16") in (0, 1):  # VK_KHR_shader_bfloat16, printed since 2025-07
+            run.facts.capabilities.bfloat = bool(ev.data["bf16"])
+    run.touch(ev)
+
+
+def on_vulkan_none(asm: Assembler, ev: Event) -> None:
+    asm.run.touch(ev)
+
+
+def on_vulkan_cpu_device(asm: Assembler, ev: Event) -> None:
+    asm.run.touch(ev)
+
+
+def on_cuda_count(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.device_source is not None:
+        run = asm.new_run()
+    run.device_source = "cuda"
+    run.touch(ev)
+
+
+def on_cuda_device(asm: Assembler, ev: Event) -> None:
+    run = _device_list_run(asm, "cuda")
+    run.facts.cuda_devices.append(ev.data)
+    if run.facts.device.name is None:
+        run.facts.device.name = ev.data.get("name")
+    run.touch(ev)
+
+
+def on_cuda_failed(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.cuda_failed = ev.data.get("message")
+    asm.run.touch(ev)
+
+
+HANDLERS: dict[str, Handler] = {
+    "vulkan.count": on_vulkan_count,
+    "vulkan.device": on_vulkan_device,
+    "vulkan.none": on_vulkan_none,
+    "vulkan.cpu_device": on_vulkan_cpu_device,
+    "cuda.count": on_cuda_count,
+    "cuda.device": on_cuda_device,
+    "cuda.failed": on_cuda_failed,
+}

@@ -1,0 +1,193 @@
+"""What the Metal backend's start-up block means for the run: device, GPU families, capability
+flags, skipped kernels, unsupported ops, errors. Legacy (``ggml_metal_init``) and M4-era
+(``ggml_metal_device_init``) blocks decide run boundaries differently (see the assembler).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analyzer.model import Capabilities
+from analyzer.parsers.base import Event
+from analyzer.runs.builder import MAX_UNSUPPORTED_OPS, RunBuilder
+
+if TYPE_CHECKING:
+    from analyzer.runs.assembler import Assembler, Handler
+
+
+def _metal_run(asm: Assembler) -> RunBuilder:
+    run = asm.run
+    if run.device_source not in (None, "metal"):
+        run = asm.new_run()
+    run.device_source = "metal"
+    return run
+
+
+def on_metal_tensor_gate(asm: Assembler, ev: Event) -> None:
+    """First line of an M4 block. Whether it opens a new process or is
+    the next GGML_METAL_DEVICES device of this one is known only at the
+    GPU name line, so it waits there."""
+    run = asm.run
+    if run.metal_blocks or run.device_source not in (None, "metal") or run.has_results:
+        asm.pending_gate.append(ev)
+        return
+    run.device_source = "metal"
+    run.facts.metal_era = "M4"
+    run.m4_open = True  # the GPU name line that follows belongs to this block
+    run.touch(ev)
+
+
+def on_metal_block_start(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.device_source not in (None, "metal") or (run.metal_blocks and run.has_results and run.facts.metal_era != "M4"):
+        run = asm.new_run()
+    run.device_source = "metal"
+    if run.facts.metal_era is None:
+        run.facts.metal_era = "legacy"
+        run.metal_blocks = max(run.metal_blocks, 1)
+    run.touch(ev)
+
+
+def on_metal_device(asm: Assembler, ev: Event) -> None:
+    d = ev.data
+    run = asm.run
+    era = d.get("era")
+    name = d.get("name")
+    if era == "M4":
+        gate, asm.pending_gate = asm.pending_gate, []
+        if d.get("index", 0) >= 1 and run.facts.metal_era == "M4" and run.metal_blocks and not run.has_results:
+            run.facts.device_count += 1  # GGML_METAL_DEVICES: another virtual device, same process
+            for pending in gate:
+                run.touch(pending)
+            run.touch(ev)
+            return
+        if gate:
+            run = asm.new_run()
+            for pending in gate:
+                run.touch(pending)
+                if pending.kind == "metal.library_loaded":
+                    run.facts.library_load_s = float(pending.data["seconds"])
+        elif run.m4_open and run.metal_blocks == 0:
+            pass  # the tensor-gate line already opened this block
+        elif run.metal_blocks or run.device_source not in (None, "metal") or run.has_results:
+            run = asm.new_run()
+    else:
+        if run.device_source not in (None, "metal"):
+            run = asm.new_run()
+        elif run.metal_blocks and run.facts.device.name and name and name != run.facts.device.name:
+            run = asm.new_run()
+        elif run.metal_blocks and run.has_results and run.facts.metal_era == "legacy" and name != run.facts.device.name:
+            run = asm.new_run()
+    run.m4_open = False
+    run.device_source = "metal"
+    run.metal_blocks += 1
+    run.facts.device_count = max(run.facts.device_count, 1)
+    if run.facts.metal_era is None or era == "M4":
+        run.facts.metal_era = era
+    if name:
+        run.facts.device.name = name
+        run.saw_device(name)
+    run.touch(ev)
+
+
+def on_metal_family(asm: Assembler, ev: Event) -> None:
+    run = _metal_run(asm)
+    run.families.add(ev.data["code"])
+    run.touch(ev)
+
+
+def on_metal_flag(asm: Assembler, ev: Event) -> None:
+    run = _metal_run(asm)
+    flag, value = ev.data["flag"], ev.data["value"]
+    if flag in Capabilities.model_fields or flag == "unified_memory":
+        run.saw_flag(flag, value, ev.line)
+    if flag in Capabilities.model_fields:
+        setattr(run.facts.capabilities, flag, value)
+    elif flag == "unified_memory":
+        run.facts.device.unified_memory = value
+    elif flag == "use_bfloat":
+        run.facts.use_bfloat = value
+    run.touch(ev)
+
+
+def on_metal_working_set(asm: Assembler, ev: Event) -> None:
+    run = _metal_run(asm)
+    run.facts.device.working_set_mb = ev.data["mb"]
+    run.touch(ev)
+
+
+def on_metal_skip_kernel(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    run.facts.skipped_kernels += 1
+    if "bf16" not in ev.data["kernel"]:
+        run.facts.skipped_kernels_non_bf16 += 1
+    run.touch(ev)
+
+
+def on_metal_unsupported_op(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    op = ev.data["op"]
+    if op not in run.unsupported_seen and len(run.unsupported_seen) < MAX_UNSUPPORTED_OPS:
+        run.unsupported_seen.add(op)
+        run.facts.unsupported_ops.append(op)
+    run.touch(ev)
+
+
+def on_metal_found_device(asm: Assembler, ev: Event) -> None:
+    asm.run.hint_device(ev, ev.data.get("name"))
+
+
+def on_metal_picking_device(asm: Assembler, ev: Event) -> None:
+    asm.run.hint_device(ev, ev.data.get("name"))
+
+
+def on_metal_family_fallback(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.family_fallback = True
+    asm.run.explicit_program = asm.run.explicit_program or "whisper.cpp"
+    asm.run.touch(ev)
+
+
+def on_metal_error(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.metal_errors.append(ev.data["message"])
+    asm.run.touch(ev)
+
+
+def on_metal_library_failed(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.facts.metal_library_failed is None:
+        run.facts.metal_library_failed = ev.data["what"][:160]
+    run.touch(ev)
+
+
+def on_metal_agx_error(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    run.facts.agx_domain = run.facts.agx_domain or ev.data["domain"]
+    run.facts.metal_errors.append(ev.text[:300])
+    run.touch(ev)
+
+
+def on_metal_library_loaded(asm: Assembler, ev: Event) -> None:
+    if asm.pending_gate:
+        asm.pending_gate.append(ev)
+        return
+    asm.run.facts.library_load_s = float(ev.data["seconds"])
+    asm.run.touch(ev)
+
+
+HANDLERS: dict[str, Handler] = {
+    "metal.tensor_gate": on_metal_tensor_gate,
+    "metal.block_start": on_metal_block_start,
+    "metal.device": on_metal_device,
+    "metal.family": on_metal_family,
+    "metal.flag": on_metal_flag,
+    "metal.working_set": on_metal_working_set,
+    "metal.skip_kernel": on_metal_skip_kernel,
+    "metal.unsupported_op": on_metal_unsupported_op,
+    "metal.found_device": on_metal_found_device,
+    "metal.picking_device": on_metal_picking_device,
+    "metal.family_fallback": on_metal_family_fallback,
+    "metal.error": on_metal_error,
+    "metal.library_failed": on_metal_library_failed,
+    "metal.agx_error": on_metal_agx_error,
+    "metal.library_loaded": on_metal_library_loaded,
+}

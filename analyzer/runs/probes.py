@@ -1,0 +1,131 @@
+"""capscan's own probe, ``metal-capabilities`` style probes, system_profiler, and shim banners:
+each forms a run of its own (a shim banner, printed before ``main``, opens the process it belongs to).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analyzer.model import Shim
+from analyzer.parsers.base import Event
+from analyzer.runs.builder import RunBuilder
+
+if TYPE_CHECKING:
+    from analyzer.runs.assembler import Assembler, Handler
+
+
+def on_shim_banner(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.device_source is not None or run.has_results or run.facts.shim is not None:
+        run = asm.new_run()
+    d = ev.data
+    run.facts.shim = Shim(name=d["name"], apple_family_max=d.get("apple_family_max"), process=d.get("process"),
+                          line=ev.line)
+    run.touch(ev)
+
+
+def on_shim_message(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.shim_messages.append(ev.text)
+    asm.run.touch(ev)
+
+
+def _probe_run(asm: Assembler, program: str) -> RunBuilder:
+    run = asm.run
+    banner_only = run.facts.shim is not None and run.device_source is None and not run.has_results
+    fresh_probe = run.device_source == "probe" and run.facts.program == program and run.facts.probe == {}
+    if run.content and not (banner_only or fresh_probe):
+        run = asm.new_run()
+    run.device_source = "probe"
+    run.facts.program = program
+    run.facts.probe = {}
+    return run
+
+
+def on_probe_start(asm: Assembler, ev: Event) -> None:
+    _probe_run(asm, "capscan-probe").touch(ev)
+
+
+def on_probe_device(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if not (run.device_source == "probe" and run.facts.program == "capscan-probe" and run.facts.device.name is None):
+        run = _probe_run(asm, "metal-capabilities")
+    run.facts.device.name = ev.data["name"]
+    run.touch(ev)
+
+
+def on_probe_json(asm: Assembler, ev: Event) -> None:
+    d = ev.data
+    run = _probe_run(asm, d.get("probe", "probe"))
+    run.facts.device.name = d.get("name")
+    for code, ok in d.get("families", {}).items():
+        _probe_answer(run, code, ok)
+    run.facts.device.threadgroup_memory = d.get("threadgroup_memory")
+    run.facts.device.working_set_mb = d.get("working_set_mb")
+    run.facts.device.unified_memory = d.get("unified_memory")
+    run.touch(ev)
+
+
+def _probe_answer(run: RunBuilder, code: int, ok: bool) -> None:
+    run.facts.probe = run.facts.probe if run.facts.probe is not None else {}
+    run.facts.probe[code] = ok
+    if ok:
+        run.families.add(code)
+
+
+def on_probe_family(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    _probe_answer(run, ev.data["code"], ev.data["supported"])
+    run.touch(ev)
+
+
+def on_probe_threadgroup_memory(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.device.threadgroup_memory = ev.data["bytes"]
+    asm.run.touch(ev)
+
+
+def on_probe_working_set(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.device.working_set_mb = ev.data["mb"]
+    asm.run.touch(ev)
+
+
+def on_probe_unified_memory(asm: Assembler, ev: Event) -> None:
+    asm.run.saw_flag("unified_memory", ev.data["value"], ev.line)
+    asm.run.facts.device.unified_memory = ev.data["value"]
+    asm.run.touch(ev)
+
+
+def on_sysprof_chipset(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.device_source != "sysprof":
+        if run.content:
+            run = asm.new_run()
+        run.device_source = "sysprof"
+        run.facts.program = "system_profiler"
+    chipsets = run.facts.sysprof_chipsets
+    chipsets.append(ev.data["name"])
+    # One GPU names the device; with several (an Intel iGPU and an AMD dGPU) which one a program
+    # uses is not shown, so none is picked (all stay in sysprof_chipsets).
+    run.facts.device.name = chipsets[0] if len(set(chipsets)) == 1 else None
+    run.touch(ev)
+
+
+def on_sysprof_metal(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.device_source == "sysprof":
+        run.facts.sysprof_metal = run.facts.sysprof_metal or ev.data["support"]
+        run.touch(ev)
+
+
+HANDLERS: dict[str, Handler] = {
+    "shim.banner": on_shim_banner,
+    "shim.message": on_shim_message,
+    "probe.start": on_probe_start,
+    "probe.device": on_probe_device,
+    "probe.json": on_probe_json,
+    "probe.family": on_probe_family,
+    "probe.threadgroup_memory": on_probe_threadgroup_memory,
+    "probe.working_set": on_probe_working_set,
+    "probe.unified_memory": on_probe_unified_memory,
+    "sysprof.chipset": on_sysprof_chipset,
+    "sysprof.metal": on_sysprof_metal,
+}

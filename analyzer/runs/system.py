@@ -1,0 +1,144 @@
+"""Process-level lines: program start and build footer, ``system_info``, the device list,
+model metadata, offload counts, ollama's compute and offload lines.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from analyzer.parsers.base import Event
+
+if TYPE_CHECKING:
+    from analyzer.runs.assembler import Assembler, Handler
+
+
+def on_hint_process(asm: Assembler, ev: Event) -> None:
+    if ev.data["name"] not in asm.run.facts.processes:
+        asm.run.facts.processes.append(ev.data["name"])
+
+
+def on_model_device(asm: Assembler, ev: Event) -> None:
+    if re.fullmatch(r"MTL\d+|Metal", ev.data.get("device") or ""):
+        asm.run.facts.backend = asm.run.facts.backend or "metal"
+    asm.run.facts.model_device = ev.data.get("description")
+    asm.run.hint_device(ev, ev.data.get("description"))
+
+
+def on_process_start(asm: Assembler, ev: Event) -> None:
+    """'main: build = N (commit)': the first line of a 2023-24 example program, printed before any
+    backend initialises, so whatever came before belongs to an earlier process (a shim banner,
+    printed by a constructor before main, stays with this one)."""
+    run = asm.run
+    banner_only = run.facts.shim is not None and run.device_source is None and not run.has_results
+    if run.content and not banner_only:
+        run = asm.new_run()
+    run.facts.build_commit = run.facts.build_commit or ev.data.get("commit")
+    run.touch(ev)
+
+
+def on_build_footer(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if not run.content:
+        return  # nothing before it in this input: a footer alone is not a run
+    run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
+    run.touch(ev)
+
+
+def on_system_info(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.saw_system_info:
+        run = asm.new_run()
+    run.saw_system_info = True
+    run.facts.system_backends = ev.data.get("backends") or None
+    run.touch(ev)
+
+
+def on_backend_loaded(asm: Assembler, ev: Event) -> None:
+    asm.run.touch(ev)
+
+
+def on_devices_header(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.facts.listed_devices is not None:
+        run = asm.new_run()
+    run.facts.listed_devices = []
+    run.touch(ev)
+
+
+def on_devices_item(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.facts.listed_devices is None:
+        run.facts.listed_devices = []
+    run.facts.listed_devices.append(f"{ev.data['id']}: {ev.data['description']}")
+    run.saw_device(ev.data["description"])
+    run.touch(ev)
+
+
+def on_devices_none(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.listed_devices = []
+    asm.run.touch(ev, evidence=False)
+
+
+def on_build_target(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.build_target = ev.data["target"]
+    asm.run.touch(ev)
+
+
+def on_model_name(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.facts.model is None:
+        run.facts.model = ev.data["name"]
+    run.touch(ev)
+
+
+def on_model_ftype(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.facts.quant is None:
+        run.facts.quant = ev.data["ftype"]
+    run.touch(ev)
+
+
+def on_offload(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.offload = (ev.data["offloaded"], ev.data["total"])
+    asm.run.touch(ev)
+
+
+def on_ollama_compute(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    run.explicit_program = "ollama"
+    lib = ev.data["library"]
+    if run.facts.ollama_library is None or lib != "cpu":
+        run.facts.ollama_library = lib
+        run.facts.ollama_description = ev.data.get("description")
+    run.saw_device(ev.data.get("description"))
+    run.touch(ev)
+
+
+def on_ollama_offload(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    run.explicit_program = "ollama"
+    d = ev.data
+    run.facts.offload = (d["offloaded"], d["total"])
+    if d.get("library") and (run.facts.ollama_library is None or d["library"] != "cpu"):
+        run.facts.ollama_library = d["library"]
+    run.touch(ev)
+
+
+HANDLERS: dict[str, Handler] = {
+    "hint.process": on_hint_process,
+    "model.device": on_model_device,
+    "process.start": on_process_start,
+    "build.footer": on_build_footer,
+    "system_info": on_system_info,
+    "backend.loaded": on_backend_loaded,
+    "devices.header": on_devices_header,
+    "devices.item": on_devices_item,
+    "devices.none": on_devices_none,
+    "build.target": on_build_target,
+    "model.name": on_model_name,
+    "model.ftype": on_model_ftype,
+    "offload": on_offload,
+    "ollama.compute": on_ollama_compute,
+    "ollama.offload": on_ollama_offload,
+}

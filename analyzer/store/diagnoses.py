@@ -1,0 +1,48 @@
+"""The SQL behind diagnosing: choosing peers (possible baselines), storing
+diagnoses, and the figures a prediction of a remedied guest's speed reads.
+The rules decide; this module only reads and writes rows."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
+
+
+def peer_candidate_ids(db: Database, model: str, run_id: int, host_chip: str, limit: int) -> list[int]:
+    """Runs of the same model, newest first, either not diagnosed yet or diagnosed on the same host chip."""
+    return [r[0] for r in db.conn.execute(
+        "SELECT r.id FROM runs r LEFT JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND r.id != ? "
+        "AND (d.run_id IS NULL OR d.host_chip = ?) ORDER BY r.id DESC LIMIT ?", (model, run_id, host_chip, limit))]
+
+
+def same_hardware_run_ids(db: Database, model: str, host_chip: str, limit: int) -> list[int]:
+    """Diagnosed runs of this model on this host chip, newest first."""
+    return [r[0] for r in db.conn.execute(
+        "SELECT r.id FROM runs r JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND d.host_chip = ? "
+        "ORDER BY r.id DESC LIMIT ?", (model, host_chip, limit))]
+
+
+def save_diagnoses(db: Database, rows: list[tuple]) -> None:
+    """(run_id, verdict, fixable, confidence, environment, host_chip, report JSON, rules_version,
+    diagnosed_at) rows, in one short write transaction."""
+    if rows:
+        with db.conn:
+            db.conn.executemany(
+                "INSERT OR REPLACE INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, "
+                "report, rules_version, diagnosed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def diagnosed_runs_on(db: Database, host_chip: str) -> list[tuple[int, str, str, str]]:
+    """(run id, model, environment, report JSON) of runs diagnosed on this host chip, in a VM or on bare metal."""
+    return db.conn.execute(
+        "SELECT r.id, r.model, d.environment, d.report FROM runs r JOIN diagnoses d ON d.run_id = r.id "
+        "WHERE d.host_chip = ? AND r.model IS NOT NULL AND d.environment IN ('vm', 'bare-metal')",
+        (host_chip,)).fetchall()
+
+
+def best_speed_per_test(db: Database, run_id: int) -> Iterator[tuple[str, float]]:
+    """(test, highest measured tok/s) of one run, for tests with a positive speed."""
+    yield from db.conn.execute(
+        "SELECT test, MAX(tok_s) FROM throughput WHERE run_id = ? AND tok_s > 0 GROUP BY test", (run_id,))

@@ -1,0 +1,72 @@
+"""The house rules that keep the tree readable, checked on the real tree:
+
+- every SQL statement lives in analyzer/store/ (other layers call its functions);
+- import-linter's layers contract (pyproject.toml) really fails on a wrong-way import, so the
+  green contract run by `make lint` in CI means something."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ANALYZER = ROOT / "analyzer"
+SQL_CALLS = {"execute", "executemany", "executescript", "blobopen"}
+SQL_TEXT = re.compile(r"^\s*(SELECT|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s+(TABLE|INDEX)"
+                      r"|PRAGMA|BEGIN|WITH\s+\w+\s+AS)\b", re.IGNORECASE)
+
+
+def sql_outside_the_store(root: Path) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+                found.append(f"{rel}:{node.lineno}: .{node.func.attr}(...)")
+            # (the parsers read llama-bench's SQL output: statements there are log text, not queries)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and rel.parts[0] != "parsers" \
+                    and SQL_TEXT.match(node.value):
+                found.append(f"{rel}:{node.lineno}: {node.value[:40]!r}")
+    return found
+
+
+def test_every_sql_statement_lives_in_the_store():
+    assert sql_outside_the_store(ANALYZER) == []
+
+
+def test_the_sql_check_sees_a_query_outside_the_store(tmp_path):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "x.py").write_text(
+        'def f(db):\n    return db.conn.execute("SELECT id FROM runs").fetchall()\n'
+        'Q = """WITH linked AS (SELECT 1) SELECT * FROM linked"""\n')
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "ok.py").write_text('def g(c):\n    c.execute("SELECT 1")\n')
+    assert [f.split(":")[0] for f in sql_outside_the_store(tmp_path)] == ["rules/x.py"] * 3  # the call, its statement, the WITH
+
+
+def _lint_imports(tree: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
+                           "sys.exit(lint_imports_command())"], cwd=tree, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree), "HOME": str(tree)}, timeout=300)
+
+
+def test_the_layers_contract_fails_on_a_wrong_way_import(tmp_path):
+    pytest.importorskip("importlinter", reason="make test installs the lint extra")
+    tree = tmp_path / "tree"
+    shutil.copytree(ANALYZER, tree / "analyzer", ignore=shutil.ignore_patterns("__pycache__", "_native"))
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    assert _lint_imports(tree).returncode == 0  # the copy keeps the contract, as the real tree does
+    # the store reaching up into the rules: one wrong-way import, inside a function
+    writer = tree / "analyzer" / "store" / "writer.py"
+    writer.write_text(writer.read_text() + "\n\ndef _wrong():\n    from analyzer.rules import engine  # noqa\n")
+    result = _lint_imports(tree)
+    assert result.returncode == 1
+    assert "analyzer.store.writer -> analyzer.rules.engine" in result.stdout
