@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-import analyzer.scanner as scanner_mod
+import analyzer.parsers.scanner as scanner_mod
 from analyzer.ingest import ingest
 from analyzer.parsers import Dispatcher
 from analyzer.parsers.bench import bench_row_from
 from analyzer.parsers.bench import test_name as bench_test_name
-from analyzer.reader import Input, InputError
-from analyzer.scanner import Scanner
+from analyzer.read.reader import Input, InputError
+from analyzer.parsers.scanner import Scanner
 from analyzer.store import open_db
 from analyzer.store.queries import _throughput, load_run
 from analyzer.store.writer import DEFER_INDEX_ROWS
