@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ANALYZER = Path(__file__).resolve().parent.parent / "analyzer"
+ANALYZER = Path(__file__).resolve().parent.parent.parent / "analyzer"
 
 
 def _imports(path: Path) -> set[str]:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from analyzer import tabular
+from analyzer.output import tabular
 
 HOSTILE = "a\x1b[2Kb \u202eevil\u202c \x85 \ud800 \"q\" \\ \n\t \u2028 日本"
 FLAT = {"id": 7, "created_at": "2026-08-01T10:00:00", "source": HOSTILE, "program": None, "apple_family": 1005,
