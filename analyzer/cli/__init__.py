@@ -18,7 +18,7 @@ import sys
 
 __all__ = ["cli", "main"]
 
-# What click's version_option prints for the group (tests/test_import_hygiene.py compares the two).
+# What click's version_option prints for the group (tests/cli/test_import_hygiene.py compares the two).
 VERSION_LINE = "capscan, version {version}\n"
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from analyzer.cli.options import Options, open_existing_db, shared_options
-from analyzer.cli.output import echo_json
+from analyzer.cli.options import Options, open_existing_db
+from analyzer.cli.output import Result, output_options, text
 
 
 @click.group()
@@ -14,21 +14,18 @@ def db() -> None:
 
 
 @db.command("path")
-@shared_options("db", "json")
-def db_path(opts: Options) -> None:
+@output_options("db", "json")
+def db_path(opts: Options) -> Result:
     """Print the database path."""
     from analyzer.store.paths import resolve_db_path
 
     path = resolve_db_path(opts.db)
-    if opts.as_json:
-        echo_json({"path": str(path), "exists": path.exists()})
-        return
-    click.echo(str(path))
+    return Result(human=text(str(path)), doc={"path": str(path), "exists": path.exists()})
 
 
 @db.command("stats")
-@shared_options("db", "json")
-def db_stats(opts: Options) -> None:
+@output_options("db", "json")
+def db_stats(opts: Options) -> Result:
     """Sources, runs, rows and verdicts stored."""
     from analyzer.store.paths import resolve_db_path
     from analyzer.store.queries import stats
@@ -36,21 +33,17 @@ def db_stats(opts: Options) -> None:
     database = open_existing_db(opts)
     if database is None:
         path = resolve_db_path(opts.db)
-        if opts.as_json:
-            echo_json({"path": str(path), "exists": False, "runs": 0})
-        else:
-            click.echo(f"No database yet at {path}: nothing stored. Pipe a log in: llama-bench ... 2>&1 | capscan")
-        return
+        return Result(human=text(f"No database yet at {path}: nothing stored. Pipe a log in: llama-bench ... 2>&1 "
+                                 "| capscan"), doc={"path": str(path), "exists": False, "runs": 0})
     s = stats(database, resolve_db_path(opts.db))
-    if opts.as_json:
-        echo_json(s)
-        return
+    lines = []
     for key, value in s.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items()) or "-"
         elif isinstance(value, list):
             value = ", ".join(value)
-        click.echo(f"{key:<18} {value}")
+        lines.append(f"{key:<18} {value}")
+    return Result(human=text(*lines), doc=s)
 
 
 from analyzer.cli.fleet import db_serve  # noqa: E402 - `db serve` lives with the other fleet commands

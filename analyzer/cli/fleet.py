@@ -8,12 +8,13 @@ import sys
 import time
 import unicodedata
 from pathlib import Path
+from typing import TextIO
 
 import click
 
 from analyzer.cli.exits import EXIT_FAIL_ON, EXIT_INTERRUPTED, CapscanError
 from analyzer.cli.options import Options, open_db, open_existing_db, shared_options
-from analyzer.cli.output import echo_json
+from analyzer.cli.output import Result, output_options, text, write
 
 
 def _plain(text: object) -> str:
@@ -61,8 +62,8 @@ def _write_prometheus(snap, path: str, const: dict[str, str]) -> None:
 
 @click.command()
 @click.option("--all", "show_all", is_flag=True, help="Also list the known locations where nothing was found.")
-@shared_options("json")
-def sources(opts: Options, show_all: bool) -> None:
+@output_options("json")
+def sources(opts: Options, show_all: bool) -> Result:
     """The runtime log locations known on this machine (ollama, LM Studio, Jan,
     llama-server under launchd or systemd, brew services), which exist, their
     size and age. `capscan ingest --discover` and `capscan watch` read them."""
@@ -70,20 +71,22 @@ def sources(opts: Options, show_all: bool) -> None:
 
     now = time.time()
     found = discover()
-    if opts.as_json:
-        echo_json([s.to_json(now) for s in found])
-        return
-    shown = [s for s in found if s.exists or show_all]
-    missing = sum(1 for s in found if not s.exists)
-    if not shown:
-        click.echo(f"No runtime logs found ({missing} known locations checked; `capscan sources --all` lists them).",
-                   err=True)
-        return
-    for s in shown:
-        state = f"{human_size(s.size):>10}  {human_age(s.age_seconds(now)):>4}" if s.exists else f"{'missing':>16}"
-        click.echo(f"{s.runtime:<12} {state}  {_plain(s.path)}   ({_plain(s.via)})")
-    if not show_all and missing:
-        click.echo(f"({missing} other known locations hold nothing; `capscan sources --all` lists them)", err=True)
+
+    def human(out: TextIO) -> None:
+        shown = [s for s in found if s.exists or show_all]
+        missing = sum(1 for s in found if not s.exists)
+        if not shown:
+            click.echo(f"No runtime logs found ({missing} known locations checked; `capscan sources --all` lists "
+                       "them).", err=True)
+            return
+        for s in shown:
+            state = f"{human_size(s.size):>10}  {human_age(s.age_seconds(now)):>4}" if s.exists else f"{'missing':>16}"
+            out.write(f"{s.runtime:<12} {state}  {_plain(s.path)}   ({_plain(s.via)})\n")
+        out.flush()
+        if not show_all and missing:
+            click.echo(f"({missing} other known locations hold nothing; `capscan sources --all` lists them)", err=True)
+
+    return Result(human=human, doc=[s.to_json(now) for s in found])
 
 
 def discovered_paths() -> list[str]:
@@ -109,11 +112,9 @@ def ingest_discovered(opts: Options) -> None:
     finally:
         watcher.close()
     click.echo(f"capscan: {len(targets)} discovered log(s), {len(runs)} new run(s)", err=True)
-    if opts.as_json:
-        echo_json([{"path": r.source, "run_id": r.id, "verdict": (r.diagnosis or {}).get("verdict")} for r in runs])
-    else:
-        for r in runs:
-            click.echo(r.id)
+    found = [{"path": r.source, "run_id": r.id, "verdict": (r.diagnosis or {}).get("verdict")} for r in runs]
+    write(opts, Result(human=text(*(str(r.id) for r in runs)), doc=found, records=found,
+                       columns=("path", "run_id", "verdict"), rows=found))
 
 
 # ---------------------------------------------------------------------------

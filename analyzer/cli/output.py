@@ -18,17 +18,6 @@ from analyzer.cli.exits import FailOn
 from analyzer.cli.options import Options, shared_options
 
 
-def dump_json(obj: Any) -> str:
-    """Indented JSON; NaN and infinities (which JSON has not) become null."""
-    from analyzer.output.tabular import dumps
-
-    return dumps(obj)
-
-
-def echo_json(obj: Any) -> None:
-    click.echo(dump_json(obj))
-
-
 def error_line(message: Any) -> None:
     """``capscan: <message>`` on stderr, inert (messages can quote paths and log text)."""
     from analyzer.output.tabular import safe_text
@@ -86,7 +75,8 @@ class Result:
     human: the default text; markdown: a richer --markdown than the table;
     verdicts: what --fail-on looks at (None: the command has no verdicts; it is
     read after the output is written, so a streaming command may fill it then);
-    report_runs: diagnosed runs, for the GitHub Actions summary and annotations.
+    report_runs: diagnosed runs, for the GitHub Actions summary and annotations;
+    exit_code: the status to exit with once everything is written.
     """
 
     human: Callable[[TextIO], None]
@@ -98,6 +88,16 @@ class Result:
     markdown: Callable[[TextIO], None] | None = None
     verdicts: list[str] | None = None
     report_runs: list | None = None
+    exit_code: int = 0  # after the output: a refusal (2) or an unverified remedy (1) still prints its result
+
+
+def text(*lines: str) -> Callable[[TextIO], None]:
+    """The human form of a Result that is a few lines of text."""
+    def human(out: TextIO) -> None:
+        for line in lines:
+            out.write(line + "\n")
+
+    return human
 
 
 def write(opts: Options, result: Result) -> None:
@@ -130,6 +130,8 @@ def write(opts: Options, result: Result) -> None:
         gha.report(result.report_runs)
     if result.verdicts is not None:
         check_fail_on(opts, result.verdicts)
+    if result.exit_code:
+        sys.exit(result.exit_code)
 
 
 def check_fail_on(opts: Options, verdicts: list[str]) -> None:

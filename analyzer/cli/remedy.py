@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
 from analyzer.cli.exits import EXIT_REFUSED, EXIT_UNVERIFIED, CapscanError
-from analyzer.cli.options import open_db, shared_options
-from analyzer.cli.output import echo_json
+from analyzer.cli.options import open_db
+from analyzer.cli.output import Result, output_options, write
 from analyzer.cli.via import via_options
 
 if TYPE_CHECKING:
@@ -28,13 +28,15 @@ if TYPE_CHECKING:
 
 
 def _refuse(opts, reason: str, *, checks: list[Check] | None = None, extra: dict | None = None) -> None:
-    if opts.as_json:
-        echo_json({"refused": True, "reason": reason, "checks": [c.to_json() for c in checks or []], **(extra or {})})
-    else:
+    """Print why nothing is done (the checks and the reason on stderr, or the --json document) and exit 2."""
+    def human(out: TextIO) -> None:
         for c in checks or []:
             click.echo(c.line(), err=True)
         click.echo(f"capscan: refusing: {reason}", err=True)
-    sys.exit(EXIT_REFUSED)
+
+    write(opts, Result(human=human, doc={"refused": True, "reason": reason,
+                                         "checks": [c.to_json() for c in checks or []], **(extra or {})},
+                       exit_code=EXIT_REFUSED))
 
 
 def _stock_run(db, run_id: int | None, last: bool) -> int:
@@ -69,8 +71,8 @@ def remedy() -> None:
 @click.option("--last", is_flag=True, help="The newest stored run.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @via_options
-@shared_options("db", "json")
-def plan_cmd(opts, run_id, last, command) -> None:
+@output_options("db", "json")
+def plan_cmd(opts, run_id, last, command) -> Result:
     """The exact steps `remedy run` would take here for a run, or why nothing should be done.
 
     Optionally the command to remedy after --: capscan remedy plan --run 7 -- llama-bench -m m.gguf
@@ -81,19 +83,20 @@ def plan_cmd(opts, run_id, last, command) -> None:
     db = open_db(opts)
     rid = _stock_run(db, run_id, last)
     p = build_plan(db, rid, command=list(command) or None, runner=Runner())
-    if opts.as_json:
-        echo_json(p)
-        return
-    if p["verdict"] is None:
+    if p["verdict"] is None and not opts.as_json:
         raise CapscanError(p["refusal"])
-    click.echo(f"run {rid}: {p['verdict']}" + ("  (fixable)" if p.get("fixable") else ""))
-    if not p["actionable"]:
-        click.echo(f"nothing to do: {p['refusal']}")
-        return
-    for i, s in enumerate(p["steps"], 1):
-        click.echo(f"{i}. {s['title']}\n   $ {s['shell']}\n   check: {s['check']}")
-    for n in p.get("notes", []):
-        click.echo(f"note: {n}")
+
+    def human(out: TextIO) -> None:
+        out.write(f"run {rid}: {p['verdict']}" + ("  (fixable)" if p.get("fixable") else "") + "\n")
+        if not p["actionable"]:
+            out.write(f"nothing to do: {p['refusal']}\n")
+            return
+        for i, s in enumerate(p["steps"], 1):
+            out.write(f"{i}. {s['title']}\n   $ {s['shell']}\n   check: {s['check']}\n")
+        for n in p.get("notes", []):
+            out.write(f"note: {n}\n")
+
+    return Result(human=human, doc=p)
 
 
 # --------------------------------------------------------------------------- run
@@ -131,8 +134,8 @@ def _print_compare(cmp: dict[str, Any], out) -> None:
               help="Inject this library instead of the one built from native/interposer/.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @via_options
-@shared_options("db", "json")
-def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> None:
+@output_options("db", "json")
+def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> Result:
     """Launch CMD with the interposer injected, store and verify the new run.
 
     capscan remedy run [--family auto|N] -- CMD ARGS...
@@ -183,14 +186,12 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> None:
     outcome = L.launch(db, cmd, env, out=out_sink, err=sys.stderr.buffer)
     cmp = L.settle(db, outcome, stock=stock, family=family, inj=inj, action_id=action_id)
     failed_checks = [c for c in outcome.checks if c.failed]
-    if opts.as_json:
-        echo_json({"refused": False, "stock_run_id": stock_id, "run_ids": outcome.run_ids, "family": family,
-               "injection": {"env_var": inj.env_var, "library": library, "sha256": lib.sha256},
-               "preflight": [c.to_json() for c in checks], "verification": [c.to_json() for c in outcome.checks],
-               "verified": outcome.verified, "compare": cmp, "returncode": outcome.returncode,
-               "action_id": action_id})
-    else:
-        out = sys.stdout
+    doc = {"refused": False, "stock_run_id": stock_id, "run_ids": outcome.run_ids, "family": family,
+           "injection": {"env_var": inj.env_var, "library": library, "sha256": lib.sha256},
+           "preflight": [c.to_json() for c in checks], "verification": [c.to_json() for c in outcome.checks],
+           "verified": outcome.verified, "compare": cmp, "returncode": outcome.returncode, "action_id": action_id}
+
+    def human(out: TextIO) -> None:
         print("", file=out)
         print(f"remedy run: stock run {stock_id} -> new run(s) {', '.join(map(str, outcome.run_ids)) or 'none'} "
               f"(family {family}, {inj.env_var})", file=out)
@@ -203,8 +204,8 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> None:
             print("verified: the interposer loaded and llama.cpp's capability flags are now true.", file=out)
         else:
             print(f"NOT verified: {failed_checks[0].name} failed: {failed_checks[0].reason}.", file=out)
-    if not outcome.verified:
-        sys.exit(EXIT_UNVERIFIED)
+
+    return Result(human=human, doc=doc, exit_code=0 if outcome.verified else EXIT_UNVERIFIED)
 
 
 # --------------------------------------------------------------------------- env
@@ -221,8 +222,8 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> None:
               help="Also set CAPSCAN_INTERPOSER_SCRUB=1: programs the command starts do not inherit the library.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @via_options
-@shared_options("db", "json")
-def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, command) -> None:
+@output_options("db", "json")
+def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, command) -> Result:
     """The prefix for launching one command yourself: /usr/bin/env DYLD_INSERT_LIBRARIES=... CMD.
 
     capscan remedy env [-- CMD ARGS...]: with CMD, the whole line (after checking
@@ -259,20 +260,24 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
         _refuse(opts, "preflight failed; nothing printed", checks=checks)
     prefix = px.prefix_argv(inj, str(lib.choice.path), family, scrub_children=scrub_children)
     line = px.quote(shell, prefix + cmd)
-    if opts.as_json:
-        echo_json({"shell": shell, "env": dict(a.split("=", 1) for a in prefix[1:]), "prefix": prefix,
-                   "command": cmd or None, "line": line, "run_id": rid, "checks": [c.to_json() for c in checks]})
-        return
-    for c in checks:
-        click.echo(c.line(), err=True)
-    if rid is None:
-        click.echo("capscan: no stored run: nothing confirms this machine is a fixable guest; you vouch for it.",
-                   err=True)
-    click.echo(line)
-    if not cmd:
-        click.echo(f"capscan: put the line above in front of the one command to remedy (e.g. ... llama-bench -m "
-                   f"model.gguf); {inj.env_var} then reaches that command and what it starts, never your shell. "
-                   "`capscan remedy env -- CMD ARGS` also checks every binary CMD runs through.", err=True)
+    env_var = inj.env_var
+
+    def human(out: TextIO) -> None:
+        for c in checks:
+            click.echo(c.line(), err=True)
+        if rid is None:
+            click.echo("capscan: no stored run: nothing confirms this machine is a fixable guest; you vouch for it.",
+                       err=True)
+        out.write(line + "\n")
+        out.flush()
+        if not cmd:
+            click.echo(f"capscan: put the line above in front of the one command to remedy (e.g. ... llama-bench -m "
+                       f"model.gguf); {env_var} then reaches that command and what it starts, never your shell. "
+                       "`capscan remedy env -- CMD ARGS` also checks every binary CMD runs through.", err=True)
+
+    return Result(human=human, doc={"shell": shell, "env": dict(a.split("=", 1) for a in prefix[1:]),
+                                    "prefix": prefix, "command": cmd or None, "line": line, "run_id": rid,
+                                    "checks": [c.to_json() for c in checks]})
 
 
 # --------------------------------------------------------------------------- host default
@@ -282,8 +287,8 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
 @click.option("--status", "mode", flag_value="status", default=True, help="Show the current value (default).")
 @click.option("--apply", "apply_", is_flag=True, help="Set it (records the value it replaces); with --undo: do it.")
 @click.option("--undo", "undo_", is_flag=True, help="Put back the value capscan replaced (dry run without --apply).")
-@shared_options("db", "json")
-def host_default_cmd(opts, mode, apply_, undo_) -> None:
+@output_options("db", "json")
+def host_default_cmd(opts, mode, apply_, undo_) -> Result:
     """The host's com.apple.gpusw.ParavirtualizedGraphics ForceUnrestrictedDeviceFeatureLevel."""
     from analyzer.remedy import hostdefault as hd
     from analyzer.remedy.runner import Runner
@@ -316,27 +321,26 @@ def host_default_cmd(opts, mode, apply_, undo_) -> None:
     elif apply_:
         ok, msg, aid = hd.apply(runner, db)
         doc["apply"] = {"done": ok, "message": msg, "action_id": aid}
-    if opts.as_json:
-        echo_json(doc)
-    else:
+    def human(out: TextIO) -> None:
         if why_not:
-            click.echo(f"not a macOS host: {why_not}.")
+            out.write(f"not a macOS host: {why_not}.\n")
         else:
-            click.echo(f"{hd.DOMAIN} {hd.KEY}: {current.describe() if current else 'unknown'}")
+            out.write(f"{hd.DOMAIN} {hd.KEY}: {current.describe() if current else 'unknown'}\n")
         for a in mine:
             state = f"undone {a['undone_at']}" if a["undone_at"] else a["result"]
-            click.echo(f"  capscan action {a['id']} at {a['at']}: set it (was "
-                       f"{a['args']['previous'].get('value') or 'not set'}); {state}")
+            out.write(f"  capscan action {a['id']} at {a['at']}: set it (was "
+                      f"{a['args']['previous'].get('value') or 'not set'}); {state}\n")
         for key in ("apply", "undo"):
             if key in doc:
-                click.echo(doc[key]["message"])
+                out.write(doc[key]["message"] + "\n")
         if not apply_ and not undo_ and current is not None and not current.enabled:
-            click.echo(f"`--apply` would run: {shlex.join(hd.WRITE_TRUE)}")
-        click.echo(hd.RESTART)
-        click.echo(hd.SUFFICIENT)
-    if (apply_ and not doc.get("apply", {}).get("done", True)) or (
-            undo_ and apply_ and pending and not doc["undo"]["done"]):
-        sys.exit(EXIT_UNVERIFIED)
+            out.write(f"`--apply` would run: {shlex.join(hd.WRITE_TRUE)}\n")
+        out.write(hd.RESTART + "\n")
+        out.write(hd.SUFFICIENT + "\n")
+
+    failed = (apply_ and not doc.get("apply", {}).get("done", True)) or (
+        undo_ and apply_ and pending and not doc["undo"]["done"])
+    return Result(human=human, doc=doc, exit_code=EXIT_UNVERIFIED if failed else 0)
 
 
 # --------------------------------------------------------------------------- undo / status
@@ -345,8 +349,8 @@ def host_default_cmd(opts, mode, apply_, undo_) -> None:
 @remedy.command("undo")
 @click.option("--apply", "apply_", is_flag=True, help="Do it (otherwise: show what would be put back).")
 @click.option("--id", "action_id", type=int, default=None, help="Only this recorded action.")
-@shared_options("db", "json")
-def undo_cmd(opts, apply_, action_id) -> None:
+@output_options("db", "json")
+def undo_cmd(opts, apply_, action_id) -> Result:
     """Put back what capscan changed, from its records (dry run without --apply)."""
     from analyzer.remedy import hostdefault as hd
     from analyzer.remedy.runner import Runner
@@ -376,23 +380,22 @@ def undo_cmd(opts, apply_, action_id) -> None:
         else:
             entry.update(done=False, message=f"capscan does not know how to undo {a['action']!r}")
         results.append(entry)
-    if opts.as_json:
-        echo_json({"apply": apply_, "undo": results})
-    else:
+    def human(out: TextIO) -> None:
         if not results:
-            click.echo("nothing to undo: capscan has no applied changes on record (remedy run changes only its "
-                       "child's environment).")
+            out.write("nothing to undo: capscan has no applied changes on record (remedy run changes only its "
+                      "child's environment).\n")
         for r in results:
-            click.echo(f"action {r['action_id']} ({r['action']}): {r['message']}")
+            out.write(f"action {r['action_id']} ({r['action']}): {r['message']}\n")
         if results and not apply_:
-            click.echo("dry run: add --apply to do it.")
-    if apply_ and any(not r["done"] for r in results):
-        sys.exit(EXIT_UNVERIFIED)
+            out.write("dry run: add --apply to do it.\n")
+
+    failed = apply_ and any(not r["done"] for r in results)
+    return Result(human=human, doc={"apply": apply_, "undo": results}, exit_code=EXIT_UNVERIFIED if failed else 0)
 
 
 @remedy.command("status")
-@shared_options("db", "json")
-def status_cmd(opts) -> None:
+@output_options("db", "json")
+def status_cmd(opts) -> Result:
     """What capscan changed, from its records, and what is injected right now."""
     from analyzer.remedy import platform as plat
     from analyzer.store import remedy_records as records
@@ -403,25 +406,25 @@ def status_cmd(opts) -> None:
     injected = {v: os.environ[v] for v in plat.all_injection_vars() if os.environ.get(v)}
     shim_vars = {v: os.environ[v] for v in (plat.FAMILY_VAR, *plat.ALIAS_FAMILY_VARS) if v in os.environ}
     pending = records.undoable(db)
-    if opts.as_json:
-        echo_json({"actions": acts, "run_links": links, "pending_undo": [a["id"] for a in pending],
-               "environment": {**injected, **shim_vars}})
-        return
-    if not acts:
-        click.echo("capscan remedy has done nothing yet.")
-    for a in acts:
-        undo = ("undone " + a["undone_at"]) if a["undone_at"] else (
-            "undo: " + shlex.join(a["undo"]["argv"]) if (a["undo"] or {}).get("argv") else
-            (a["undo"] or {}).get("why", "nothing to undo"))
-        what = shlex.join(a["args"].get("argv") or []) if a["action"] != "dylib-checksum" else a["args"].get("path")
-        click.echo(f"{a['id']:>4}  {a['at']}  {a['action']:<15} {a['result']:<24} {what}\n      {undo}")
-    for link in links:
-        click.echo(f"run {link['run_id']} <- stock run {link['stock_run_id']} ({link['relation']}, "
-                   f"action {link['action_id']})")
-    for k, v in {**injected, **shim_vars}.items():
-        click.echo(f"in this shell: {k}={v}")
-    if pending:
-        click.echo(f"{len(pending)} change(s) can be put back: capscan remedy undo --apply")
+    def human(out: TextIO) -> None:
+        if not acts:
+            out.write("capscan remedy has done nothing yet.\n")
+        for a in acts:
+            undo = ("undone " + a["undone_at"]) if a["undone_at"] else (
+                "undo: " + shlex.join(a["undo"]["argv"]) if (a["undo"] or {}).get("argv") else
+                (a["undo"] or {}).get("why", "nothing to undo"))
+            what = shlex.join(a["args"].get("argv") or []) if a["action"] != "dylib-checksum" else a["args"].get("path")
+            out.write(f"{a['id']:>4}  {a['at']}  {a['action']:<15} {a['result']:<24} {what}\n      {undo}\n")
+        for link in links:
+            out.write(f"run {link['run_id']} <- stock run {link['stock_run_id']} ({link['relation']}, "
+                      f"action {link['action_id']})\n")
+        for k, v in {**injected, **shim_vars}.items():
+            out.write(f"in this shell: {k}={v}\n")
+        if pending:
+            out.write(f"{len(pending)} change(s) can be put back: capscan remedy undo --apply\n")
+
+    return Result(human=human, doc={"actions": acts, "run_links": links, "pending_undo": [a["id"] for a in pending],
+                                    "environment": {**injected, **shim_vars}})
 
 
 # --------------------------------------------------------------------------- selftest
@@ -438,17 +441,17 @@ def _printable(text: str) -> str:
     return "".join("?" if unicodedata.category(c).startswith("C") else c for c in text)
 
 
-def _print_selftest(doc: dict[str, Any]) -> None:
+def _print_selftest(doc: dict[str, Any], out: TextIO) -> None:
     from analyzer.chips import family_name
 
     runs = doc["runs"]
     title = "capscan remedy selftest"
     if doc["stand_in"]:
         title += " (Linux stand-in: LD_PRELOAD and the fake Metal device, not a GPU)"
-    click.echo(title)
+    print(title, file=out)
     labels = [k for k in ("stock", "capscan", "other-shim") if k in runs]
     head = "".join(f"{(k + ' (run ' + ','.join(map(str, runs[k]['run_ids'])) + ')'):<26}" for k in labels)
-    click.echo(f"  {'':<23}{head}")
+    print(f"  {'':<23}{head}", file=out)
     rows = [
         ("device", lambda m: m["device"] or "-"),
         ("Apple family", lambda m: f"{family_name(m['apple_family'])} ({m['apple_family']})" if m["apple_family"]
@@ -461,16 +464,16 @@ def _print_selftest(doc: dict[str, Any]) -> None:
     ]
     for name, get in rows:
         cells = "".join(f"{_printable(str(get(runs[k]['matrix'])))[:24]:<26}" for k in labels)
-        click.echo(f"  {name:<23}{cells}")
+        print(f"  {name:<23}{cells}", file=out)
     bench = doc.get("llama_bench") or {}
     for label in ("capscan", "other-shim"):
         for test, s in (bench.get(f"{label}_speedup") or {}).items():
-            click.echo(f"  llama-bench {test} ({label}): {s['before']:,.2f} -> {s['after']:,.2f} t/s "
-                       f"({s['ratio']:.2f}x)")
-    click.echo(f"verdict: {doc['verdict']}: {doc['meaning']}")
+            print(f"  llama-bench {test} ({label}): {s['before']:,.2f} -> {s['after']:,.2f} t/s "
+                  f"({s['ratio']:.2f}x)", file=out)
+    print(f"verdict: {doc['verdict']}: {doc['meaning']}", file=out)
     if doc["reason"]:
-        click.echo(f"  why: {_printable(doc['reason'])}")
-    click.echo(f"send back: {doc['send_back']}")
+        print(f"  why: {_printable(doc['reason'])}", file=out)
+    print(f"send back: {doc['send_back']}", file=out)
 
 
 @remedy.command("selftest")
@@ -486,8 +489,8 @@ def _print_selftest(doc: dict[str, Any]) -> None:
 @click.option("--compare-shim", "compare_shim", default=None, metavar="PATH",
               help="A third run with another shim (Lume, Tart, Anka) injected instead, for an A/B.")
 @via_options
-@shared_options("db", "json")
-def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, compare_shim) -> None:
+@output_options("db", "json")
+def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, compare_shim) -> Result:
     """Prove the remedy on this machine: probe stock vs remedied, store both, one verdict.
 
     Verdicts: works, interposing-disabled, refused-by-hardened-runtime,
@@ -503,12 +506,11 @@ def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, 
     report = run_selftest(db, runner=Runner(), family_spec=family_spec, dylib_path=dylib_path,
                           probe_path=probe_path, llama_bench=llama_bench, model=model, compare_shim=compare_shim)
     doc = report.to_json()
-    if opts.as_json:
-        echo_json(doc)
-    else:
+
+    def human(out: TextIO) -> None:
         for c in report.checks:
             if c.status in ("fail", "warn"):
                 click.echo(_printable(c.line()).replace("?        instead", "\n        instead"), err=True)
-        _print_selftest(doc)
-    if report.verdict != WORKS:
-        sys.exit(EXIT_UNVERIFIED)
+        _print_selftest(doc, out)
+
+    return Result(human=human, doc=doc, exit_code=0 if report.verdict == WORKS else EXIT_UNVERIFIED)

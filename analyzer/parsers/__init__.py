@@ -114,6 +114,21 @@ class Dispatcher:
             events.extend(self.feed(line_no, raw))
         return events
 
+    def feed_block(self, body: bytes, pos: int, end: int, line_no: int,
+                   max_line: int) -> tuple[list[Event], int, int] | None:
+        """The llama-bench JSONL rows from ``pos`` on (whole lines of ``body`` up to ``end``;
+        ``line_no`` numbers the line before ``pos``) that share the configuration of the last
+        row parsed whole, as one ``bench.rows`` event, the events ``feed_many`` gives for
+        those lines: ``(events, the position after them, how many lines)``; None when the
+        line at ``pos`` is not such a row (it goes to ``feed``)."""
+        if self.collector is not None:
+            return None
+        rows, at = self._jsonl.measure_lines(body, pos, end, line_no, max_line)
+        if not rows:
+            return None
+        self.recognised += len(rows)
+        return [Event("bench.rows", rows[0][0], "", {"config": self._jsonl.config, "rows": rows})], at, len(rows)
+
     def _dispatch(self, line_no: int, text: str, events: list[Event]) -> None:
         for fmt in FORMATS:
             if not any(lit in text for lit in fmt.literals):

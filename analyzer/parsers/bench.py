@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from analyzer.parsers.base import (
+    SQLITE_INT_MAX,
     Event,
     Format,
     Pattern,
@@ -138,6 +139,67 @@ class JsonlRows:
         except ValueError:  # not JSON, or Rejected: the full path (``row``) counts it
             return None
 
+    # measure_lines reads a window of the input at a time: small after a change of configuration
+    # (a sweep that changes it every few rows costs little), doubling while rows keep sharing it.
+    WINDOW_MIN, WINDOW_MAX = 32 << 10, 8 << 20
+
+    _window = WINDOW_MIN
+
+    def measure_lines(self, body: bytes, pos: int, end: int, line_no: int, max_line: int) -> tuple[list[tuple], int]:
+        """The lines of ``body[pos:end]`` (whole lines, each ending with a newline) from ``pos``
+        on that share the configuration of the last row parsed whole, as far as they go:
+        ``([(line, test, tok_s, stddev, n_prompt, n_gen, n_depth), ...], the position after the
+        last one)``; line numbers follow ``line_no`` (the line before ``pos``).
+
+        The same rows ``measure`` gives line by line, in one loop with no per-line event or
+        tuple between the scanner and here. It stops before the first line that is anything
+        else (another configuration, a tail that does not decode, a row without a speed, a
+        line over ``max_line``): that line is for the ordinary path (``row``), which decides it
+        as before. Lines are cut from a window that doubles while rows keep sharing the
+        configuration and shrinks back where they stop (a sweep that changes it every few rows
+        never cuts a whole chunk for a few rows)."""
+        prefix = self._prefix
+        cut = self._CUT
+        if prefix is None or not body.startswith(prefix, pos) or not body.startswith(cut, pos + len(prefix)):
+            return [], pos
+        plen = len(prefix)
+        stop = pos + self._window
+        if stop >= end:
+            stop = end
+        else:
+            stop = body.rfind(b"\n", pos, stop) + 1  # whole lines only
+            if stop <= pos:  # one line longer than the window
+                stop = body.find(b"\n", pos, end) + 1
+        # A private copy of the window: each row's tail is decoded where it lies, the byte before
+        # it (the configuration's last) overwritten with "{" (no line cut out, nothing concatenated).
+        window = bytearray(memoryview(body)[pos:stop])
+        view = memoryview(window)
+        find, opens = window.find, window.startswith
+        out: list[tuple] = []
+        append = out.append
+        loads, measurement = _loads, _measurement
+        size, at = len(window), 0
+        try:
+            while at < size:
+                eol = find(b"\n", at)  # the window ends with a newline
+                if eol - at > max_line or not (opens(prefix, at) and opens(cut, at + plen)):
+                    break
+                window[at + plen - 1] = 0x7B  # "{"
+                try:
+                    obj = loads(view[at + plen - 1:eol])
+                    m = measurement(obj) if type(obj) is dict else None
+                except ValueError:  # not JSON, or Rejected: the ordinary path counts it
+                    break
+                if m is None:
+                    break
+                line_no += 1
+                append((line_no, *m))
+                at = eol + 1
+        finally:
+            view.release()
+        self._window = min(self._window * 2, self.WINDOW_MAX) if at == size else self.WINDOW_MIN
+        return out, pos + at
+
     def row(self, raw: bytes) -> dict | None:
         m = self.measure(raw)
         if m is not None:
@@ -158,16 +220,24 @@ class JsonlRows:
         return _row(config, m)
 
 
+_INT_MIN, _INT_MAX = -SQLITE_INT_MAX - 1, SQLITE_INT_MAX
+
+
 def _measurement(tail: dict[str, Any]) -> tuple | None:
     """(test, tok_s, stddev, n_prompt, n_gen, n_depth) from a row's measured fields.
 
     Runs once per row of files that hold a million: JSON values arrive typed,
     so the type checks come first and conversion only for CSV/SQL strings."""
     get = tail.get
-    tok_s = get("avg_ts")
+    tok_s, stddev = get("avg_ts"), get("stddev_ts")
+    n_prompt, n_gen, n_depth = get("n_prompt"), get("n_gen"), get("n_depth")
+    if (type(tok_s) is float and type(n_prompt) is int and type(n_gen) is int and type(n_depth) is int
+            and (type(stddev) is float or stddev is None)
+            and _INT_MIN <= n_prompt <= _INT_MAX and _INT_MIN <= n_gen <= _INT_MAX and _INT_MIN <= n_depth <= _INT_MAX):
+        test = test_name(n_prompt, n_gen, n_depth)  # a JSON row: typed already (the million-row case)
+        return None if test is None else (test, tok_s, stddev, n_prompt, n_gen, n_depth)
     if type(tok_s) is not float:
         tok_s = _float(tok_s)
-    n_prompt, n_gen, n_depth = get("n_prompt"), get("n_gen"), get("n_depth")
     if type(n_prompt) is not int:
         n_prompt = _int(n_prompt)
     if type(n_gen) is not int:
@@ -179,7 +249,6 @@ def _measurement(tail: dict[str, Any]) -> tuple | None:
     test = test_name(n_prompt, n_gen, n_depth)
     if tok_s is None or test is None:
         return None
-    stddev = get("stddev_ts")
     if type(stddev) is not float:
         stddev = _float(stddev)
     return test, tok_s, stddev, n_prompt, n_gen, n_depth

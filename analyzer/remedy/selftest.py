@@ -221,6 +221,8 @@ def decide(report: Report, stock: ProbeRun, remedied: ProbeRun, family: int, inj
 def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dylib_path: str | None = None,
                  probe_path: str | None = None, llama_bench: str | None = None, model: str | None = None,
                  compare_shim: str | None = None) -> Report:
+    """Stock probe, preflight, remedied probe (and optionally another shim and llama-bench), one verdict.
+    Every early return leaves the reason in the report."""
     system = plat.system()
     inj = plat.injection(system)
     report = Report(system, system != "darwin")
@@ -230,26 +232,10 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     if inj is None:
         report.reason = f"{system} has no capscan interposer"
         return report
-    brand = plat.brand_string(runner)
-    guest, how = plat.is_guest(runner, brand) if system == "darwin" else (None, "Linux stand-in")
-    sip = pf.sip_state(runner)[0] if system == "darwin" else "n/a"
-    report.facts = {"guest": guest, "guest_how": how, "cpu": brand, "sip": sip,
-                    "machine": plat.machine(), "command_line_tools": plat.developer_tools(runner)}
-
-    # the probe: capscan's own, built with the library when missing
-    if probe_path:
-        probe = Path(probe_path)
-    elif system == "darwin":
-        probe, missing = dylibmod.probe_binary(runner)
-        if missing:
-            report.reason = f"capscan-probe is not built: {missing}"
-            return report
-    else:
-        build = dylibmod.build(runner, inj) if not (dylibmod.build_dir(inj) / "capscan-probe").exists() else None
-        probe = dylibmod.build_dir(inj) / "capscan-probe"
-        if build is not None and build.failed:
-            report.reason = build.reason
-            return report
+    guest, how = _machine_facts(report, runner, system)
+    probe = _probe_binary(report, runner, system, inj, probe_path)
+    if probe is None:
+        return report
 
     clean = _clean_env(runner)
     stock = run_probe(runner, db, probe, "stock", clean)
@@ -261,39 +247,15 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
         report.verdict, report.reason = NOT_VM, f"{how}"
         return report
 
-    # preflight for the probe (and llama-bench): library, arm64e, launch chain, hardened runtime
-    spec = family_spec
-    if spec == "auto" and system != "darwin":
-        spec = "1007"   # the fake device names no host chip; 1007 (M1) is the stand-in's cap
     # (with the clean environment the self-test gives its children: a shim already set in this shell is
     # not "injected twice" here, since no child inherits it)
-    clean_runner = Runner(clean, timeout=runner.timeout)
-    checks, inj2, family, lib = pf.run_preflight(db, cmd=[str(probe)], family_spec=spec, diag={}, stock_shim=None,
-                                                 dylib_path=dylib_path, runner=clean_runner)
-    report.checks = checks
-    if llama_bench:
-        more, *_ = pf.run_preflight(db, cmd=[llama_bench], family_spec=spec, diag={}, stock_shim=None,
-                                    dylib_path=dylib_path, runner=clean_runner, record_checksum=False)
-        names = {c.name for c in checks}
-        report.checks += [c for c in more if c.name not in names or c.failed]
-    report.family = family
-    bad = [c for c in report.checks if c.failed]
-    if bad or family is None or lib is None or lib.choice is None or inj2 is None:
-        first = bad[0] if bad else None
-        if first is not None and first.name == "guest":
-            report.verdict = NOT_VM
-        elif first is not None and first.name in ("arm64e slice", "launch chain") and "arm64e" in first.reason:
-            report.verdict = ARM64E
-        elif any(c.name in ("hardened runtime", "library validation") for c in bad):
-            report.verdict = HARDENED
-            first = next(c for c in bad if c.name in ("hardened runtime", "library validation"))
-        report.reason = (f"preflight refused: {first.name}: {first.reason}" if first else
-                         "preflight could not choose a family or a library")
+    chosen = _preflight(report, db, probe, Runner(clean, timeout=runner.timeout), system=system,
+                        family_spec=family_spec, dylib_path=dylib_path, llama_bench=llama_bench)
+    if chosen is None:
         return report
+    family, lib = chosen
 
-    library = str(lib.choice.path)
-    env = dict(clean)
-    env.update({inj.env_var: library, plat.FAMILY_VAR: str(family), "CAPSCAN_INTERPOSER_VERBOSE": "1"})
+    env = {**clean, inj.env_var: str(lib.choice.path), plat.FAMILY_VAR: str(family), "CAPSCAN_INTERPOSER_VERBOSE": "1"}
     remedied = run_probe(runner, db, probe, "capscan", env)
     report.probes["capscan"] = remedied
     if stock.run_ids and remedied.run_ids:
@@ -302,11 +264,9 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     report.facts["library_archs"] = lib.archs
     report.facts["library_sha256"] = lib.sha256
 
-    if compare_shim:
-        other = dict(clean)
-        other.update({inj.env_var: compare_shim, "LUME_METAL_APPLE_FAMILY_MAX": str(family),
-                      "TART_METAL_APPLE_FAMILY_MAX": str(family)})
-        shim_run = run_probe(runner, db, probe, "other-shim", other)
+    shim_env = _other_shim_env(clean, inj, compare_shim, family) if compare_shim else None
+    if shim_env is not None:
+        shim_run = run_probe(runner, db, probe, "other-shim", shim_env)
         report.probes["other-shim"] = shim_run
         if stock.run_ids and shim_run.run_ids:
             records.link_runs(db, shim_run.run_ids, stock.run_ids[-1], RELATION, None)
@@ -314,10 +274,74 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     if llama_bench and report.verdict != WORKS:
         report.bench = {"skipped": "the probe did not show the remedy working, so llama-bench was not run"}
     elif llama_bench:
-        report.bench = bench(db, llama_bench, model, clean, env,
-                             {**clean, inj.env_var: compare_shim, "LUME_METAL_APPLE_FAMILY_MAX": str(family),
-                              "TART_METAL_APPLE_FAMILY_MAX": str(family)} if compare_shim else None)
+        report.bench = bench(db, llama_bench, model, clean, env, shim_env)
     return report
+
+
+def _machine_facts(report: Report, runner: Runner, system: str) -> tuple[bool | None, str]:
+    """What the machine is (guest or not, and how that is known; CPU; SIP; tools), into report.facts."""
+    brand = plat.brand_string(runner)
+    guest, how = plat.is_guest(runner, brand) if system == "darwin" else (None, "Linux stand-in")
+    sip = pf.sip_state(runner)[0] if system == "darwin" else "n/a"
+    report.facts = {"guest": guest, "guest_how": how, "cpu": brand, "sip": sip,
+                    "machine": plat.machine(), "command_line_tools": plat.developer_tools(runner)}
+    return guest, how
+
+
+def _probe_binary(report: Report, runner: Runner, system: str, inj: plat.Injection,
+                  probe_path: str | None) -> Path | None:
+    """capscan's own probe (built with the library when missing), or the one given; None with the reason."""
+    if probe_path:
+        return Path(probe_path)
+    if system == "darwin":
+        probe, missing = dylibmod.probe_binary(runner)
+        if missing:
+            report.reason = f"capscan-probe is not built: {missing}"
+            return None
+        return probe
+    build = dylibmod.build(runner, inj) if not (dylibmod.build_dir(inj) / "capscan-probe").exists() else None
+    if build is not None and build.failed:
+        report.reason = build.reason
+        return None
+    return dylibmod.build_dir(inj) / "capscan-probe"
+
+
+def _preflight(report: Report, db: Database, probe: Path, clean_runner: Runner, *, system: str, family_spec: str,
+               dylib_path: str | None, llama_bench: str | None) -> tuple[int, Any] | None:
+    """Preflight for the probe (and llama-bench): library, arm64e, launch chain, hardened runtime.
+    Returns (family, library) or None, with the verdict and reason set from the first failed check."""
+    spec = family_spec
+    if spec == "auto" and system != "darwin":
+        spec = "1007"   # the fake device names no host chip; 1007 (M1) is the stand-in's cap
+    checks, inj, family, lib = pf.run_preflight(db, cmd=[str(probe)], family_spec=spec, diag={}, stock_shim=None,
+                                                dylib_path=dylib_path, runner=clean_runner)
+    report.checks = checks
+    if llama_bench:
+        more, *_ = pf.run_preflight(db, cmd=[llama_bench], family_spec=spec, diag={}, stock_shim=None,
+                                    dylib_path=dylib_path, runner=clean_runner, record_checksum=False)
+        names = {c.name for c in checks}
+        report.checks += [c for c in more if c.name not in names or c.failed]
+    report.family = family
+    bad = [c for c in report.checks if c.failed]
+    if not bad and family is not None and lib is not None and lib.choice is not None and inj is not None:
+        return family, lib
+    first = bad[0] if bad else None
+    if first is not None and first.name == "guest":
+        report.verdict = NOT_VM
+    elif first is not None and first.name in ("arm64e slice", "launch chain") and "arm64e" in first.reason:
+        report.verdict = ARM64E
+    elif any(c.name in ("hardened runtime", "library validation") for c in bad):
+        report.verdict = HARDENED
+        first = next(c for c in bad if c.name in ("hardened runtime", "library validation"))
+    report.reason = (f"preflight refused: {first.name}: {first.reason}" if first else
+                     "preflight could not choose a family or a library")
+    return None
+
+
+def _other_shim_env(clean: dict[str, str], inj: plat.Injection, shim: str, family: int) -> dict[str, str]:
+    """The environment that injects another shim (Lume, Tart, Anka) capped at the same family, for an A/B."""
+    return {**clean, inj.env_var: shim, "LUME_METAL_APPLE_FAMILY_MAX": str(family),
+            "TART_METAL_APPLE_FAMILY_MAX": str(family)}
 
 
 def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], remedied_env: dict[str, str],

@@ -44,9 +44,7 @@ def on_bench_rows(asm: Assembler, ev: Event) -> None:
     first = rows[0]
     _bench(asm, Event("bench.row", first[0], "", {}), bench_row_from(config, first[1:]))
     run = asm.run
-    model = config["model"]
-    run.add_many([Throughput(test, tok_s, stddev, model, line, "bench", n_prompt, n_gen, n_depth)
-                  for line, test, tok_s, stddev, n_prompt, n_gen, n_depth in rows[1:]])
+    run.add_bench_rows(config["model"], rows, 1)
     run.last_line = max(run.last_line or 0, rows[-1][0])
     asm.spill()
 

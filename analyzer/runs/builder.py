@@ -129,6 +129,30 @@ class RunBuilder:
             else:
                 found[0].append(tp.tok_s)
 
+    def add_bench_rows(self, model: str | None, rows: list[tuple], start: int = 0) -> None:
+        """``add_many`` for the dense path's rows of one configuration,
+        ``(line, test, tok_s, stddev, n_prompt, n_gen, n_depth)`` from ``rows[start]`` on:
+        the same Throughput rows and series, with no per-row group key (a batch
+        holds a few tests, each looked up once)."""
+        isfinite, make = math.isfinite, tuple.__new__
+        pending, series = self.pending, self._series
+        values_of: dict[str, array] = {}  # test -> its series' speeds
+        added = 0
+        for i in range(start, len(rows)):
+            line, test, tok_s, stddev, n_prompt, n_gen, n_depth = rows[i]
+            if not isfinite(tok_s):
+                continue  # 'inf tokens per second' (0 ms measured) is not a rate
+            pending.append(make(Throughput, (test, tok_s, stddev, model, line, "bench", n_prompt, n_gen, n_depth)))
+            values = values_of.get(test)
+            if values is None:
+                found = series.get((model, test, "bench"))
+                if found is None:
+                    found = series[(model, test, "bench")] = (array("d"), line, stddev)
+                values = values_of[test] = found[0]
+            values.append(tok_s)
+            added += 1
+        self.throughput_count += added
+
     def throughput_summary(self) -> list[dict]:
         """One entry per (model, test, kind), in order of appearance: the row itself,
         or the median of several (a bench file may give a run a million rows; the

@@ -20,7 +20,7 @@ from analyzer.fleet.prometheus import METRIC_NAMES
 from tests.conftest import REPO, run_capscan
 from tests.fleet.dbutil import fleet_db
 from tests.fleet.test_otlp import Receiver
-from tests.test_sources import _write
+from tests.read.test_sources import _write
 
 EXAMPLES = REPO / "examples"
 GUEST_LOG = EXAMPLES / "m1-ultra-guest-stock.log"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.conftest import run_capscan
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
 STOCK = FIX / "metal/m4-2026-08-guest-stock.log"
 
 RUN_KEYS = {"id", "source", "first_line", "last_line", "program", "backend", "device", "host_chip", "environment",

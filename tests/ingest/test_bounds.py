@@ -32,7 +32,7 @@ from analyzer.runs.builder import MAX_UNSUPPORTED_OPS
 from analyzer.store.db import open_db
 from tests.bombs import write_gzip_bomb
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 INGEST_BOUND_MB = 150  # the ingest memory bound (README: measured speed and memory)
 AS_LIMIT = 2 << 30  # the address space a child may reserve: far below the 8 GB the bomb used to take
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 @pytest.mark.parametrize("round_", range(3))

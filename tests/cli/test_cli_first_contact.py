@@ -15,7 +15,7 @@ import pytest
 from analyzer.cli.output import count_runs
 from tests.conftest import REPO, run_capscan
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
 STOCK = FIX / "metal/m4-2026-08-guest-stock.log"
 HOST = FIX / "metal/m4-2026-08-host-m1-ultra.log"
 AMD = FIX / "metal/m2-2024-10-amd-egpu-intel-mac.log"

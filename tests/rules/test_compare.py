@@ -17,7 +17,7 @@ import pytest
 from analyzer.rules.compare import decompose_numbers, per_token_cost, predict_tok_s
 from tests.conftest import run_capscan
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 TINY = {"pp512": (4871.99, 431.86, 4786.70), "tg128": (286.71, 12.63, 206.60)}
 GEMMA = {"pp512": (517.88, 71.66, 515.76), "tg128": (52.38, 3.41, 49.67)}

@@ -17,7 +17,7 @@ from analyzer.read.reader import open_input
 from analyzer.output.report import console, render_run
 from analyzer.store import open_db
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def diagnosed(tmp_path: Path, *files: str):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from analyzer.read.sources import Roots, discover, existing, human_age, human_size
 
-GUEST_LOG = Path(__file__).resolve().parent.parent / "examples" / "m1-ultra-guest-stock.log"
+GUEST_LOG = Path(__file__).resolve().parent.parent.parent / "examples" / "m1-ultra-guest-stock.log"
 
 
 def _write(path: Path, text: str = "x\n", age: float = 0.0) -> Path:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from analyzer.parsers.bench import JsonlRows, row_from_fields
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "bench"
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "bench"
 LINES = [line for f in sorted(FIX.glob("*.jsonl")) for line in f.read_bytes().splitlines() if line.strip()]
 
 

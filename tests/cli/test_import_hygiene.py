@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def test_core_modules_do_not_import_textual():

@@ -14,7 +14,7 @@ from analyzer.ingest import ingest
 from analyzer.read.reader import open_input
 from analyzer.store import open_db
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "shapes"
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "shapes"
 
 TINY_HOST = {"pp512": 4871.99, "tg128": 286.71}
 

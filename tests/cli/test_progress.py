@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _big_log(tmp_path: Path) -> Path:

@@ -17,7 +17,7 @@ from analyzer.parsers import Dispatcher
 from analyzer.parsers.bench import bench_row_from
 from analyzer.parsers.scanner import Scanner
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "fixtures"
 LITS = (b"BEGIN", b"hit", b"\xc2\xb1", b"build_commit")
 
 

@@ -28,7 +28,7 @@ from analyzer.cli import cli
 from analyzer.cli.exits import FailOn
 from tests.conftest import REPO, run_capscan
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
 GUEST = FIX / "metal/m4-2026-08-guest-stock.log"          # capability-downgrade
 HOST = FIX / "metal/m4-2026-08-host-m1-ultra.log"          # healthy, same model: the guest's baseline
 AMD = FIX / "metal/m2-2024-10-amd-egpu-intel-mac.log"       # hardware-limit
