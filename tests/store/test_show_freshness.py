@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
 GUEST = FIX / "metal/m4-2026-08-guest-stock.log"
 HOST = FIX / "metal/m4-2026-08-host-m1-ultra.log"
 
