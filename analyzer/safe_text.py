@@ -111,8 +111,8 @@ _JSON_RAW = _Pattern(f"[\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
 
 def escape_json_text(dumped: str) -> str:
     """A json.dumps(..., ensure_ascii=False) result with every terminal-unsafe character as a \\u escape."""
-    if _JSON_RAW.search(dumped) is None:
-        return dumped
+    if (dumped.isascii() and "\x7f" not in dumped) or _JSON_RAW.search(dumped) is None:
+        return dumped  # (ASCII text can hold only DEL of these: checked at C speed, not the regex's)
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group(0)):04x}", dumped)
 
 
@@ -127,14 +127,17 @@ def strip_unsafe_chars(text: str) -> str:
     return _UNSAFE_CHAR.sub("", text) if _UNSAFE_CHAR.search(text) else text
 
 
+# The ASCII bytes _OUTPUT_SUSPECT does not match: tab, newline and the printable characters.
+_PLAIN_ASCII = b"\t\n" + bytes(range(0x20, 0x7f))
 _OUTPUT_SUSPECT = _Pattern(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
 
 
 def clean_output(text: str) -> str:
     """Text on its way to stdout/stderr: ``clean`` that keeps the layout
     characters capscan writes itself (newline, tab, a CRLF line end)."""
-    if _OUTPUT_SUSPECT.search(text) is None:
-        return text
+    if (text.isascii() and not text.encode("ascii").translate(None, _PLAIN_ASCII)) \
+            or _OUTPUT_SUSPECT.search(text) is None:
+        return text  # ASCII text: deleting every harmless byte leaves the suspect ones (C speed, not the regex's)
     if "\r\n" in text:
         return "\r\n".join(clean_output(part) for part in text.split("\r\n"))
     return "\t".join(clean(part, keep_newlines=True) for part in text.split("\t"))
