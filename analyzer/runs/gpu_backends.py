@@ -20,12 +20,17 @@ def _device_list_run(asm: Assembler, source: str) -> RunBuilder:
     return run
 
 
-def on_vulkan_count(asm: Assembler, ev: Event) -> None:
+def _list_header(asm: Assembler, ev: Event, source: str) -> None:
+    """'found N Vulkan/CUDA devices': a device list begins, in a run of its own unless nothing named a device yet."""
     run = asm.run
     if run.device_source is not None:
         run = asm.new_run()
-    run.device_source = "vulkan"
+    run.device_source = source
     run.touch(ev)
+
+
+def on_vulkan_count(asm: Assembler, ev: Event) -> None:
+    _list_header(asm, ev, "vulkan")
 
 
 def on_vulkan_device(asm: Assembler, ev: Event) -> None:
@@ -52,11 +57,7 @@ def on_vulkan_cpu_device(asm: Assembler, ev: Event) -> None:
 
 
 def on_cuda_count(asm: Assembler, ev: Event) -> None:
-    run = asm.run
-    if run.device_source is not None:
-        run = asm.new_run()
-    run.device_source = "cuda"
-    run.touch(ev)
+    _list_header(asm, ev, "cuda")
 
 
 def on_cuda_device(asm: Assembler, ev: Event) -> None:
