@@ -1,6 +1,6 @@
 """Helpers shared by the ingest tests: ingest into a real SQLite file, read
 the stored runs back, parse bytes in memory (for the property test), and
-compare against tests/fixtures/expected.json."""
+compare against tests/fixtures/expected.json, and diagnose fixtures through the whole pipeline."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from analyzer.parsers import Dispatcher
 from analyzer.parsers.scanner import Scanner
 from analyzer.read.reader import Input, InputError, PartialInputError, open_input
 from analyzer.runs.assembler import Assembler
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.runs.builder import RunBuilder
 from analyzer.store.db import open_db
 from analyzer.store.queries import load_run
@@ -153,3 +154,20 @@ def count(db_path: Path, sql: str, args: tuple = ()) -> int:
         return conn.execute(sql, args).fetchone()[0]
     finally:
         conn.close()
+
+
+def diagnosed(tmp_path: Path, *files: str) -> list:
+    """Ingest fixture files in order into one database (the earlier ones are baselines), diagnose
+    every stored run so peers are known, and return the diagnosed runs of the last file."""
+    db = open_db(tmp_path / "diagnosed.db")
+    result = None
+    for name in files:
+        source = open_input(str(FIXTURES / name))
+        try:
+            result = ingest(db, source, force=True)
+        finally:
+            source.close()
+    assert result is not None, "give at least one fixture"
+    all_ids = [r[0] for r in db.conn.execute("SELECT id FROM runs ORDER BY id")]
+    diagnose_runs(db, all_ids, refresh_peers=True)
+    return diagnose_runs(db, result.run_ids, refresh_peers=True)

@@ -37,3 +37,14 @@ def fleet_db(path: Path) -> dict[str, int]:
     records.link_runs(db, [shim], stock, "remedy-run", action)
     db.conn.close()
     return {"host": host, "stock": stock, "shim": shim}
+
+
+def samples(text: str) -> dict[str, list[tuple[dict, float]]]:
+    """A Prometheus text exposition, parsed back by prometheus_client's own parser: name -> [(labels, value)]."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, list[tuple[dict, float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out

@@ -14,11 +14,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from analyzer.fleet.prometheus import METRIC_NAMES
 from tests.conftest import REPO, run_capscan
-from tests.fleet.dbutil import fleet_db
+from tests.fleet.dbutil import fleet_db, samples
 from tests.fleet.test_otlp import Receiver
 from tests.read.test_sources import _write
 
@@ -26,14 +25,6 @@ EXAMPLES = REPO / "examples"
 GUEST_LOG = EXAMPLES / "m1-ultra-guest-stock.log"
 GUEST = GUEST_LOG.read_bytes()
 HOST = (EXAMPLES / "m1-ultra-host.log").read_bytes()
-
-
-def samples(text: str) -> dict[str, list[tuple[dict, float]]]:
-    out: dict[str, list[tuple[dict, float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
-    return out
 
 
 def append(path: Path, data: bytes) -> None:

@@ -5,21 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
 
 from analyzer.fleet.metrics import LABEL_MAX, collect, label_value
 from analyzer.fleet.prometheus import METRIC_NAMES, write_textfile
 from analyzer.store.db import open_db
 from tests.conftest import run_capscan
-from tests.fleet.dbutil import fleet_db
-
-
-def samples(text: str) -> dict[str, list[tuple[dict, float]]]:
-    out: dict[str, list[tuple[dict, float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
-    return out
+from tests.fleet.dbutil import fleet_db, samples
 
 
 def test_textfile_parses_back_with_every_metric(tmp_path, db_path):

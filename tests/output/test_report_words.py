@@ -6,32 +6,12 @@ through the real pipeline and the real report renderer."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 
-from analyzer.rules.diagnose import diagnose_runs
 from analyzer.output.headline import confidence_clause, headline, speed_gap
-from analyzer.ingest import ingest
-from analyzer.read.reader import open_input
 from analyzer.output.report import console, render_run
-from analyzer.store import open_db
-
-FIX = Path(__file__).resolve().parent.parent / "fixtures"
-
-
-def diagnosed(tmp_path: Path, *files: str):
-    db = open_db(tmp_path / "report.db")
-    result = None
-    for name in files:
-        source = open_input(str(FIX / name))
-        try:
-            result = ingest(db, source, force=True)
-        finally:
-            source.close()
-    all_ids = [r[0] for r in db.conn.execute("SELECT id FROM runs ORDER BY id")]
-    diagnose_runs(db, all_ids, refresh_peers=True)
-    return diagnose_runs(db, result.run_ids, refresh_peers=True)
+from tests.ingest_util import diagnosed
 
 
 def report_of(run) -> list[str]:

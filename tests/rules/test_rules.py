@@ -13,24 +13,9 @@ from analyzer.ingest import ingest
 from analyzer.read.reader import open_input
 from analyzer.rules.catalog import RULES
 from analyzer.store import open_db
+from tests.ingest_util import diagnosed
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
-
-
-def diagnosed(tmp_path: Path, *files: str):
-    """Ingest the files in order into one database; return the runs of the last file."""
-    db = open_db(tmp_path / "rules.db")
-    result = None
-    for name in files:
-        source = open_input(str(FIX / name))
-        try:
-            result = ingest(db, source, force=True)
-        finally:
-            source.close()
-    # earlier files are baselines; diagnose everything so peers are known
-    all_ids = [r[0] for r in db.conn.execute("SELECT id FROM runs ORDER BY id")]
-    diagnose_runs(db, all_ids, refresh_peers=True)
-    return diagnose_runs(db, result.run_ids, refresh_peers=True)
 
 
 def fired(run) -> set[str]:
