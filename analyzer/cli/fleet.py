@@ -286,8 +286,9 @@ def db_serve(opts: Options, host: str, port: int) -> None:
     except ImportError:
         raise CapscanError("db serve needs Datasette: pip install 'capscan[datasette]'") from None
     from analyzer.fleet import dbserve
+    from analyzer.store.db import checkpoint
 
-    note = dbserve.checkpoint(path)
+    note = checkpoint(path)
     if note:
         click.echo(f"capscan: {note}", err=True)
     click.echo(f"capscan: serving {path} read-only at http://{host}:{port}/ (Ctrl-C stops)", err=True)

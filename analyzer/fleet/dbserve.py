@@ -13,12 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analyzer.store.db import checkpoint
 from analyzer.store.described import CANNED_QUERIES, TABLES
 
-__all__ = ["CANNED_QUERIES", "TABLES", "checkpoint", "db_name_of", "make_datasette", "metadata"]
-
 INSTALL_HINT = "pip install 'capscan[datasette]'"
+
 
 def metadata(db_name: str) -> dict[str, Any]:
     return {

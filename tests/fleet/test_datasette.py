@@ -7,7 +7,9 @@ import pytest
 
 pytest.importorskip("datasette")
 
-from analyzer.fleet.dbserve import CANNED_QUERIES, TABLES, checkpoint, db_name_of, make_datasette  # noqa: E402
+from analyzer.fleet.dbserve import db_name_of, make_datasette  # noqa: E402
+from analyzer.store.db import checkpoint  # noqa: E402
+from analyzer.store.described import CANNED_QUERIES, TABLES  # noqa: E402
 from tests.fleet.dbutil import fleet_db  # noqa: E402
 
 
