@@ -18,7 +18,7 @@ renders once more).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, TextIO
 
 from analyzer.safe_text import clean, is_clean, unfiltered
 
@@ -66,17 +66,22 @@ def _clean(text: str) -> str:
     return text if is_clean(text, keep_newlines=True) else clean(text, keep_newlines=True)
 
 
+def _plain_lines(lines: StyledLines) -> Iterator[str]:
+    for line in lines.lines:
+        yield "".join(_clean(t) for t, _ in line) + "\n"
+
+
 def plain_text(lines: StyledLines) -> str:
     """The lines as rich prints them without styles: each span cleaned, joined, one newline each."""
-    out = []
-    for line in lines.lines:
-        out.append("".join(_clean(t) for t, _ in line))
-        out.append("\n")
-    return "".join(out)
+    return "".join(_plain_lines(lines))
 
 
 def write_plain(lines: StyledLines, file: TextIO) -> None:
-    file.write(plain_text(lines))
+    # One write a line, as rich writes: a single large write to a pipe whose reader has gone
+    # can end short without an error (unbuffered stdout, PYTHONUNBUFFERED), and the next write
+    # is what reports the broken pipe (exit 141, never a silent 0).
+    for text in _plain_lines(lines):
+        file.write(text)
 
 
 def write_rich(lines: StyledLines, console: Console) -> None:
