@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import os
 from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:  # (imported where used: listing runs needs neither msgspec nor sqlite-utils)
@@ -63,6 +62,8 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         ev = []
         errors.append(f"its evidence lines do not load ({type(exc).__name__})")
     diag = db.conn.execute("SELECT report FROM diagnoses WHERE run_id = ?", (run_id,)).fetchone()
+    import json  # (here: listing runs does not need it)
+
     try:
         diagnosis = json.loads(diag[0]) if diag else None
         diagnosis = diagnosis if isinstance(diagnosis, dict) else None
@@ -139,10 +140,11 @@ def run_ids_of_source(db: Database, source_id: int) -> list[int]:
     return [r[0] for r in db.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", (source_id,))]
 
 
-def stats(db: Database, path: Path) -> dict[str, Any]:
+def stats(db: Database, path: str | os.PathLike[str]) -> dict[str, Any]:
     q = lambda sql: db.conn.execute(sql).fetchone()[0]  # noqa: E731
     verdicts = dict(db.conn.execute("SELECT verdict, COUNT(*) FROM diagnoses GROUP BY verdict ORDER BY 2 DESC"))
-    size = sum(p.stat().st_size for p in (path, Path(str(path) + "-wal")) if p.exists())
+    path = os.fspath(path)
+    size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
     return {
         "path": str(path),
         "size_bytes": size,

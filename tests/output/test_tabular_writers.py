@@ -45,8 +45,8 @@ def test_fast_writers_write_what_dumps_writes(items):
 
 
 def test_the_fast_path_is_taken_for_a_listing_row_and_its_text_is_safe_json():
-    assert tabular._flat_object(FLAT, tabular._ONE_LINE) is not None  # the row the fast path is for
-    assert all(tabular._flat_object(item, tabular._ONE_LINE) is None for item in ODD)
+    assert tabular._flat_object(FLAT) is not None  # the row the fast path is for
+    assert all(tabular._flat_object(item) is None for item in ODD)
     out = io.StringIO()
     tabular.write_nl(out, [FLAT])
     line = out.getvalue()
