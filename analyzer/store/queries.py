@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterator
 
-if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
+if TYPE_CHECKING:  # (imported where used: listing runs needs neither msgspec nor sqlite-utils)
     from analyzer.model import StoredRun
     from analyzer.store.db import Database
 
@@ -46,17 +46,17 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    from analyzer.model import Evidence, RunFacts, StoredRun
+    from analyzer.model import Evidence, FactsError, RunFacts, StoredRun, load_facts
 
     errors: list[str] = []
     try:
-        facts = RunFacts.model_validate_json(row[4])
-    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+        facts = load_facts(row[4])
+    except (FactsError, TypeError, ValueError, RecursionError) as exc:
         facts = RunFacts(first_line=0, last_line=0)
         errors.append(f"its stored facts do not load ({type(exc).__name__})")
     summary = facts.throughput_summary
     try:
-        ev = [Evidence(line=n, kind=k, text=t) for n, k, t in db.conn.execute(
+        ev = [Evidence(line=_int(n), kind=_str(k), text=_str(t)) for n, k, t in db.conn.execute(
             "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
     except ValueError as exc:
         ev = []
@@ -72,6 +72,21 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     return StoredRun(id=row[0], source_id=row[1], source=row[2] or "", created_at=row[3] or "", facts=facts,
                      throughput=summary if summary is not None else _throughput(db, run_id), evidence=ev,
                      diagnosis=diagnosis, load_error="; ".join(errors) or None)
+
+
+def _int(value: Any) -> int:
+    """A stored line number, as the schema means it (a damaged row is a ValueError)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise ValueError(f"not a line number: {type(value).__name__}")
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"not text: {type(value).__name__}")
 
 
 def last_run_id(db: Database) -> int | None:

@@ -36,7 +36,7 @@ def test_pipe_mode_does_not_load_textual(tmp_path):
 
 # What a command may not import: start-up is most of what `--version`, `runs`,
 # `show` and `db stats` cost (bench/run.py measures it), so each imports only
-# what it uses. pydantic and sqlite-utils stay off the read-only listing.
+# what it uses. msgspec (the facts model) and sqlite-utils stay off the read-only listing.
 _IMPORTS = ("import sys, runpy, io, contextlib\n"
             "sys.argv = ['capscan'] + sys.argv[1:]\n"
             "out = io.StringIO()\n"
@@ -47,7 +47,7 @@ _IMPORTS = ("import sys, runpy, io, contextlib\n"
             "    assert not exc.code, (exc.code, out.getvalue())\n"
             "sys.stderr.write(out.getvalue()[:200])\n"
             "print(' '.join(sorted(sys.modules)))\n")
-_HEAVY = ("pydantic", "sqlite_utils", "textual", "hyperscan", "orjson", "regex", "numpy", "analyzer.model",
+_HEAVY = ("msgspec", "pydantic", "sqlite_utils", "textual", "hyperscan", "orjson", "regex", "numpy", "analyzer.model",
           "analyzer.parsers", "analyzer.rules", "analyzer.remedy", "analyzer.rules.diagnose", "analyzer.ingest")
 
 
@@ -92,7 +92,7 @@ def test_version_fast_path_prints_what_the_click_group_prints():
     assert proc.returncode == 2 and "--bogus" in proc.stderr
 
 
-def test_runs_and_db_stats_import_neither_pydantic_nor_sqlite_utils(tmp_path):
+def test_runs_and_db_stats_import_neither_the_facts_model_nor_sqlite_utils(tmp_path):
     db = tmp_path / "c.db"
     proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
                            str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
