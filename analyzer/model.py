@@ -1,31 +1,48 @@
-"""The facts of one run, as stored and as shown (pydantic, validated per run,
-never per line)."""
+"""The facts of one run, as stored and as shown.
+
+msgspec Structs: typed, checked when a run's facts are decoded from the store
+(``load_facts``: wrong types are a load error, never a silent value), written as
+JSON in one call (``facts_json``). Chosen over pydantic for what it costs every
+command that reads a run: importing pydantic and building these models took
+about 350 ms on the benchmark machine, msgspec about 30 ms (issue 13)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, Field
+import msgspec
 
 
-class Device(BaseModel):
+class _Record(msgspec.Struct, kw_only=True):
+    """Keyword-only fields, mutable (the run builder fills them in), compared field by field."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (nested records, tuples as lists), as JSON would hold it."""
+        return msgspec.to_builtins(self)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return cls.__struct_fields__
+
+
+class Device(_Record):
     name: str | None = None
     apple_family: int | None = None
-    families: list[int] = Field(default_factory=list)
+    families: list[int] = msgspec.field(default_factory=list)
     unified_memory: bool | None = None
     working_set_mb: float | None = None
     threadgroup_memory: int | None = None
 
 
-class Capabilities(BaseModel):
+class Capabilities(_Record):
     simdgroup_reduction: bool | None = None
     simdgroup_mm: bool | None = None
     bfloat: bool | None = None
     tensor: bool | None = None
 
 
-class Shim(BaseModel):
+class Shim(_Record):
     name: str
     apple_family_max: int | None = None
     process: str | None = None
@@ -33,7 +50,7 @@ class Shim(BaseModel):
 
 
 class Throughput(NamedTuple):
-    """One measured speed. A plain tuple, not a pydantic model: a bench file can
+    """One measured speed. A plain tuple, not a Struct: a bench file can
     hold a million of these, and they are checked by their parser already.
     (The store inserts these fields in this order: see store/writer.py.)"""
 
@@ -48,13 +65,13 @@ class Throughput(NamedTuple):
     n_depth: int | None = None
 
 
-class Evidence(BaseModel):
+class Evidence(_Record):
     line: int
     kind: str
     text: str
 
 
-class RunFacts(BaseModel):
+class RunFacts(_Record):
     """Everything the log showed about one run. Fields it did not show stay
     None: nothing here is guessed (inference belongs to the rules)."""
 
@@ -63,12 +80,12 @@ class RunFacts(BaseModel):
     program: str | None = None
     backend: str | None = None
     metal_era: str | None = None  # "M4" (ggml_metal_device_init) or "legacy" (ggml_metal_init)
-    device: Device = Field(default_factory=Device)
+    device: Device = msgspec.field(default_factory=Device)
     device_count: int = 0
-    capabilities: Capabilities = Field(default_factory=Capabilities)
+    capabilities: Capabilities = msgspec.field(default_factory=Capabilities)
     use_bfloat: bool | None = None
     shim: Shim | None = None
-    shim_messages: list[str] = Field(default_factory=list)
+    shim_messages: list[str] = msgspec.field(default_factory=list)
     model: str | None = None
     quant: str | None = None  # the model's quantization when printed apart from its name (`model ftype`)
     cpu_info: str | None = None
@@ -78,8 +95,8 @@ class RunFacts(BaseModel):
     build_commit: str | None = None
     skipped_kernels: int = 0
     skipped_kernels_non_bf16: int = 0
-    unsupported_ops: list[str] = Field(default_factory=list)
-    metal_errors: list[str] = Field(default_factory=list)
+    unsupported_ops: list[str] = msgspec.field(default_factory=list)
+    metal_errors: list[str] = msgspec.field(default_factory=list)
     family_fallback: bool = False
     host_chip_line: str | None = None  # 'Chip:' of a Hardware Overview (system_profiler SPHardwareDataType)
     host_model_name: str | None = None  # its 'Model Name:' ('MacBook Pro', 'Apple Virtual Machine 1')
@@ -90,8 +107,8 @@ class RunFacts(BaseModel):
     agx_domain: str | None = None  # an AGXMetal* error domain: Apple's own GPU driver answered (bare metal)
     library_load_s: float | None = None
     offload: tuple[int, int] | None = None
-    vulkan_devices: list[dict] = Field(default_factory=list)
-    cuda_devices: list[dict] = Field(default_factory=list)
+    vulkan_devices: list[dict] = msgspec.field(default_factory=list)
+    cuda_devices: list[dict] = msgspec.field(default_factory=list)
     cuda_failed: str | None = None
     listed_devices: list[str] | None = None  # None: no --list-devices output seen
     build_target: str | None = None
@@ -100,15 +117,15 @@ class RunFacts(BaseModel):
     ollama_description: str | None = None
     model_device: str | None = None
     probe: dict[int, bool] | None = None  # family code -> supportsFamily answer
-    sysprof_chipsets: list[str] = Field(default_factory=list)
+    sysprof_chipsets: list[str] = msgspec.field(default_factory=list)
     sysprof_metal: str | None = None
-    processes: list[str] = Field(default_factory=list)
+    processes: list[str] = msgspec.field(default_factory=list)
     # Every GPU name the run mentions (device, found/picking device, model device lines): a name that
     # is not the chosen device is still evidence of the machine (an AMD GPU listed beside others).
-    seen_devices: list[str] = Field(default_factory=list)
+    seen_devices: list[str] = msgspec.field(default_factory=list)
     # A flag printed twice in one run with different values (blocks of two machines merged):
     # {"flag", "value", "line", "other", "other_line"}. Never resolved by order.
-    flag_conflicts: list[dict] = Field(default_factory=list)
+    flag_conflicts: list[dict] = msgspec.field(default_factory=list)
     # Per (model, test, kind): the speed (median of several rows), n, first line. None in
     # runs stored before it existed: readers then aggregate the throughput table.
     throughput_summary: list[dict] | None = None
@@ -129,3 +146,27 @@ class StoredRun:
     # Why the stored row did not load whole (written by an older capscan, or
     # damaged): the run is still listed and shown, and diagnosed as unknown.
     load_error: str | None = None
+
+
+_FACTS_DECODER = msgspec.json.Decoder(RunFacts, strict=False)
+_ENCODER = msgspec.json.Encoder()
+
+
+def facts_json(facts: RunFacts) -> bytes:
+    """The facts as stored (compact JSON, fields in declaration order)."""
+    return _ENCODER.encode(facts)
+
+
+def load_facts(data: str | bytes) -> RunFacts:
+    """Stored facts, type-checked (lax as to numbers written as strings or integral floats,
+    which older capscans could store). Raises ``msgspec.DecodeError`` (a ``FactsError``) on
+    anything else."""
+    return _FACTS_DECODER.decode(data)
+
+
+def facts_from_dict(data: dict[str, Any]) -> RunFacts:
+    """Facts from plain data (``as_dict``'s shape), type-checked the same way."""
+    return msgspec.convert(data, RunFacts, strict=False)
+
+
+FactsError = msgspec.MsgspecError

@@ -3,6 +3,7 @@
 
     python3 bench/run.py [--parts ingest,startup,listing] [--size-mb 256] [--rows 1000000]
                          [--runs 100000] [--runs-db PATH] [--pure-too] [--keep] [--out DIR]
+                         [--tree | --no-tree] [--repeat 9]
 
 ingest: generates, deterministically (seeded), into ``bench/out/`` (gitignored):
 
@@ -27,10 +28,24 @@ Then measures, in the same run and on the same warm page cache:
   ``--pure-too`` ingests (a) once more with ``CAPSCAN_PURE_SCAN=1``.
 
 startup, listing: on a database of ``--runs`` runs (the TUI benchmark's
-builder, ``bench/tui_bench.py``; ``--runs-db`` keeps and reuses it):
+builder, ``bench/tui_bench.py``; ``--runs-db`` keeps and reuses it), capscan as
+users install it: a wheel built from this working tree (``pip wheel``) installed
+into a fresh venv, ``bench/out/installed-venv`` (made from the running
+interpreter's base Python; reused while the tree, the running environment's
+package versions and the Python are unchanged: a fingerprint in its
+``capscan-tree.sha256``). The dependencies are pinned to the versions of the
+running environment (``pip freeze`` as constraints), and pip takes them from
+wherever this machine's pip is configured to look (pip.conf / ``PIP_*``: a
+local wheelhouse or index works offline). The development venv's editable
+install is not what a user runs: its import hook (``__editable___*_finder``,
+loaded by ``site``) costs 25-30 ms before any capscan code runs.
+``--tree`` measures the tree the old way instead (``python -m analyzer`` with
+the running interpreter, no wheel built); start-up prints that as a second,
+labelled block either way unless ``--no-tree``.
 
 - the median wall time of ``capscan --version``, ``runs``, ``runs --json``,
-  ``show N`` and ``db stats`` beside ``python3 -c pass`` (the interpreter alone);
+  ``show N`` and ``db stats`` (the venv's ``capscan`` console script) beside
+  that venv's ``python -c pass`` (the interpreter alone);
 - ``capscan runs -n 0`` in table (piped), ``--json`` and ``--nl`` forms: wall
   time and peak RSS, beside the ``sqlite3`` CLI printing the same columns.
 
@@ -46,6 +61,7 @@ is printed with the figures).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -518,16 +534,94 @@ def _capscan_env() -> dict:
     return env
 
 
-def _median_wall(cmd: list[str], env: dict, repeat: int) -> tuple[float, float, int, float]:
+# --------------------------------------------------------------------------
+# capscan as users install it: the tree's wheel in a venv of its own
+# --------------------------------------------------------------------------
+
+INSTALLED_VENV = "installed-venv"
+_WHEEL_INPUTS = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE")
+
+
+def _tree_fingerprint(extra: str) -> str:
+    """sha256 of everything that goes into the wheel (analyzer/, native/interposer's sources, the
+    packaging files), plus ``extra`` (the pinned versions and the Python)."""
+    h = hashlib.sha256(extra.encode())
+    files = [REPO / name for name in _WHEEL_INPUTS]
+    for top in ("analyzer", "native/interposer"):
+        files += [p for p in (REPO / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                  and "build" not in p.relative_to(REPO / top).parts and p.suffix not in (".pyc", ".o", ".so", ".dylib")]
+    for path in sorted(files):
+        if path.is_file():
+            h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _quiet_run(cmd: list[str]) -> None:
+    """Run a build step; its chatter (pip's warnings about this machine's indexes) only when it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+
+
+def installed_venv(out: Path) -> Path:
+    """A venv holding capscan's wheel built from this tree, its dependencies pinned to the running
+    environment's versions; rebuilt only when the fingerprint changed. Returns the venv's path."""
+    venv = out / INSTALLED_VENV
+    freeze = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"],
+                            capture_output=True, text=True, check=True).stdout
+    pins = "".join(line + "\n" for line in freeze.splitlines()
+                   if "==" in line and not line.lower().startswith(("capscan==", "-e ")))
+    stamp = venv / "capscan-tree.sha256"
+    fingerprint = _tree_fingerprint(pins + platform.python_version())
+    if stamp.is_file() and stamp.read_text().strip() == fingerprint and (venv / "bin" / "capscan").exists():
+        return venv
+    print(f"building capscan's wheel into {venv} (the tree or the pinned versions changed) ...",
+          file=sys.stderr, flush=True)
+    shutil.rmtree(venv, ignore_errors=True)
+    base = getattr(sys, "_base_executable", sys.executable)
+    _quiet_run([base, "-m", "venv", str(venv)])
+    wheels = out / "installed-wheel"
+    shutil.rmtree(wheels, ignore_errors=True)
+    quiet = ["-q", "--disable-pip-version-check"]
+    _quiet_run([sys.executable, "-m", "pip", "wheel", *quiet, "--no-deps", "-w", str(wheels), str(REPO)])
+    wheel = next(wheels.glob("capscan-*.whl"))
+    constraints = out / "installed-constraints.txt"
+    constraints.write_text(pins)
+    vpy = str(_venv_python(venv))
+    _quiet_run([vpy, "-m", "pip", "install", *quiet, "--no-deps", str(wheel)])
+    # The wheel's own requirements, each at the running environment's version.
+    _quiet_run([vpy, "-m", "pip", "install", *quiet, "-c", str(constraints), str(wheel)])
+    where = subprocess.run([vpy, "-c", "import analyzer; print(analyzer.__file__)"], capture_output=True, text=True,
+                           cwd="/", env=_installed_env(), check=True).stdout.strip()
+    if not where.startswith(str(venv)):
+        raise SystemExit(f"the installed venv imports analyzer from {where}, not from the wheel")
+    stamp.write_text(fingerprint + "\n")
+    return venv
+
+
+def _installed_env() -> dict:
+    """The environment a user's shell gives: nothing pointing at this tree."""
+    env = dict(os.environ)
+    for name in ("PYTHONPATH", "CAPSCAN_DB", "PYTHONDONTWRITEBYTECODE", "PYTHONHOME", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    return env
+
+
+def _median_wall(cmd: list[str], env: dict, repeat: int, cwd: str | None = None) -> tuple[float, float, int, float]:
     """Median and best wall time of ``repeat`` runs (after one warm-up), the
     exit code, and the median CPU seconds (user + sys: less sensitive than wall
     time to other work on a shared machine)."""
-    rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False).returncode
+    rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd,
+                        check=False).returncode
     times, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd, check=False)
         times.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -536,21 +630,30 @@ def _median_wall(cmd: list[str], env: dict, repeat: int) -> tuple[float, float, 
     return times[len(times) // 2], times[0], rc, cpus[len(cpus) // 2]
 
 
-def measure_startup(db: Path, repeat: int) -> list[dict]:
-    env = _capscan_env()
-    py = [sys.executable, "-m", "analyzer"]
+def _startup_cases(py: list[str], capscan: list[str], db: Path, run_id: int, name: str) -> list:
+    return [(f"{name} -c pass (the interpreter alone: the peer)", py + ["-c", "pass"], None),
+            (f"{name} -c 'import sqlite3' (plus the sqlite3 module)", py + ["-c", "import sqlite3"], None),
+            ("capscan --version", capscan + ["--version"], TARGET_VERSION_S),
+            ("capscan runs", capscan + ["--db", str(db), "runs"], TARGET_READ_S),
+            ("capscan runs --json", capscan + ["--db", str(db), "runs", "--json"], TARGET_READ_S),
+            (f"capscan show {run_id}", capscan + ["--db", str(db), "show", str(run_id)], TARGET_READ_S),
+            ("capscan db stats", capscan + ["--db", str(db), "db", "stats"], TARGET_READ_S)]
+
+
+def measure_startup(db: Path, repeat: int, venv: Path | None) -> list[dict]:
+    """Start-up of the installed console script (``venv``) or, when ``venv`` is None, of this tree
+    run as ``python -m analyzer`` by the running interpreter."""
     with sqlite3.connect(db) as conn:
         run_id = conn.execute("SELECT MAX(id) FROM runs").fetchone()[0]
-    cases = [("python3 -c pass (the interpreter alone: the peer)", [sys.executable, "-c", "pass"], None),
-             ("python3 -c 'import sqlite3' (plus the sqlite3 module)", [sys.executable, "-c", "import sqlite3"], None),
-             ("capscan --version", py + ["--version"], TARGET_VERSION_S),
-             ("capscan runs", py + ["--db", str(db), "runs"], TARGET_READ_S),
-             ("capscan runs --json", py + ["--db", str(db), "runs", "--json"], TARGET_READ_S),
-             (f"capscan show {run_id}", py + ["--db", str(db), "show", str(run_id)], TARGET_READ_S),
-             ("capscan db stats", py + ["--db", str(db), "db", "stats"], TARGET_READ_S)]
+    if venv is not None:
+        env, cwd = _installed_env(), "/"
+        cases = _startup_cases([str(_venv_python(venv))], [str(venv / "bin" / "capscan")], db, run_id, "python")
+    else:
+        env, cwd = _capscan_env(), str(REPO)
+        cases = _startup_cases([sys.executable], [sys.executable, "-m", "analyzer"], db, run_id, "python3")
     out = []
     for label, cmd, target in cases:
-        median, best, rc, cpu = _median_wall(cmd, env, repeat)
+        median, best, rc, cpu = _median_wall(cmd, env, repeat, cwd)
         out.append({"label": label, "median_s": round(median, 4), "best_s": round(best, 4), "cpu_s": round(cpu, 4),
                     "target_s": target, "exit": rc, "pass": None if target is None else (rc == 0 and median < target)})
     return out
@@ -577,9 +680,13 @@ def _run_timed(cmd: list[str], env: dict) -> dict:
     return result
 
 
-def measure_listing(db: Path) -> list[dict]:
-    env = _capscan_env()
-    py = [sys.executable, "-m", "analyzer", "--db", str(db), "runs", "-n", "0"]
+def measure_listing(db: Path, venv: Path | None) -> list[dict]:
+    if venv is not None:
+        env = _installed_env()
+        py = [str(venv / "bin" / "capscan"), "--db", str(db), "runs", "-n", "0"]
+    else:
+        env = _capscan_env()
+        py = [sys.executable, "-m", "analyzer", "--db", str(db), "runs", "-n", "0"]
     cols = ("r.id, r.created_at, s.path, r.program, r.backend, r.device_name, r.apple_family, r.model, d.verdict, "
             "d.fixable, d.environment")
     peer_sql = (f"SELECT {cols} FROM runs r JOIN sources s ON s.id = r.source_id "
@@ -690,22 +797,41 @@ def _ingest(args, out: Path, work: Path, results: dict) -> None:
                   f"{p['mb_s']:.0f} MB/s, peak RSS {p['rss_mb']:.1f} MB")
 
 
+def _has_editable_finder() -> bool:
+    return any(Path(p).name.startswith("__editable__") for d in sys.path if d.endswith("site-packages")
+               for p in (Path(d).glob("__editable__*.pth") if Path(d).is_dir() else ()))
+
+
 def _startup_and_listing(args, work: Path, results: dict, parts: set[str]) -> None:
     db = args.runs_db or (work / "runs-100k.db")
     print(f"database of {args.runs:,} runs: {db} ...", file=sys.stderr, flush=True)
     results["runs_db"] = {"path": str(db), **runs_database(db, args.runs)}
     n = results["runs_db"]["runs"]
+    venv = None if args.tree else installed_venv(args.out)
+    results["capscan"] = ("this tree: python -m analyzer" if venv is None else
+                          f"installed: the tree's wheel in {venv}, its console script")
     if "startup" in parts:
-        results["startup"] = measure_startup(db, args.repeat)
-        print(f"\nstart-up, median of {args.repeat} runs (database of {n:,} runs, {results['runs_db']['size_mb']} MB)")
-        _print_table(["command", "median ms", "best ms", "cpu ms", "target"], [
-            [c["label"], f"{c['median_s'] * 1000:.0f}", f"{c['best_s'] * 1000:.0f}", f"{c['cpu_s'] * 1000:.0f}",
-             "-" if c["target_s"] is None else f"< {c['target_s'] * 1000:.0f} ms "
-             + ("PASS" if c["pass"] else f"FAIL (exit {c['exit']})" if c["exit"] else "FAIL")]
-            for c in results["startup"]])
+        blocks = [("startup", venv)] + ([("startup_tree", None)] if venv is not None and not args.no_tree else [])
+        for key, where in blocks:
+            results[key] = measure_startup(db, args.repeat, where)
+            what = (f"capscan as installed (the wheel's console script in {where})" if where is not None
+                    else "this tree as python -m analyzer (the running interpreter"
+                    + (", an editable install's import hook in its site-packages" if _has_editable_finder() else "")
+                    + (": for comparison, no target)" if venv is not None else ")"))
+            print(f"\nstart-up, median of {args.repeat} runs (database of {n:,} runs, "
+                  f"{results['runs_db']['size_mb']} MB): {what}")
+            rows = results[key]
+            if key == "startup_tree" and venv is not None:
+                for c in rows:  # the installed figures are the ones that count
+                    c["target_s"], c["pass"] = None, None
+            _print_table(["command", "median ms", "best ms", "cpu ms", "target"], [
+                [c["label"], f"{c['median_s'] * 1000:.0f}", f"{c['best_s'] * 1000:.0f}", f"{c['cpu_s'] * 1000:.0f}",
+                 "-" if c["target_s"] is None else f"< {c['target_s'] * 1000:.0f} ms "
+                 + ("PASS" if c["pass"] else f"FAIL (exit {c['exit']})" if c["exit"] else "FAIL")]
+                for c in rows])
     if "listing" in parts:
-        results["listing"] = measure_listing(db)
-        print(f"\nlisting every run ({n:,})")
+        results["listing"] = measure_listing(db, venv)
+        print(f"\nlisting every run ({n:,}), capscan {'as installed' if venv is not None else 'from this tree'}")
         _print_table(["command", "wall s", "cpu s", "peak RSS MB", "stdout MB", "target"], [
             [r["label"], f"{r['seconds']:.2f}", f"{r.get('cpu_s', 0):.2f}", f"{r.get('rss_mb', 0):.0f}",
              f"{r['stdout_mb']:.1f}",
@@ -724,6 +850,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pure-too", action="store_true", help="also ingest (a) with the pure search (no Hyperscan)")
     ap.add_argument("--runs", type=int, default=100_000, help="runs in the start-up/listing database (default 100,000)")
     ap.add_argument("--runs-db", type=Path, default=None, help="reuse (or build) that database here")
+    ap.add_argument("--tree", action="store_true",
+                    help="start-up/listing: time this tree as python -m analyzer instead of the installed wheel")
+    ap.add_argument("--no-tree", action="store_true",
+                    help="start-up: skip the second block (this tree as python -m analyzer)")
     ap.add_argument("--repeat", type=int, default=9, help="start-up: runs per command (default 9; the median counts)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="work directory (default bench/out)")
     ap.add_argument("--keep", action="store_true", help="keep the generated files and databases")

@@ -23,7 +23,9 @@ from analyzer.rules.diagnose import diagnose_runs
 from analyzer.ingest import ingest
 from analyzer.parsers import Dispatcher
 from analyzer.read.reader import open_input
-from analyzer.output.report import console, render_run, runs_table
+from analyzer.output.report import console, runs_table
+from analyzer.output.run_report import run_lines
+from analyzer.output.styled import plain_text, write_rich
 from analyzer.safe_text import BIDI, clean, clean_deep, escape_json_text, is_clean, strip_unsafe_chars
 from analyzer.store.db import open_db
 from analyzer.store.queries import list_runs, load_run
@@ -298,9 +300,11 @@ def assert_every_run_loads_and_diagnoses(db_path: Path, expect_runs: int | None 
             assert load_run(db, run.id).load_error is None
             assert run.diagnosis["verdict"] != "unknown" or run.diagnosis["findings"] is not None
             assert all(f["rule"] != "internal-error" for f in run.diagnosis["findings"]), run.diagnosis
+            lines = run_lines(run, max_evidence=200)
             out = io.StringIO()
-            render_run(console(out), run, max_evidence=200)
+            write_rich(lines, console(out))
             assert_terminal_safe(out.getvalue(), f"run {run.id}")
+            assert plain_text(lines) == out.getvalue()
         out = io.StringIO()
         console(out).print(runs_table(list_runs(db, limit=None)))
         assert_terminal_safe(out.getvalue(), "runs table")

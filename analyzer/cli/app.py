@@ -9,7 +9,6 @@ error or unreadable input, 130 interrupted, 141 the reader of stdout went away.
 from __future__ import annotations
 
 import errno
-import importlib
 import os
 import sys
 
@@ -23,6 +22,7 @@ from analyzer.cli.exits import (
     EXIT_USAGE,
     FailOn,
 )
+from analyzer.cli.lazy import LazyGroup
 from analyzer.cli.options import Options, add_shared, chosen_format
 
 # Each command's module is imported only when that command runs (or --help lists
@@ -38,18 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in COMMANDS and cmd_name not in self.commands:
-            module, attr = COMMANDS[cmd_name]
-            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
-        return super().get_command(ctx, cmd_name)
-
-
-@click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok, 1 a --fail-on verdict was found, 2 usage error or unreadable input, "
                     "130 interrupted.")
 @add_shared("db", "formats", "tee", "fail_on", "gha")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
+from analyzer.cli.lazy import LazyGroup
 from analyzer.cli.options import Options, open_existing_db
 from analyzer.cli.output import Result, output_options, text
 
 
-@click.group()
+@click.group(cls=LazyGroup, lazy_commands={"serve": ("analyzer.cli.fleet", "db_serve")})  # with the fleet commands
 def db() -> None:
     """Where the database is, and what it holds."""
 
@@ -27,15 +28,15 @@ def db_path(opts: Options) -> Result:
 @output_options("db", "json")
 def db_stats(opts: Options) -> Result:
     """Sources, runs, rows and verdicts stored."""
-    from analyzer.store.paths import resolve_db_path
+    from analyzer.store.paths import resolve_db_file
     from analyzer.store.queries import stats
 
     database = open_existing_db(opts)
     if database is None:
-        path = resolve_db_path(opts.db)
+        path = resolve_db_file(opts.db)
         return Result(human=text(f"No database yet at {path}: nothing stored. Pipe a log in: llama-bench ... 2>&1 "
-                                 "| capscan"), doc={"path": str(path), "exists": False, "runs": 0})
-    s = stats(database, resolve_db_path(opts.db))
+                                 "| capscan"), doc={"path": path, "exists": False, "runs": 0})
+    s = stats(database, resolve_db_file(opts.db))
     lines = []
     for key, value in s.items():
         if isinstance(value, dict):
@@ -45,7 +46,3 @@ def db_stats(opts: Options) -> Result:
         lines.append(f"{key:<18} {value}")
     return Result(human=text(*lines), doc=s)
 
-
-from analyzer.cli.fleet import db_serve  # noqa: E402 - `db serve` lives with the other fleet commands
-
-db.add_command(db_serve)

@@ -128,10 +128,10 @@ def open_db(opts: Options):
     """The store at --db (else $CAPSCAN_DB, else the default), or a one-line error."""
     from analyzer.store.db import StoreError
     from analyzer.store.db import open_db as _open
-    from analyzer.store.paths import resolve_db_path
+    from analyzer.store.paths import resolve_db_file
 
     try:
-        return _open(resolve_db_path(opts.db))
+        return _open(resolve_db_file(opts.db))
     except StoreError as exc:
         raise CapscanError(str(exc)) from None
 
@@ -143,10 +143,10 @@ def open_existing_db(opts: Options):
     stored yet, and gives None."""
     import os
 
-    from analyzer.store.paths import resolve_db_path
+    from analyzer.store.paths import resolve_db_file
 
-    path = resolve_db_path(opts.db)
-    if not path.exists():
+    path = resolve_db_file(opts.db)
+    if not os.path.exists(path):
         if opts.db or os.environ.get("CAPSCAN_DB"):
             named = "--db" if opts.db else "$CAPSCAN_DB"
             raise CapscanError(f"no database at {path} (from {named}; nothing was created); "

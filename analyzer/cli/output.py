@@ -207,26 +207,36 @@ def report_result(opts: Options, runs: list, *, max_evidence: int = 10, overall:
 
 
 def render_report(out: TextIO, runs: list, *, max_evidence: int = 10, overall: bool = True) -> None:
-    from analyzer.output.report import console, render_run
+    """The runs' report: plain text where no style would show, else through rich
+    (``analyzer.output.styled``)."""
+    from analyzer.output import styled
+    from analyzer.output.run_report import run_lines
     from analyzer.verdicts import summary_verdict
 
-    con = console(out)
+    lines = styled.StyledLines()
     if not runs:
-        con.print("No runs recognised in this input: verdict unknown. "
+        lines.add("No runs recognised in this input: verdict unknown. "
                   "(`capscan formats` lists what capscan reads.)")
     for i, run in enumerate(runs):
         if i:
-            con.print()
-        render_run(con, run, max_evidence=max_evidence)
+            lines.blank()
+        lines.extend(run_lines(run, max_evidence=max_evidence))
     if runs and overall:
         verdicts = [verdict_of(r) for r in runs]
         fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
         worst_verdict = summary_verdict(verdicts)
         # where the verdict comes from
         worst = next((r for r, v in zip(runs, verdicts, strict=True) if v == worst_verdict), runs[-1])
-        con.print()
-        con.print(f"overall: {worst_verdict}" + ("  (fixable)" if fixable else "")
+        lines.blank()
+        lines.add(f"overall: {worst_verdict}" + ("  (fixable)" if fixable else "")
                   + f"   browse: capscan tui --run {worst.id}", style="dim")
+    styled.write(lines, out, _report_console)
+
+
+def _report_console(out: TextIO):
+    from analyzer.output.report import console
+
+    return console(out)
 
 
 def markdown_report(runs: list) -> str:

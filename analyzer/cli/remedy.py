@@ -163,7 +163,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> Result:
         _refuse(opts, f"run {stock_id} is {diag.get('verdict')}: {refusal}",
                 extra={"stock_run_id": stock_id, "verdict": diag.get("verdict")})
     runner = Runner()
-    shim = stock.facts.shim.model_dump() if stock.facts.shim else None
+    shim = stock.facts.shim.as_dict() if stock.facts.shim else None
     checks, inj, family, lib = run_preflight(db, cmd=cmd, family_spec=family_spec, diag=diag, stock_shim=shim,
                                          dylib_path=dylib_path, runner=runner)
     bad = [c for c in checks if c.failed]
@@ -252,7 +252,7 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
         refusal = refusal_for(stock, diag)
         if refusal:
             _refuse(opts, f"run {rid} is {diag.get('verdict')}: {refusal}")
-        shim = stock.facts.shim.model_dump() if stock.facts.shim else None
+        shim = stock.facts.shim.as_dict() if stock.facts.shim else None
     runner = Runner()
     checks, inj, family, lib = run_preflight(db, cmd=cmd or None, family_spec=family_spec, diag=diag,
                                              stock_shim=shim, dylib_path=dylib_path, runner=runner)

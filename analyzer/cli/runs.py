@@ -10,6 +10,7 @@ import click
 from analyzer.cli.exits import CapscanError
 from analyzer.cli.options import Options, open_existing_db
 from analyzer.cli.output import Result, output_options, report_result
+from analyzer.output.display import fmt_tps
 from analyzer.verdicts import VERDICTS
 
 
@@ -41,6 +42,7 @@ LIST_COLUMNS = (("id", "id", True), ("created_at", "when", False), ("source", "s
 FIT_STEPS = (("shrink", "source", 24), ("shrink", "device", 24), ("drop", "program", 0), ("drop", "when", 0),
              ("shrink", "source", 14), ("shrink", "device", 14), ("drop", "env", 0), ("drop", "source", 0),
              ("drop", "device", 0))
+HEADERS = tuple(h for _, h, _ in LIST_COLUMNS)
 SAMPLE = 200  # rows read ahead to size the columns; the rest stream
 
 
@@ -90,13 +92,14 @@ def _chain(first: dict, rest: Iterator[dict]) -> Iterator[dict]:
 
 
 def _cells(row: dict[str, Any], safe: Callable[[Any], str] | None = None) -> dict[str, str]:
-    from analyzer.output.display import fmt_tps
+    return dict(zip(HEADERS, _cell_values(row, safe or _safe_text()), strict=True))
 
-    safe = safe or _safe_text()
-    return {"id": str(row["id"]), "when": (row["created_at"] or "")[:16].replace("T", " "),
-            "source": safe(row["source"] or "-"), "program": safe(row["program"] or "-"),
-            "device": safe(row["device"] or "-"), "env": row["environment"] or "-",
-            "verdict": row["verdict"] or "-", "best pp": fmt_tps(row["best_pp"]), "best tg": fmt_tps(row["best_tg"])}
+
+def _cell_values(row: dict[str, Any], safe: Callable[[Any], str]) -> tuple[str, ...]:
+    """A run's listed cells, in LIST_COLUMNS' order: '-' when absent, inert text, speeds to 2 decimals."""
+    return (str(row["id"]), (row["created_at"] or "")[:16].replace("T", " "), safe(row["source"] or "-"),
+            safe(row["program"] or "-"), safe(row["device"] or "-"), row["environment"] or "-",
+            row["verdict"] or "-", fmt_tps(row["best_pp"]), fmt_tps(row["best_tg"]))
 
 
 def _safe_text() -> Callable[[Any], str]:
@@ -118,8 +121,7 @@ def _write_runs(out: TextIO, rows: Iterator[dict[str, Any]]) -> None:
 
         batch = ["\t".join(headers) + "\n"]
         for row in rows:
-            c = _cells(row, safe)
-            batch.append("\t".join([c[h] for h in headers]) + "\n")
+            batch.append("\t".join(_cell_values(row, safe)) + "\n")
             if len(batch) >= BATCH_ROWS:
                 out.write("".join(batch))
                 batch.clear()

@@ -1,6 +1,6 @@
 """How verdicts and numbers look, for the report and the TUI alike.
 
-Imports nothing heavy (no rich, pydantic or sqlite-utils), so the TUI's first
+Imports nothing heavy (no rich, msgspec or sqlite-utils), so the TUI's first
 screen can use it without paying for the report's imports."""
 
 from __future__ import annotations
@@ -44,13 +44,13 @@ def clean_run(run: Any) -> Any:
     older databases may not be."""
     import dataclasses
 
-    from analyzer.model import Evidence, RunFacts
+    from analyzer.model import Evidence, FactsError, facts_from_dict
     from analyzer.safe_text import clean, clean_deep
 
     facts = run.facts
     try:
-        facts = RunFacts.model_validate(clean_deep(facts.model_dump()))
-    except ValueError:
+        facts = facts_from_dict(clean_deep(facts.as_dict()))
+    except (FactsError, ValueError):
         pass  # cleaning cannot make facts invalid; keep the loaded ones if it somehow did
     return dataclasses.replace(
         run, source=clean(run.source or ""), facts=facts, throughput=clean_deep(run.throughput),

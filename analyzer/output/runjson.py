@@ -27,7 +27,7 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         },
         "host_chip": diag.get("host_chip"),
         "environment": diag.get("environment"),
-        "capabilities": diag.get("capabilities") or f.capabilities.model_dump(),
+        "capabilities": diag.get("capabilities") or f.capabilities.as_dict(),
         "shim": ({"name": f.shim.name, "apple_family_max": f.shim.apple_family_max} if f.shim else None),
         "throughput": [{"test": t["test"], "tok_s": t["tok_s"], "stddev": t["stddev"], "model": t["model"]}
                        for t in run.throughput],

@@ -316,7 +316,7 @@ def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> li
     else:
         checks.append(failed("family", f"the device still reports {('Apple' + str(fam - 1000)) if fam else 'no Apple family'}"
                              f" ({fam}), not {family}", "see the banner check: the hook did not take"))
-    caps = diag.get("capabilities") or f.capabilities.model_dump()
+    caps = diag.get("capabilities") or f.capabilities.as_dict()
     flags = {k: caps.get(k) for k in ("simdgroup_reduction", "simdgroup_mm", "bfloat")}
     false_ = [k for k, v in flags.items() if v is not True]
     if not false_:
@@ -350,7 +350,7 @@ def _best(throughput: list[dict[str, Any]]) -> dict[str, float]:
 
 def compare(stock: Any, new: Any) -> dict[str, Any]:
     def caps(run: Any) -> dict[str, Any]:
-        c = (run.diagnosis or {}).get("capabilities") or run.facts.capabilities.model_dump()
+        c = (run.diagnosis or {}).get("capabilities") or run.facts.capabilities.as_dict()
         return {"apple_family": run.facts.device.apple_family, **{k: c.get(k) for k in
                 ("simdgroup_reduction", "simdgroup_mm", "bfloat")},
                 "verdict": (run.diagnosis or {}).get("verdict")}

@@ -58,7 +58,7 @@ def decompose_numbers(stock: float, remedied: float, host: float) -> dict[str, f
 
 def _caps(run: StoredRun) -> dict[str, Any]:
     diag = run.diagnosis or {}
-    caps = diag.get("capabilities") or run.facts.capabilities.model_dump()
+    caps = diag.get("capabilities") or run.facts.capabilities.as_dict()
     f = run.facts
     return {
         "device": f.device.name,

@@ -63,7 +63,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "environment": view.environment,
         "host_chip": view.host_chip,
         "host_family": view.host_family,
-        "capabilities": view.caps.model_dump(),
+        "capabilities": view.caps.as_dict(),
         "capabilities_inferred": sorted(view.inferred),
         "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None, findings),
         "findings": findings,

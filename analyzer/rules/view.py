@@ -7,6 +7,7 @@ show enough, and records the lines it relied on.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -348,7 +349,7 @@ class RunView:
 
     def _effective(self) -> tuple[Capabilities, dict[str, str]]:
         printed = self.facts.capabilities
-        caps = printed.model_copy()
+        caps = copy.copy(printed)
         inferred: dict[str, str] = {}
         a7, m3, a6 = self._supports(1007), self._supports(METAL3_CODE), self._supports(1006)
 

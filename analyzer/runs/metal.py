@@ -99,9 +99,9 @@ def on_metal_family(asm: Assembler, ev: Event) -> None:
 def on_metal_flag(asm: Assembler, ev: Event) -> None:
     run = _metal_run(asm)
     flag, value = ev.data["flag"], ev.data["value"]
-    if flag in Capabilities.model_fields or flag == "unified_memory":
+    if flag in Capabilities.field_names() or flag == "unified_memory":
         run.saw_flag(flag, value, ev.line)
-    if flag in Capabilities.model_fields:
+    if flag in Capabilities.field_names():
         setattr(run.facts.capabilities, flag, value)
     elif flag == "unified_memory":
         run.facts.device.unified_memory = value

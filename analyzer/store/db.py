@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (paths are handled as strings: importing pathlib costs the read-only commands 5 ms)
+    from pathlib import Path
 
 from analyzer.store.errors import StoreError  # noqa: F401 - re-exported: callers import it from here
 from analyzer.store.migrations import MIGRATIONS
@@ -41,28 +43,28 @@ class Database:
         return self.sqlite_utils[table]
 
 
-def _create_private(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not path.exists():
+def _create_private(path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    if not os.path.exists(path):
         fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
         os.close(fd)
 
 
-def open_db(path: str | Path) -> Database:
+def open_db(path: str | os.PathLike[str]) -> Database:
     """The database at ``path``, created and migrated as needed.
 
     A file capscan may not write (a read-only file or mount) is opened
     read-only: reading commands work, writes fail with a one-line
     ``StoreError``. A database from a newer capscan (migrations this version
     does not know) is refused rather than written with an older schema."""
-    path = Path(path)
-    if path.is_dir():
+    path = _as_str(path)
+    if os.path.isdir(path):
         raise StoreError(f"{path}: is a directory, not a database file")
     if _read_only(path):
         return _open_read_only(path)
     try:
         _create_private(path)
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"{path}: cannot open database ({exc})") from None
     db = Database(conn)
@@ -86,21 +88,30 @@ def is_read_only(db: Database) -> bool:
     return bool(db.conn.execute("PRAGMA query_only").fetchone()[0])
 
 
-def _read_only(path: Path) -> bool:
+def _as_str(path: str | os.PathLike[str]) -> str:
+    """The path as ``str(Path(path))`` spells it (messages name it so), without pathlib."""
+    from analyzer.store.paths import normal_path
+
+    return normal_path(os.fspath(path))
+
+
+def _read_only(path: str) -> bool:
     """An existing database this process cannot write: the file, or the
     directory that must hold its -wal and -shm files, is not writable."""
-    if not path.exists():
+    if not os.path.exists(path):
         return False
-    return not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK)
+    return not os.access(path, os.W_OK) or not os.access(os.path.dirname(path) or ".", os.W_OK | os.X_OK)
 
 
-def _open_read_only(path: Path) -> Database:
+def _open_read_only(path: str) -> Database:
     """Read-only: ``mode=ro``; where SQLite cannot create the -shm file a WAL
     database needs (a read-only directory or mount), ``immutable=1``."""
+    from pathlib import Path
+
     last: Exception | None = None
     for flags in ("mode=ro", "mode=ro&immutable=1"):
         try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True, isolation_level=None,
+            conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?{flags}", uri=True, isolation_level=None,
                                    timeout=BUSY_TIMEOUT_MS / 1000)
             conn.execute("PRAGMA query_only = 1")
             conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
@@ -119,7 +130,7 @@ def _open_read_only(path: Path) -> Database:
     raise StoreError(f"{path}: cannot open the read-only database ({last})")
 
 
-def _refuse_newer(db: Database, path: Path) -> None:
+def _refuse_newer(db: Database, path: str) -> None:
     """Migrations recorded in the database that this capscan does not have
     mean a newer capscan wrote it: its schema may differ in ways this version
     would misread or damage."""

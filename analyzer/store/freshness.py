@@ -52,7 +52,9 @@ def code_fingerprint(rules_version: str) -> str:
 
 def run_digest(run: StoredRun) -> str:
     """What the rules read of the run itself, hashed."""
-    h = hashlib.sha256(run.facts.model_dump_json().encode())
+    from analyzer.model import facts_json
+
+    h = hashlib.sha256(facts_json(run.facts))
     h.update(json.dumps([run.created_at, run.load_error, run.throughput], default=str).encode())
     for e in run.evidence:
         h.update(f"\0{e.line}\0{e.kind}\0{e.text}".encode("utf-8", "surrogatepass"))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import os
 from typing import TYPE_CHECKING, Any, Iterator
 
-if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
+if TYPE_CHECKING:  # (imported where used: listing runs needs neither msgspec nor sqlite-utils)
     from analyzer.model import StoredRun
     from analyzer.store.db import Database
 
@@ -47,22 +46,24 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    from analyzer.model import Evidence, RunFacts, StoredRun
+    from analyzer.model import Evidence, FactsError, RunFacts, StoredRun, load_facts
 
     errors: list[str] = []
     try:
-        facts = RunFacts.model_validate_json(row[4])
-    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+        facts = load_facts(row[4])
+    except (FactsError, TypeError, ValueError, RecursionError) as exc:
         facts = RunFacts(first_line=0, last_line=0)
         errors.append(f"its stored facts do not load ({type(exc).__name__})")
     summary = facts.throughput_summary
     try:
-        ev = [Evidence(line=n, kind=k, text=t) for n, k, t in db.conn.execute(
+        ev = [Evidence(line=_int(n), kind=_str(k), text=_str(t)) for n, k, t in db.conn.execute(
             "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
     except ValueError as exc:
         ev = []
         errors.append(f"its evidence lines do not load ({type(exc).__name__})")
     diag = db.conn.execute("SELECT report FROM diagnoses WHERE run_id = ?", (run_id,)).fetchone()
+    import json  # (here: listing runs does not need it)
+
     try:
         diagnosis = json.loads(diag[0]) if diag else None
         diagnosis = diagnosis if isinstance(diagnosis, dict) else None
@@ -71,6 +72,21 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     return StoredRun(id=row[0], source_id=row[1], source=row[2] or "", created_at=row[3] or "", facts=facts,
                      throughput=summary if summary is not None else _throughput(db, run_id), evidence=ev,
                      diagnosis=diagnosis, load_error="; ".join(errors) or None)
+
+
+def _int(value: Any) -> int:
+    """A stored line number, as the schema means it (a damaged row is a ValueError)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise ValueError(f"not a line number: {type(value).__name__}")
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"not text: {type(value).__name__}")
 
 
 def last_run_id(db: Database) -> int | None:
@@ -124,10 +140,11 @@ def run_ids_of_source(db: Database, source_id: int) -> list[int]:
     return [r[0] for r in db.conn.execute("SELECT id FROM runs WHERE source_id = ? ORDER BY id", (source_id,))]
 
 
-def stats(db: Database, path: Path) -> dict[str, Any]:
+def stats(db: Database, path: str | os.PathLike[str]) -> dict[str, Any]:
     q = lambda sql: db.conn.execute(sql).fetchone()[0]  # noqa: E731
     verdicts = dict(db.conn.execute("SELECT verdict, COUNT(*) FROM diagnoses GROUP BY verdict ORDER BY 2 DESC"))
-    size = sum(p.stat().st_size for p in (path, Path(str(path) + "-wal")) if p.exists())
+    path = os.fspath(path)
+    size = sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
     return {
         "path": str(path),
         "size_bytes": size,

@@ -19,6 +19,8 @@ import datetime as dt
 import sqlite3
 from typing import TYPE_CHECKING, BinaryIO
 
+from analyzer.model import facts_json
+
 if TYPE_CHECKING:
     from analyzer.model import RunFacts, Throughput
     from analyzer.store.db import Database
@@ -59,7 +61,7 @@ class SourceWriter:
 
     def _run_row(self, seq: int, facts: RunFacts) -> tuple:
         return (facts.first_line, facts.last_line, facts.program, facts.backend, facts.device.name,
-                facts.device.apple_family, facts.model, facts.model_dump_json())
+                facts.device.apple_family, facts.model, facts_json(facts).decode())
 
     def _ensure_run(self, seq: int, facts: RunFacts) -> int:
         self._begin()

@@ -118,7 +118,7 @@ class CapscanApp(App[None]):
     @work(thread=True, group="warm", exit_on_error=False)
     def warm_up(self) -> None:
         """After the first screen: import what the detail and compare screens
-        need (pydantic models, sqlite-utils, the rules), so opening a run is quick."""
+        need (the facts model, sqlite-utils, the rules), so opening a run is quick."""
         import analyzer.rules.compare  # noqa: F401
         import analyzer.store.queries  # noqa: F401
         import analyzer.tui.screens.compare  # noqa: F401

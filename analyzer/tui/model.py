@@ -132,7 +132,7 @@ def capability_matrix(run: StoredRun, host: HostInfo) -> list[dict[str, Any]]:
     diag = run.diagnosis or {}
     apple = f.device.apple_family
     metal = max((c for c in f.device.families if 5001 <= c <= 5999), default=None)
-    runtime = diag.get("capabilities") or f.capabilities.model_dump()
+    runtime = diag.get("capabilities") or f.capabilities.as_dict()
     inferred = set(diag.get("capabilities_inferred") or [])
     reported_fam = ", ".join(chips.family_name(c) for c in ([apple] if apple else []) + ([metal] if metal else []))
     shim = f"shim {f.shim.name}" + (f" (max {chips.family_name(f.shim.apple_family_max)})"

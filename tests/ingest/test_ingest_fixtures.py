@@ -61,7 +61,7 @@ SAME_BLOCK_AS_STOCK = ["wrapped/nslog.log", "wrapped/jsonl-callback.log"]  # the
 
 def _capabilities(facts):
     return (facts.device.name, facts.device.apple_family, facts.device.families, facts.device.unified_memory,
-            facts.device.working_set_mb, facts.capabilities.model_dump(), facts.use_bfloat, facts.metal_era)
+            facts.device.working_set_mb, facts.capabilities.as_dict(), facts.use_bfloat, facts.metal_era)
 
 
 @pytest.mark.parametrize("rel", SAME_AS_STOCK + SAME_BLOCK_AS_STOCK)

@@ -10,13 +10,17 @@ import io
 import pytest
 
 from analyzer.output.headline import confidence_clause, headline, speed_gap
-from analyzer.output.report import console, render_run
+from analyzer.output.report import console
+from analyzer.output.run_report import run_lines
+from analyzer.output.styled import plain_text, write_rich
 from tests.ingest_util import diagnosed
 
 
 def report_of(run) -> list[str]:
+    lines = run_lines(run)
     buf = io.StringIO()
-    render_run(console(buf), run)
+    write_rich(lines, console(buf))
+    assert plain_text(lines) == buf.getvalue()  # what a pipe gets is what rich prints
     return buf.getvalue().splitlines()
 
 

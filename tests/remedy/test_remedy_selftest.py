@@ -102,7 +102,7 @@ def test_remedy_run_names_the_interposing_disabled_line():
     from analyzer.remedy import platform as plat
 
     flags = {"simdgroup_reduction": False, "simdgroup_mm": False, "bfloat": False}
-    caps = NS(simdgroup_reduction=False, model_dump=lambda: flags)
+    caps = NS(simdgroup_reduction=False, as_dict=lambda: flags)
     run = NS(id=2, facts=NS(device=NS(name="Apple Paravirtual device", apple_family=1005), capabilities=caps,
                             shim=None), diagnosis={"verdict": "capability-downgrade", "capabilities": flags})
     line = ("[capscan-interposer] interposing is disabled in llama-bench: MTLCreateSystemDefaultDevice is not "

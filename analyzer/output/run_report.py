@@ -1,0 +1,135 @@
+"""The per-run report (`capscan` after an ingest, `show`, `diagnose`) as styled lines.
+
+It imports neither rich nor anything heavy: ``analyzer.output.styled`` writes the
+lines plain where no style would show (a pipe, a file, NO_COLOR) and through the
+report's SafeConsole on a terminal (``analyzer.output.report.console``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from analyzer.output.display import VERDICT_STYLE, fmt_tps
+from analyzer.output.headline import confidence_clause, headline
+from analyzer.output.styled import StyledLines
+
+if TYPE_CHECKING:
+    from analyzer.model import StoredRun
+
+
+def _flag(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "no")
+
+
+def facts_lines(run: StoredRun) -> list[str]:
+    """What the log showed, compactly (used under the verdict)."""
+    f = run.facts
+    lines = []
+    dev = f.device.name or "(not named)"
+    fam = ", ".join(str(c) for c in f.device.families) or "-"
+    lines.append(f"device     {dev}   families {fam}" + (f"   x{f.device_count}" if f.device_count > 1 else ""))
+    caps = f.capabilities
+    lines.append(
+        f"printed    simdgroup reduction {_flag(caps.simdgroup_reduction)}, simdgroup mm {_flag(caps.simdgroup_mm)}, "
+        f"bfloat {_flag(caps.bfloat)}, tensor {_flag(caps.tensor)}, unified memory {_flag(f.device.unified_memory)}")
+    extra = []
+    if f.cpu_info:
+        extra.append(f"cpu_info {f.cpu_info!r}")
+    if f.gpu_info:
+        extra.append(f"gpu_info {f.gpu_info!r}")
+    if f.shim:
+        extra.append(f"shim {f.shim.name} (apple_family_max={f.shim.apple_family_max})")
+    if f.skipped_kernels:
+        extra.append(f"{f.skipped_kernels} kernels skipped ({f.skipped_kernels_non_bf16} not bf16)")
+    if f.unsupported_ops:
+        extra.append("unsupported ops " + ", ".join(f.unsupported_ops))
+    if f.offload:
+        extra.append(f"offloaded {f.offload[0]}/{f.offload[1]} layers")
+    if f.listed_devices is not None:
+        extra.append("listed devices: " + (", ".join(f.listed_devices) or "none"))
+    if extra:
+        lines.append("seen       " + "; ".join(extra))
+    if run.throughput:
+        parts = []
+        for t in run.throughput[:8]:
+            parts.append(f"{t['test']} {fmt_tps(t['tok_s'])} t/s" + (f" (n={t['n']})" if t.get("n", 1) > 1 else ""))
+        more = f" (+{len(run.throughput) - 8} more)" if len(run.throughput) > 8 else ""
+        lines.append("throughput " + ", ".join(parts) + more)
+    return lines
+
+
+def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
+    """One run's report: headline, where it ran, the verdict and why, what the log showed,
+    the baseline, the evidence lines and the next steps."""
+    out = StyledLines()
+    f = run.facts
+    diag = run.diagnosis or {}
+    verdict = diag.get("verdict", "unknown")
+    out.add(headline(f.program, run.diagnosis, run.throughput), style="bold")
+    where = [f.program or "?", f.backend or "?"]
+    if diag.get("environment"):
+        where.append(diag["environment"] + (f" on {diag['host_chip']}" if diag.get("host_chip") else ""))
+    out.add((f"run {run.id}", "bold"), f"  {run.source}:{f.first_line}-{f.last_line}  " + " / ".join(where))
+    if diag:
+        caps = f.capabilities
+        printed = caps.simdgroup_reduction is not None or bool(f.probe)
+        notes = ["fixable" if diag.get("fixable") else None, confidence_clause(diag, printed)]
+        present = [n for n in notes if n]
+        out.add("  ", (verdict.upper(), VERDICT_STYLE.get(verdict, "")),
+                "  (" + ", ".join(present) + ")" if present else "")
+        out.add("  " + diag.get("summary", ""))
+        for fnd in diag.get("findings", [])[1:]:
+            if fnd["severity"] in ("error", "warning"):
+                out.add((f"  {fnd['severity']}: ", "yellow"), fnd["message"])
+        if not diag.get("environment"):
+            # environment is shown only on evidence: say what would decide it
+            env = next((f for f in diag.get("findings", []) if f["rule"] == "environment"), None)
+            if env:
+                out.add("  environment: ", env["message"], style="dim")
+    for line in facts_lines(run):
+        out.add("  " + line, style="dim" if diag else "")
+    for line in baseline_lines(diag):
+        out.add("  " + line, style="dim" if diag.get("verdict") != "virtualization-overhead" else "")
+    evidence = _evidence_for(run, diag)
+    if evidence:
+        out.add("  evidence:")
+        for line_no, text in evidence[:max_evidence]:
+            out.add((f"    {line_no:>6}  ", "cyan"), text[:160])
+        if len(evidence) > max_evidence:
+            out.add(f"    ... {len(evidence) - max_evidence} more (capscan show {run.id})", style="dim")
+    if diag.get("next_steps"):
+        out.add("  next:")
+        for step in diag["next_steps"]:
+            out.add("    " + step)
+    for p in diag.get("prediction", []):
+        out.add(f"    expected after the remedy: {p['test']} ~{fmt_tps(p['predicted_tok_s'])} tok/s (bare metal "
+                f"{fmt_tps(p['host_tok_s'])}, plus {p['per_token_s'] * 1000:.2f} ms/token of virtual-GPU cost measured "
+                f"on {', '.join(p['from_models'])})", style="dim")
+    return out
+
+
+def baseline_lines(diag: dict[str, Any]) -> list[str]:
+    """Which bare-metal run a guest is measured against and why (or why none), then the ratios."""
+    base = diag.get("baseline")
+    if not base:
+        return []
+    if base.get("run") is None:
+        return [f"baseline   none: {base['why']}"]
+    lines = [f"baseline   bare-metal run {base['run']}: {base['why']}"]
+    paired = diag.get("paired")
+    if paired:
+        parts = [f"{t['test']} {t['ratio']:.1%} ({t['per_token_s'] * 1000:+.2f} ms/token)" for t in paired["tests"][:4]]
+        lines.append(f"{'vs run ' + str(paired['run']):<10} " + ", ".join(parts))
+    return lines
+
+
+def _evidence_for(run: StoredRun, diag: dict[str, Any]) -> list[tuple[int, str]]:
+    seen: set[int] = set()
+    out: list[tuple[int, str]] = []
+    for finding in diag.get("findings", []):
+        for ev in finding.get("evidence", []):
+            if ev["line"] not in seen:
+                seen.add(ev["line"])
+                out.append((ev["line"], ev["text"]))
+    if not out:  # one line can carry several events (prompt and generation speed): show it once
+        out = list({e.line: (e.line, e.text) for e in run.evidence}.values())
+    return sorted(out)
