@@ -71,6 +71,12 @@ class RunsScreen(CapscanScreen):
         self.shown_flt: RunFilter | None = None  # the filter the table shows, and since when (benchmarks)
         self.shown_at = 0.0
         self.columns: list[Column] = []
+        # The id column's width only grows: a filter showing only shorter ids keeps the table as it is
+        # (rebuilding it for a narrower id column doubled the cost of every filter change).
+        self.id_digits = 1
+        self.makers: list = []  # one function per shown column: RunRow -> its cell
+        self.makers_for: list[Column] | None = None  # the columns they were made for
+        self.text_index: queries.TextIndex | None = None  # read after the first page; until then LIKE
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -108,7 +114,7 @@ class RunsScreen(CapscanScreen):
         try:
             with self.capscan.store.read() as conn:
                 interruptible(conn)
-                rows = queries.page(conn, flt, before=before, limit=limit)
+                rows = queries.page(conn, flt, before=before, limit=limit, index=self.text_index)
         except sqlite3.OperationalError:
             if get_current_worker().is_cancelled:
                 return
@@ -121,7 +127,7 @@ class RunsScreen(CapscanScreen):
         try:
             with self.capscan.store.read() as conn:
                 interruptible(conn)
-                n = queries.count(conn, flt)
+                n = queries.count(conn, flt, self.text_index)
         except sqlite3.OperationalError:
             return
         if not get_current_worker().is_cancelled:
@@ -131,6 +137,10 @@ class RunsScreen(CapscanScreen):
     def load_facets(self) -> None:
         with self.capscan.store.read() as conn:
             self.post_message(FacetsLoaded(queries.facets(conn)))
+            # the values a text filter is matched against (a filter then reads no run it does not show)
+            index = queries.text_index(conn)
+        if not get_current_worker().is_cancelled:
+            self.text_index = index
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
         if message.generation != self.generation:
@@ -193,13 +203,15 @@ class RunsScreen(CapscanScreen):
 
     def database_changed(self, new_runs: int) -> None:
         self.new_since_open += new_runs
+        self.text_index = None  # new runs may bring new values: LIKE until load_facets reads them again
         self.load(keep=True)
         self.load_facets()
 
     # -- layout -------------------------------------------------------------------------
 
     def _fit(self, width: int) -> list[Column]:
-        return fit_columns(width - SCROLLBAR, len(str(max(self.rows, default=1))))
+        self.id_digits = max(self.id_digits, len(str(max(self.rows, default=1))))
+        return fit_columns(width - SCROLLBAR, self.id_digits)
 
     def on_resize(self, event: events.Resize) -> None:
         self.refit()
@@ -228,23 +240,33 @@ class RunsScreen(CapscanScreen):
     # -- rendering ----------------------------------------------------------------------
 
     def _cells(self, row: RunRow) -> list:
-        verdict = row.verdict or "-"
-        style = VERDICT_STYLE.get(verdict, "")
+        if self.makers_for is not self.columns:
+            self.makers, self.makers_for = self._makers(), self.columns
+        return [make(row) for make in self.makers]
+
+    def _makers(self) -> list:
+        """For each shown column, the function that makes its cell of a run: log text as Text,
+        never as markup (a DataTable reads markup in str cells). Made once per set of columns, not
+        once per row."""
         widths = {c.key: c.width for c in self.columns}
-        # log text as Text, never as markup (a DataTable reads markup in str cells)
+        time_format = self.capscan.time_format
+
+        def style(row: RunRow) -> str:
+            return VERDICT_STYLE.get(row.verdict or "-", "")
+
         cell = {
-            "mark": lambda: self._mark_text(row.id),
-            "id": lambda: Text(str(row.id), style=style.replace("bold ", ""), justify="right"),
-            "when": lambda: Text(self.capscan.time_format(row.created_at)),
-            "source": lambda: Text(short(source_name(row.source), widths["source"], keep_end=True)),
-            "program": lambda: Text(short(row.program, widths["program"])),
-            "device": lambda: Text(short(row.device, widths["device"])),
-            "env": lambda: Text(row.environment or "-"),
-            "verdict": lambda: Text(verdict, style=style),
-            "pp": lambda: Text(fmt_tps(row.best_pp), justify="right"),
-            "tg": lambda: Text(fmt_tps(row.best_tg), justify="right"),
+            "mark": lambda row: self._mark_text(row.id),
+            "id": lambda row: Text(str(row.id), style=style(row).replace("bold ", ""), justify="right"),
+            "when": lambda row: Text(time_format(row.created_at)),
+            "source": lambda row: Text(short(source_name(row.source), widths["source"], keep_end=True)),
+            "program": lambda row: Text(short(row.program, widths["program"])),
+            "device": lambda row: Text(short(row.device, widths["device"])),
+            "env": lambda row: Text(row.environment or "-"),
+            "verdict": lambda row: Text(row.verdict or "-", style=style(row)),
+            "pp": lambda row: Text(fmt_tps(row.best_pp), justify="right"),
+            "tg": lambda row: Text(fmt_tps(row.best_tg), justify="right"),
         }
-        return [cell[c.key]() for c in self.columns]
+        return [cell[c.key] for c in self.columns]
 
     def _mark_text(self, run_id: int) -> Text:
         if run_id in self.capscan.marked:
