@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -32,21 +33,44 @@ def view_of(run: StoredRun, peers: list[Peer] | None = None) -> RunView:
                    created_at=run.created_at)
 
 
-def _peers(db: Database, run: StoredRun, cache: dict[int, Peer | None],
-           loaded: dict[int, StoredRun] | None = None) -> list[Peer]:
+@dataclass
+class _Pass:
+    """What one pass over a batch shares: the batch's loaded runs (by model too), the peers made
+    so far, and the stored candidates per (model, host chip). Nothing is written until the pass
+    ends (``_store``), so a candidate list read once holds for every run of the pass."""
+
+    loaded: dict[int, StoredRun] = field(default_factory=dict)
+    peers: dict[int, Peer | None] = field(default_factory=dict)
+    candidates: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    by_model: dict[str, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for rid, run in self.loaded.items():
+            if run.facts.model:
+                self.by_model.setdefault(run.facts.model, []).append(rid)
+
+    def stored_candidates(self, db: Database, model: str, chip: str, run_id: int) -> list[int]:
+        key = (model, chip)
+        if key not in self.candidates:  # one more than needed: the run itself may be among them
+            self.candidates[key] = diagnoses.peer_candidate_ids(db, model, None, chip, MAX_PEERS + 1)
+        return [rid for rid in self.candidates[key] if rid != run_id][:MAX_PEERS]
+
+
+def _peers(db: Database, run: StoredRun, shared: _Pass) -> list[Peer]:
     """Possible baselines: runs of the same model on the same hardware (the host chip). Runs of
     other hardware are never candidates, so however many are stored they cannot crowd out or
     replace the right one."""
     chip = view_of(run).host_chip
     if not run.facts.model or chip is None:
         return []
-    ids = diagnoses.peer_candidate_ids(db, run.facts.model, run.id, chip, MAX_PEERS)
+    ids = shared.stored_candidates(db, run.facts.model, chip, run.id)
     # the runs diagnosed together may carry no stored diagnosis yet, or one from older rules
-    ids += [rid for rid, other in (loaded or {}).items() if rid != run.id and other.facts.model == run.facts.model]
+    ids += [rid for rid in shared.by_model.get(run.facts.model, ()) if rid != run.id]
+    cache, loaded = shared.peers, shared.loaded
     out = []
     for rid in dict.fromkeys(ids):
         if rid not in cache:
-            other = (loaded or {}).get(rid) or load_run(db, rid)
+            other = loaded.get(rid) or load_run(db, rid)
             if other is None:
                 continue
             cache[rid] = _peer_of(other)
@@ -100,7 +124,7 @@ def _diagnose_one(db: Database, run: StoredRun, peers: Callable[[], list[Peer]])
 def diagnose_stored_run(db: Database, run: StoredRun) -> dict:
     """Diagnose one loaded run in memory, with its stored peers; writes nothing
     (for readers such as the remedy plan)."""
-    return _diagnose_one(db, run, lambda: _peers(db, run, {}))
+    return _diagnose_one(db, run, lambda: _peers(db, run, _Pass()))
 
 
 def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool = False,
@@ -116,7 +140,7 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
     out: list[StoredRun] = []
     keys: set[tuple[str, str]] = set()
     for batch in _batches(ids):
-        for run in _diagnose_and_store(db, batch, {}):
+        for run in _diagnose_and_store(db, batch):
             d = run.diagnosis
             if run.facts.model and d and d.get("host_chip"):
                 keys.add((run.facts.model, d["host_chip"]))
@@ -131,7 +155,7 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
                 if rid not in wanted:
                     others[rid] = None
         for batch in _batches(list(others)):
-            _diagnose_and_store(db, batch, {})
+            _diagnose_and_store(db, batch)
         # predictions read the other runs' diagnoses, so they come after the refresh
         for run in out:
             try:
@@ -152,15 +176,16 @@ def _batches(ids: list[int]) -> Iterable[list[int]]:
         yield ids[i:i + BATCH]
 
 
-def _diagnose_and_store(db: Database, ids: list[int], cache: dict[int, Peer | None]) -> list[StoredRun]:
+def _diagnose_and_store(db: Database, ids: list[int]) -> list[StoredRun]:
     out, rows = [], []
     # Load each run once: the runs of one input are usually each other's peers.
     loaded = {rid: run for rid in ids if (run := load_run(db, rid)) is not None}
+    shared = _Pass(loaded)
     for rid in ids:
         run = loaded.get(rid)
         if run is None:
             continue
-        run.diagnosis = _diagnose_one(db, run, partial(_peers, db, run, cache, loaded))
+        run.diagnosis = _diagnose_one(db, run, partial(_peers, db, run, shared))
         try:
             _attach_prediction(db, run)
         except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands

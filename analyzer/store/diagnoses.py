@@ -10,10 +10,11 @@ if TYPE_CHECKING:
     from analyzer.store.db import Database
 
 
-def peer_candidate_ids(db: Database, model: str, run_id: int, host_chip: str, limit: int) -> list[int]:
-    """Runs of the same model, newest first, either not diagnosed yet or diagnosed on the same host chip."""
+def peer_candidate_ids(db: Database, model: str, run_id: int | None, host_chip: str, limit: int) -> list[int]:
+    """Runs of the same model (but ``run_id``), newest first, either not diagnosed yet or diagnosed
+    on the same host chip."""
     return [r[0] for r in db.conn.execute(
-        "SELECT r.id FROM runs r LEFT JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND r.id != ? "
+        "SELECT r.id FROM runs r LEFT JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND r.id IS NOT ? "
         "AND (d.run_id IS NULL OR d.host_chip = ?) ORDER BY r.id DESC LIMIT ?", (model, run_id, host_chip, limit))]
 
 
