@@ -35,6 +35,14 @@ PROMPTS = {"wide": ("/ filter: device, source, program, model, verdict, id", "an
                     "any environment"),
            "narrow": ("/ filter", "verdict", "device", "env")}
 MAX_RELOAD_ROWS = 1000  # a live refresh keeps up to this many rows already paged in
+SCROLL_AHEAD = 20  # rows of a first page beyond the screen's height (the next page loads 20 rows before the end)
+
+
+def first_page_rows(height: int) -> int:
+    """A filter's first page: what the screen shows and a little more (200 rows took Textual about
+    as long to add and measure as the query and the rest of the screen together); the next pages
+    are PAGE_SIZE rows, loaded as the cursor nears the end."""
+    return min(PAGE_SIZE, max(60, height + SCROLL_AHEAD))
 
 
 def interruptible(conn: sqlite3.Connection) -> None:
@@ -105,7 +113,8 @@ class RunsScreen(CapscanScreen):
         """(Re)load the first page for the current filter. ``keep`` reloads as
         many rows as are paged in now (up to MAX_RELOAD_ROWS), for live refresh."""
         self.generation += 1
-        limit = min(max(PAGE_SIZE, len(self.rows)), MAX_RELOAD_ROWS) if keep else PAGE_SIZE
+        first = first_page_rows(self.capscan.size.height)
+        limit = min(max(first, len(self.rows)), MAX_RELOAD_ROWS) if keep else first
         self._load(self.flt, self.generation, None, limit, False)
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
@@ -326,7 +335,7 @@ class RunsScreen(CapscanScreen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         table = event.data_table
-        if self.more and not self.loading_more and event.cursor_row >= table.row_count - 20:
+        if self.more and not self.loading_more and event.cursor_row >= table.row_count - SCROLL_AHEAD:
             self.loading_more = True
             self._load(self.flt, self.generation, self.oldest, PAGE_SIZE, True)
 
