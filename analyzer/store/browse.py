@@ -88,6 +88,7 @@ class _Sql:
     d_where: list[str] = field(default_factory=list)
     d_args: list[Any] = field(default_factory=list)
     outer: bool = False
+    nothing: bool = False  # a word matches no value at all (TextIndex): no run matches
 
     def ids(self, *, before: int | None = None, after: int | None = None, limit: int | None = None,
             oldest_first: bool = False) -> tuple[str, list[Any]]:
@@ -126,24 +127,99 @@ def _matching_verdicts(word: str) -> list[str]:
     return [v for v in VERDICTS if w in v]
 
 
-def _sql(flt: RunFilter) -> _Sql:
+# SQLite's LIKE folds the case of ASCII letters only; the text index folds the same way.
+_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+MAX_IN_VALUES = 400  # more matching source paths than this: the LIKE subquery instead of an IN list
+
+
+@dataclass
+class TextIndex:
+    """The distinct values a text filter matches against, read once (``text_index``): device
+    names, programs, models and source paths. A word then becomes IN lists of the values that
+    contain it, found here as SQLite's LIKE '%word%' finds them (ASCII letters in either case),
+    so that no query evaluates LIKE on every run; a word that no value contains matches no run
+    without any query at all."""
+
+    devices: list[Any] = field(default_factory=list)  # as stored (the IN lists compare them as stored)
+    programs: list[Any] = field(default_factory=list)
+    models: list[Any] = field(default_factory=list)
+    sources: list[tuple[int, Any]] = field(default_factory=list)
+    verdicts: dict[str, int] = field(default_factory=dict)  # runs per verdict
+    runs: int = 0
+
+    def __post_init__(self) -> None:
+        self._folded = {name: [(v, str(v).translate(_ASCII_FOLD)) for v in getattr(self, name)]
+                        for name in ("devices", "programs", "models")}
+        self._sources = [(i, str(p).translate(_ASCII_FOLD)) for i, p in self.sources]
+
+    def containing(self, word: str) -> tuple[dict[str, list[Any]], list[int]]:
+        w = word.translate(_ASCII_FOLD)
+        values = {name: [v for v, f in folded if w in f] for name, folded in self._folded.items()}
+        return values, [i for i, f in self._sources if w in f]
+
+
+def text_index(conn: sqlite3.Connection) -> TextIndex:
+    def distinct(column: str) -> list[Any]:
+        return [v for (v,) in conn.execute(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL")]
+
+    return TextIndex(devices=distinct("device_name"), programs=distinct("program"), models=distinct("model"),
+                     sources=conn.execute("SELECT id, path FROM sources WHERE path IS NOT NULL").fetchall(),
+                     verdicts=dict(conn.execute("SELECT verdict, COUNT(*) FROM diagnoses GROUP BY verdict")),
+                     runs=conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+
+
+def _word_by_index(word: str, index: TextIndex, q: _Sql) -> str:
+    """A word's condition from the text index: what ``_sql`` writes with LIKE, as IN lists."""
+    values, source_ids = index.containing(word)
+    terms = []
+    for column, name in (("r.device_name", "devices"), ("r.program", "programs"), ("r.model", "models")):
+        if values[name]:
+            terms.append(f"{column} IN ({', '.join('?' * len(values[name]))})")
+            q.r_args.extend(values[name])
+    if len(source_ids) > MAX_IN_VALUES:
+        terms.append("r.source_id IN (SELECT id FROM sources WHERE path LIKE ? ESCAPE '\\')")
+        q.r_args.append(_like(word))
+    elif source_ids:
+        terms.append(f"r.source_id IN ({', '.join('?' * len(source_ids))})")
+        q.r_args.extend(source_ids)
+    return " OR ".join(terms)
+
+
+def _sql(flt: RunFilter, index: TextIndex | None = None, *, counting: bool = False) -> _Sql:
     """A word of the text matches device, program, model, source path or
     verdict; the path through a one-off subquery (an index of paths), the
-    verdict through the verdicts it names."""
+    verdict through the verdicts it names. With a ``TextIndex`` the first four
+    are IN lists of the values that contain the word (``nothing`` is set when
+    a word matches nothing at all)."""
     q = _Sql()
     esc = " ESCAPE '\\'"
     for word in flt.text.split():
-        pat = _like(word)
-        cond = (f"(r.device_name LIKE ?{esc} OR r.program LIKE ?{esc} OR r.model LIKE ?{esc} "
-                f"OR r.source_id IN (SELECT id FROM sources WHERE path LIKE ?{esc})")
-        q.r_args.extend([pat] * 4)
+        if index is None:
+            pat = _like(word)
+            cond = (f"(r.device_name LIKE ?{esc} OR r.program LIKE ?{esc} OR r.model LIKE ?{esc} "
+                    f"OR r.source_id IN (SELECT id FROM sources WHERE path LIKE ?{esc})")
+            q.r_args.extend([pat] * 4)
+        else:
+            cond = "(" + _word_by_index(word, index, q)
         verdicts = _matching_verdicts(word)
+        per_run = False
+        if index is not None:
+            # Only verdicts some run has. A page looks them up run by run unless few runs have them: the
+            # set of every such run is built before the first row is read, a lookup per run stops with the page.
+            verdicts = [v for v in verdicts if index.verdicts.get(v)]
+            per_run = not counting and 20 * sum(index.verdicts[v] for v in verdicts) > index.runs
         if verdicts:
-            cond += f" OR r.id IN (SELECT run_id FROM diagnoses WHERE verdict IN ({', '.join('?' * len(verdicts))}))"
+            marks = ", ".join("?" * len(verdicts))
+            cond += (" OR " if cond != "(" else "")
+            cond += (f"EXISTS (SELECT 1 FROM diagnoses dv WHERE dv.run_id = r.id AND dv.verdict IN ({marks}))"
+                     if per_run else f"r.id IN (SELECT run_id FROM diagnoses WHERE verdict IN ({marks}))")
             q.r_args.extend(verdicts)
         if word.lstrip("#").isdigit():
-            cond += " OR r.id = ?"
+            cond += (" OR " if cond != "(" else "") + "r.id = ?"
             q.r_args.append(int(word.lstrip("#")))
+        if cond == "(":
+            q.nothing = True
+            cond += "0"
         q.r_where.append(cond + ")")
     if flt.device == NOT_DIAGNOSED:
         q.r_where.append("r.device_name IS NULL")
@@ -161,9 +237,12 @@ def _sql(flt: RunFilter) -> _Sql:
 
 
 def page(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None = None,
-         limit: int = PAGE_SIZE) -> list[RunRow]:
+         limit: int = PAGE_SIZE, index: TextIndex | None = None) -> list[RunRow]:
     """One page of runs matching ``flt``, newest first, with ids below ``before``."""
-    ids, args = _sql(flt).ids(before=before, limit=limit)
+    q = _sql(flt, index)
+    if q.nothing:
+        return []
+    ids, args = q.ids(before=before, limit=limit)
     return [RunRow(id=r[0], created_at=_text(r[1]) or "", source=_text(r[2]) or "", program=_text(r[3]),
                    device=_text(r[4]), model=_text(r[5]), verdict=_text(r[6]), fixable=bool(r[7]),
                    environment=_text(r[8]), best_pp=r[9], best_tg=r[10])
@@ -176,10 +255,13 @@ def _text(value: Any) -> str | None:
     return None if value is None else clean(str(value))
 
 
-def count(conn: sqlite3.Connection, flt: RunFilter) -> int:
+def count(conn: sqlite3.Connection, flt: RunFilter, index: TextIndex | None = None) -> int:
     if not flt.active:
         return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    ids, args = _sql(flt).ids()
+    q = _sql(flt, index, counting=True)
+    if q.nothing:
+        return 0
+    ids, args = q.ids()
     return conn.execute(f"SELECT COUNT(*) FROM ({ids})", args).fetchone()[0]
 
 

@@ -100,13 +100,7 @@ def test_runs_and_db_stats_import_neither_the_facts_model_nor_sqlite_utils(tmp_p
     for argv in (["runs"], ["runs", "--json"], ["db", "stats"]):
         mods = _imported("--db", str(db), *argv)
         assert "analyzer.store.queries" in mods  # it did read the database
-        assert _offenders(mods, _heavy_for(argv)) == [], argv
-
-
-def _heavy_for(argv: list[str]) -> tuple[str, ...]:
-    """_HEAVY, less orjson for a JSON listing (it encodes the rows: tabular._orjson_batch)."""
-    listing_json = argv[0] == "runs" and ("--json" in argv or "--nl" in argv)
-    return tuple(m for m in _HEAVY if not (listing_json and m == "orjson"))
+        assert _offenders(mods, _HEAVY) == [], argv  # (orjson: only for listings of 512 rows and more)
 
 
 # What the read-only listing commands import of capscan, exactly, and stdlib modules they have no
@@ -132,4 +126,4 @@ def test_runs_and_db_stats_import_only_what_they_use(tmp_path):
                                (["db", "stats", "--json"], _RUNS_MODULES | {"analyzer.cli.db"}, _UNUSED)):
         mods = _imported("--db", str(db), *argv)
         assert {m for m in mods if m == "analyzer" or m.startswith("analyzer.")} == ours, argv
-        assert _offenders(mods, unused + _heavy_for(argv)) == [], argv
+        assert _offenders(mods, unused + _HEAVY) == [], argv

@@ -134,3 +134,59 @@ def test_every_filter_agrees_with_a_reference(tui_db):
             assert queries.count(conn, flt) == len(want), flt
             assert queries.neighbour(conn, 3, flt, older=True) == next((i for i in want if i < 3), None), flt
             assert queries.neighbour(conn, 3, flt, older=False) == next((i for i in reversed(want) if i > 3), None)
+
+
+def _varied_db(path):
+    """Runs whose text columns vary in case, non-ASCII letters, LIKE's wildcards and escape, digits
+    and NULLs; some diagnosed, most sources with several runs."""
+    import random
+
+    from analyzer.store.db import open_db
+
+    rnd = random.Random(4)
+    db = open_db(path)
+    conn = db.conn
+    words = ["Apple M1 Ultra", "apple m2 MAX", "Äpfel ß GPU", "äpfel", "100% fast_path", "back\\slash", "AMD Radeon",
+             "Intel(R) Iris", "llama-bench", "LLAMA.cpp", "ollama", "Qwen2.5-7B", "tinyllama-1.1b", "7", "#42", None]
+    conn.execute("BEGIN")
+    for sid in range(1, 41):
+        conn.execute("INSERT INTO sources (id, path, size, sha256, ingested_at, lines, recognised_lines, "
+                     "unrecognised_lines, overlong_lines) VALUES (?, ?, 0, ?, '2026-01-01', 0, 0, 0, 0)",
+                     (sid, f"~/logs/{rnd.choice(['Guest', 'host', 'CI_runs', 'ßtage'])}/run-{sid:03d}.log", str(sid)))
+    for rid in range(1, 401):
+        conn.execute("INSERT INTO runs (id, source_id, seq, first_line, last_line, program, device_name, model, "
+                     "created_at, facts) VALUES (?, ?, 0, 1, 2, ?, ?, ?, '2026-01-01T00:00:00', '{}')",
+                     (rid, rnd.randint(1, 40), rnd.choice(words), rnd.choice(words), rnd.choice(words)))
+        if rnd.random() < 0.7:
+            conn.execute("INSERT INTO diagnoses (run_id, verdict, fixable, environment, report, rules_version, "
+                         "diagnosed_at) VALUES (?, ?, 0, ?, '{}', 'x', '2026')",
+                         (rid, rnd.choice(["healthy", "capability-downgrade", "unknown"]), rnd.choice(["vm", None])))
+    conn.execute("COMMIT")
+    return db
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("max_in", [400, 2])  # 2: words matching many source paths take the LIKE subquery
+def test_the_text_index_finds_what_like_finds(tmp_path, monkeypatch, max_in):
+    """The TUI's text filter through the text index (IN lists, no LIKE on every run) gives the
+    same pages and counts as the LIKE query it replaces, on a varied database."""
+    monkeypatch.setattr(queries, "MAX_IN_VALUES", max_in)
+    db = _varied_db(tmp_path / "v.db")
+    index = queries.text_index(db.conn)
+    texts = ["", "apple", "APPLE", "m1 ultra", "Ä", "ä", "ß", "äpfel gpu", "100%", "%", "_", "fast_path", "\\",
+             "back\\s", "llama", "LLAMA", "7", "#42", "42", "down", "grade", "u", "zzq", "guest", "ci_", "run-01",
+             "apple zzq", "intel(r)", "(", "."]
+    import dataclasses
+
+    # a page looks a common verdict up run by run, a rare one through the set of its runs: both ways
+    rare = dataclasses.replace(index, runs=10 ** 9)
+    for text in texts:
+        for flt in (RunFilter(text=text), RunFilter(text=text, verdict="healthy"),
+                    RunFilter(text=text, environment=queries.NOT_DIAGNOSED), RunFilter(text=text, device="7")):
+            like = [r.id for r in queries.page(db.conn, flt, limit=1000)]
+            assert [r.id for r in queries.page(db.conn, flt, limit=1000, index=index)] == like, flt
+            assert [r.id for r in queries.page(db.conn, flt, limit=1000, index=rare)] == like, flt
+            assert queries.count(db.conn, flt, index) == queries.count(db.conn, flt) == len(like), flt
+    assert queries.page(db.conn, RunFilter(text="zzq"), index=index) == []

@@ -35,6 +35,14 @@ PROMPTS = {"wide": ("/ filter: device, source, program, model, verdict, id", "an
                     "any environment"),
            "narrow": ("/ filter", "verdict", "device", "env")}
 MAX_RELOAD_ROWS = 1000  # a live refresh keeps up to this many rows already paged in
+SCROLL_AHEAD = 20  # rows of a first page beyond the screen's height (the next page loads 20 rows before the end)
+
+
+def first_page_rows(height: int) -> int:
+    """A filter's first page: what the screen shows and a little more (200 rows took Textual about
+    as long to add and measure as the query and the rest of the screen together); the next pages
+    are PAGE_SIZE rows, loaded as the cursor nears the end."""
+    return min(PAGE_SIZE, max(60, height + SCROLL_AHEAD))
 
 
 def interruptible(conn: sqlite3.Connection) -> None:
@@ -71,6 +79,12 @@ class RunsScreen(CapscanScreen):
         self.shown_flt: RunFilter | None = None  # the filter the table shows, and since when (benchmarks)
         self.shown_at = 0.0
         self.columns: list[Column] = []
+        # The id column's width only grows: a filter showing only shorter ids keeps the table as it is
+        # (rebuilding it for a narrower id column doubled the cost of every filter change).
+        self.id_digits = 1
+        self.makers: list = []  # one function per shown column: RunRow -> its cell
+        self.makers_for: list[Column] | None = None  # the columns they were made for
+        self.text_index: queries.TextIndex | None = None  # read after the first page; until then LIKE
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -99,7 +113,8 @@ class RunsScreen(CapscanScreen):
         """(Re)load the first page for the current filter. ``keep`` reloads as
         many rows as are paged in now (up to MAX_RELOAD_ROWS), for live refresh."""
         self.generation += 1
-        limit = min(max(PAGE_SIZE, len(self.rows)), MAX_RELOAD_ROWS) if keep else PAGE_SIZE
+        first = first_page_rows(self.capscan.size.height)
+        limit = min(max(first, len(self.rows)), MAX_RELOAD_ROWS) if keep else first
         self._load(self.flt, self.generation, None, limit, False)
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
@@ -108,7 +123,7 @@ class RunsScreen(CapscanScreen):
         try:
             with self.capscan.store.read() as conn:
                 interruptible(conn)
-                rows = queries.page(conn, flt, before=before, limit=limit)
+                rows = queries.page(conn, flt, before=before, limit=limit, index=self.text_index)
         except sqlite3.OperationalError:
             if get_current_worker().is_cancelled:
                 return
@@ -121,7 +136,7 @@ class RunsScreen(CapscanScreen):
         try:
             with self.capscan.store.read() as conn:
                 interruptible(conn)
-                n = queries.count(conn, flt)
+                n = queries.count(conn, flt, self.text_index)
         except sqlite3.OperationalError:
             return
         if not get_current_worker().is_cancelled:
@@ -131,6 +146,10 @@ class RunsScreen(CapscanScreen):
     def load_facets(self) -> None:
         with self.capscan.store.read() as conn:
             self.post_message(FacetsLoaded(queries.facets(conn)))
+            # the values a text filter is matched against (a filter then reads no run it does not show)
+            index = queries.text_index(conn)
+        if not get_current_worker().is_cancelled:
+            self.text_index = index
 
     def on_runs_loaded(self, message: RunsLoaded) -> None:
         if message.generation != self.generation:
@@ -193,13 +212,15 @@ class RunsScreen(CapscanScreen):
 
     def database_changed(self, new_runs: int) -> None:
         self.new_since_open += new_runs
+        self.text_index = None  # new runs may bring new values: LIKE until load_facets reads them again
         self.load(keep=True)
         self.load_facets()
 
     # -- layout -------------------------------------------------------------------------
 
     def _fit(self, width: int) -> list[Column]:
-        return fit_columns(width - SCROLLBAR, len(str(max(self.rows, default=1))))
+        self.id_digits = max(self.id_digits, len(str(max(self.rows, default=1))))
+        return fit_columns(width - SCROLLBAR, self.id_digits)
 
     def on_resize(self, event: events.Resize) -> None:
         self.refit()
@@ -228,23 +249,33 @@ class RunsScreen(CapscanScreen):
     # -- rendering ----------------------------------------------------------------------
 
     def _cells(self, row: RunRow) -> list:
-        verdict = row.verdict or "-"
-        style = VERDICT_STYLE.get(verdict, "")
+        if self.makers_for is not self.columns:
+            self.makers, self.makers_for = self._makers(), self.columns
+        return [make(row) for make in self.makers]
+
+    def _makers(self) -> list:
+        """For each shown column, the function that makes its cell of a run: log text as Text,
+        never as markup (a DataTable reads markup in str cells). Made once per set of columns, not
+        once per row."""
         widths = {c.key: c.width for c in self.columns}
-        # log text as Text, never as markup (a DataTable reads markup in str cells)
+        time_format = self.capscan.time_format
+
+        def style(row: RunRow) -> str:
+            return VERDICT_STYLE.get(row.verdict or "-", "")
+
         cell = {
-            "mark": lambda: self._mark_text(row.id),
-            "id": lambda: Text(str(row.id), style=style.replace("bold ", ""), justify="right"),
-            "when": lambda: Text(self.capscan.time_format(row.created_at)),
-            "source": lambda: Text(short(source_name(row.source), widths["source"], keep_end=True)),
-            "program": lambda: Text(short(row.program, widths["program"])),
-            "device": lambda: Text(short(row.device, widths["device"])),
-            "env": lambda: Text(row.environment or "-"),
-            "verdict": lambda: Text(verdict, style=style),
-            "pp": lambda: Text(fmt_tps(row.best_pp), justify="right"),
-            "tg": lambda: Text(fmt_tps(row.best_tg), justify="right"),
+            "mark": lambda row: self._mark_text(row.id),
+            "id": lambda row: Text(str(row.id), style=style(row).replace("bold ", ""), justify="right"),
+            "when": lambda row: Text(time_format(row.created_at)),
+            "source": lambda row: Text(short(source_name(row.source), widths["source"], keep_end=True)),
+            "program": lambda row: Text(short(row.program, widths["program"])),
+            "device": lambda row: Text(short(row.device, widths["device"])),
+            "env": lambda row: Text(row.environment or "-"),
+            "verdict": lambda row: Text(row.verdict or "-", style=style(row)),
+            "pp": lambda row: Text(fmt_tps(row.best_pp), justify="right"),
+            "tg": lambda row: Text(fmt_tps(row.best_tg), justify="right"),
         }
-        return [cell[c.key]() for c in self.columns]
+        return [cell[c.key] for c in self.columns]
 
     def _mark_text(self, run_id: int) -> Text:
         if run_id in self.capscan.marked:
@@ -304,7 +335,7 @@ class RunsScreen(CapscanScreen):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         table = event.data_table
-        if self.more and not self.loading_more and event.cursor_row >= table.row_count - 20:
+        if self.more and not self.loading_more and event.cursor_row >= table.row_count - SCROLL_AHEAD:
             self.loading_more = True
             self._load(self.flt, self.generation, self.oldest, PAGE_SIZE, True)
 
