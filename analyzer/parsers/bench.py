@@ -177,18 +177,39 @@ class JsonlRows:
         find, opens = window.find, window.startswith
         out: list[tuple] = []
         append = out.append
-        loads, measurement = _loads, _measurement
+        loads, measurement, name = _loads, _measurement, test_name
+        lo, hi = _INT_MIN, _INT_MAX
+        head = prefix + cut  # one comparison a row
         size, at = len(window), 0
         try:
             while at < size:
                 eol = find(b"\n", at)  # the window ends with a newline
-                if eol - at > max_line or not (opens(prefix, at) and opens(cut, at + plen)):
+                if eol - at > max_line or not opens(head, at):
                     break
                 window[at + plen - 1] = 0x7B  # "{"
                 try:
                     obj = loads(view[at + plen - 1:eol])
-                    m = measurement(obj) if type(obj) is dict else None
-                except ValueError:  # not JSON, or Rejected: the ordinary path counts it
+                except ValueError:  # not JSON: the ordinary path counts it
+                    break
+                if type(obj) is not dict:
+                    break
+                # _measurement's fast case inline (the million-row case: typed JSON); any other row goes to it
+                get = obj.get
+                tok_s, stddev = get("avg_ts"), get("stddev_ts")
+                n_prompt, n_gen, n_depth = get("n_prompt"), get("n_gen"), get("n_depth")
+                if (type(tok_s) is float and type(n_prompt) is int and type(n_gen) is int and type(n_depth) is int
+                        and (type(stddev) is float or stddev is None)
+                        and lo <= n_prompt <= hi and lo <= n_gen <= hi and lo <= n_depth <= hi):
+                    test = name(n_prompt, n_gen, n_depth)
+                    if test is None:
+                        break
+                    line_no += 1
+                    append((line_no, test, tok_s, stddev, n_prompt, n_gen, n_depth))
+                    at = eol + 1
+                    continue
+                try:
+                    m = measurement(obj)
+                except ValueError:  # Rejected: the ordinary path counts it
                     break
                 if m is None:
                     break

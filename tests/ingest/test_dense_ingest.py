@@ -258,3 +258,37 @@ def test_a_small_source_into_a_large_table_keeps_the_indexes(db_path, monkeypatc
     finally:
         db.conn.close()
     assert dropped[:1] == ["big.jsonl"] and "small.jsonl" not in dropped
+
+
+def test_block_path_on_rows_whose_measured_fields_are_not_the_typed_case():
+    """The block path decides the typed case (float speed, int token counts) inline and hands every
+    other row to ``_measurement``: ints for floats, strings for numbers, a missing depth or stddev,
+    a speed of 0, token counts that make no test or do not fit SQLite all come out as line by line."""
+    rng = random.Random(7)
+    config = _configs(rng, 1)[0]
+    variants = [
+        lambda o: o.update(avg_ts=int(o["avg_ts"])),
+        lambda o: o.update(stddev_ts=0),
+        lambda o: o.update(n_prompt=str(o["n_prompt"])),
+        lambda o: o.update(avg_ts=f"{o['avg_ts']:.3f}"),
+        lambda o: o.pop("n_depth"),
+        lambda o: o.pop("stddev_ts"),
+        lambda o: o.update(n_prompt=0, n_gen=0),
+        lambda o: o.update(n_gen=-1),
+        lambda o: o.update(avg_ts=0.0),
+        lambda o: o.update(n_depth=True),
+        lambda o: o.update(stddev_ts="n/a"),
+        lambda o: o.update(avg_ts=[1.0]),
+        lambda o: o.update(n_gen=2**63),  # an int orjson gives, SQLite cannot hold: rejected
+    ]
+    lines = []
+    for i in range(1200):
+        obj = json.loads(_row(rng, config))
+        if i % 3 == 0:
+            rng.choice(variants)(obj)
+        lines.append(json.dumps(obj).encode())
+    data = b"\n".join(lines) + b"\n"
+    want = _scan(data, 1 << 22, "per-line")
+    assert len(want[0]) > 1000 and want[1][1] > 0 and want[1][2] > 0  # most rows kept, some not, some rejected
+    for chunk in (1 << 22, 8191):
+        assert _scan(data, chunk, "block") == want
