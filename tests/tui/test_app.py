@@ -90,6 +90,29 @@ async def test_filter_by_text_verdict_device_environment(tui_db):
         assert 4 in table_ids(app)
 
 
+async def test_a_narrower_filter_with_the_same_rows_keeps_the_table(tui_db):
+    """Typing on ('ul', 'ult', ... 'ultra') while the same runs match: the table is not cleared and
+    drawn again for every key, yet each filter is the one shown, and a change of rows still shows."""
+    app = CapscanApp(tui_db, poll_interval=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.runs_screen
+        table = screen.query_one("#runs", DataTable)
+        await pilot.press("slash", *"ul")
+        await settle(pilot)
+        assert table_ids(app) == [2]
+        clears = []
+        real_clear = table.clear
+        table.clear = lambda *a, **k: (clears.append(1), real_clear(*a, **k))[1]
+        await pilot.press(*"tra")
+        await settle(pilot)
+        assert table_ids(app) == [2] and clears == []
+        assert screen.shown_flt.text == "ultra" and "1 of 5 runs" in status_of(app)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert table_ids(app) == [5, 4, 3, 2, 1] and clears == [1]
+
+
 async def test_select_options_come_from_the_database(tui_db):
     app = CapscanApp(tui_db, poll_interval=None)
     async with app.run_test(size=SIZE) as pilot:

@@ -157,16 +157,21 @@ class RunsScreen(CapscanScreen):
         self.loading_more = False
         self.last_query_s = message.elapsed_s
         table = self.query_one("#runs", DataTable)
-        if not message.append:
+        # A new filter with the very rows the table shows (a text typed on that still matches them):
+        # the table stays as it is, instead of Textual clearing and drawing every cell again.
+        same = not message.append and list(self.rows.values()) == message.rows
+        current = None
+        if not message.append and not same:
             current = self._cursor_run(table)
             table.clear()
             self.rows = {}
-        for row in message.rows:
-            if row.id in self.rows:
-                continue
-            self.rows[row.id] = row
-            table.add_row(*self._cells(row), key=str(row.id))
-        self.refit()  # a longer run id needs a wider id column
+        if not same:
+            for row in message.rows:
+                if row.id in self.rows:
+                    continue
+                self.rows[row.id] = row
+                table.add_row(*self._cells(row), key=str(row.id))
+            self.refit()  # a longer run id needs a wider id column
         self.oldest = message.rows[-1].id if message.rows else self.oldest
         self.more = len(message.rows) == message.limit
         if not message.append:
