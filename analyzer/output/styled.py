@@ -66,9 +66,21 @@ def _clean(text: str) -> str:
     return text if is_clean(text, keep_newlines=True) else clean(text, keep_newlines=True)
 
 
+def _finished(line: list[Span]) -> list[Span]:
+    """A line's spans as written: cleaned, and without whitespace at the end of the line (rich
+    before 15 drops it from a line wider than the console and keeps it otherwise; no report line
+    needs it, so neither path writes it)."""
+    spans = [(_clean(t), style) for t, style in line]
+    while spans and not spans[-1][0].rstrip():
+        spans.pop()
+    if spans:
+        spans[-1] = (spans[-1][0].rstrip(), spans[-1][1])
+    return spans
+
+
 def _plain_lines(lines: StyledLines) -> Iterator[str]:
     for line in lines.lines:
-        yield "".join(_clean(t) for t, _ in line) + "\n"
+        yield "".join(t for t, _ in _finished(line)) + "\n"
 
 
 def plain_text(lines: StyledLines) -> str:
@@ -89,10 +101,10 @@ def write_rich(lines: StyledLines, console: Console) -> None:
 
     for line in lines.lines:
         text = Text()
-        for t, style in line:
+        for t, style in _finished(line):
             # cleaned before rich sees it, as on the plain path: rich would expand a tab and drop
             # an OSC's BEL terminator (leaving the console's cleaning an unterminated sequence)
-            text.append(_clean(t), style=style or None)
+            text.append(t, style=style or None)
         console.print(text)
 
 
