@@ -169,4 +169,11 @@ def facts_from_dict(data: dict[str, Any]) -> RunFacts:
     return msgspec.convert(data, RunFacts, strict=False)
 
 
+def evidence_from_rows(rows: Any) -> list[Evidence]:
+    """Stored (line, kind, text) rows as Evidence, type-checked as ``load_facts`` checks facts
+    (a line number stored as text reads as meant; a blob or a word where text or a number
+    belongs raises ``FactsError``)."""
+    return msgspec.convert([{"line": n, "kind": k, "text": t} for n, k, t in rows], list[Evidence], strict=False)
+
+
 FactsError = msgspec.MsgspecError

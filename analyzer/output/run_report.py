@@ -8,16 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from analyzer.output.display import VERDICT_STYLE, fmt_tps
+from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps
 from analyzer.output.headline import confidence_clause, headline
 from analyzer.output.styled import StyledLines
 
 if TYPE_CHECKING:
     from analyzer.model import StoredRun
-
-
-def _flag(value: bool | None) -> str:
-    return "-" if value is None else ("yes" if value else "no")
 
 
 def facts_lines(run: StoredRun) -> list[str]:
@@ -29,8 +25,8 @@ def facts_lines(run: StoredRun) -> list[str]:
     lines.append(f"device     {dev}   families {fam}" + (f"   x{f.device_count}" if f.device_count > 1 else ""))
     caps = f.capabilities
     lines.append(
-        f"printed    simdgroup reduction {_flag(caps.simdgroup_reduction)}, simdgroup mm {_flag(caps.simdgroup_mm)}, "
-        f"bfloat {_flag(caps.bfloat)}, tensor {_flag(caps.tensor)}, unified memory {_flag(f.device.unified_memory)}")
+        f"printed    simdgroup reduction {cell(caps.simdgroup_reduction)}, simdgroup mm {cell(caps.simdgroup_mm)}, "
+        f"bfloat {cell(caps.bfloat)}, tensor {cell(caps.tensor)}, unified memory {cell(f.device.unified_memory)}")
     extra = []
     if f.cpu_info:
         extra.append(f"cpu_info {f.cpu_info!r}")

@@ -46,7 +46,7 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    from analyzer.model import Evidence, FactsError, RunFacts, StoredRun, load_facts
+    from analyzer.model import FactsError, RunFacts, StoredRun, evidence_from_rows, load_facts
 
     errors: list[str] = []
     try:
@@ -56,9 +56,9 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         errors.append(f"its stored facts do not load ({type(exc).__name__})")
     summary = facts.throughput_summary
     try:
-        ev = [Evidence(line=_int(n), kind=_str(k), text=_str(t)) for n, k, t in db.conn.execute(
-            "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,))]
-    except ValueError as exc:
+        ev = evidence_from_rows(db.conn.execute(
+            "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,)))
+    except FactsError as exc:
         ev = []
         errors.append(f"its evidence lines do not load ({type(exc).__name__})")
     diag = db.conn.execute("SELECT report FROM diagnoses WHERE run_id = ?", (run_id,)).fetchone()
@@ -72,21 +72,6 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     return StoredRun(id=row[0], source_id=row[1], source=row[2] or "", created_at=row[3] or "", facts=facts,
                      throughput=summary if summary is not None else _throughput(db, run_id), evidence=ev,
                      diagnosis=diagnosis, load_error="; ".join(errors) or None)
-
-
-def _int(value: Any) -> int:
-    """A stored line number, as the schema means it (a damaged row is a ValueError)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    raise ValueError(f"not a line number: {type(value).__name__}")
-
-
-def _str(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    raise ValueError(f"not text: {type(value).__name__}")
 
 
 def last_run_id(db: Database) -> int | None:

@@ -216,3 +216,28 @@ def test_reader_that_goes_away_gives_141(tmp_path, args):
     proc = _reader_gone(args, db_path, read_first=False)
     assert proc.returncode == 141, proc.stderr.decode()
     assert proc.stderr.decode().strip() == "", proc.stderr.decode()
+
+
+@pytest.mark.parametrize("line,kind,text,loads", [
+    ("12", "metal.family", "GPU family: MTLGPUFamilyApple5", True),  # SQLite's INTEGER affinity stores it as 12
+    ("line twelve", "metal.family", "x", False),
+    (12, "metal.family", b"\x1b]52;c;blob", False),
+    (12.5, "metal.family", "x", False),
+])
+def test_a_damaged_evidence_row_is_a_load_error_never_a_traceback(tmp_path, line, kind, text, loads):
+    from analyzer.store.queries import load_run
+
+    db = open_db(tmp_path / "e.db")
+    src = open_input(str(FIXTURES / "metal/m4-2026-08-guest-stock.log"))
+    try:
+        run_id = ingest(db, src).run_ids[0]
+    finally:
+        src.close()
+    with db.conn:
+        db.conn.execute("INSERT INTO evidence (run_id, line, kind, text) VALUES (?, ?, ?, ?)", (run_id, line, kind, text))
+    run = load_run(db, run_id)
+    if loads:
+        assert run.load_error is None and any(e.line == 12 and e.kind == "metal.family" for e in run.evidence)
+    else:
+        assert run.load_error == "its evidence lines do not load (ValidationError)" and run.evidence == []
+    db.conn.close()
