@@ -36,14 +36,19 @@ def _reference_nl(items):
     return "".join(tabular.dumps(item, indent=None) + "\n" for item in items)
 
 
-@pytest.mark.parametrize("items", [[], [FLAT], [FLAT] * 3 + ODD, ODD + [FLAT] * (tabular.BATCH_ROWS + 3)],
-                         ids=["empty", "one", "mixed", "batches"])
-def test_fast_writers_write_what_dumps_writes(items):
+def _assert_written_as_dumps_writes(items):
+    """Both fast writers give the reference writers' text for ``items``."""
     arr, nl = io.StringIO(), io.StringIO()
     tabular.write_json_array(arr, iter(items))
     tabular.write_nl(nl, iter(items))
     assert arr.getvalue() == _reference_array(items)
     assert nl.getvalue() == _reference_nl(items)
+
+
+@pytest.mark.parametrize("items", [[], [FLAT], [FLAT] * 3 + ODD, ODD + [FLAT] * (tabular.BATCH_ROWS + 3)],
+                         ids=["empty", "one", "mixed", "batches"])
+def test_fast_writers_write_what_dumps_writes(items):
+    _assert_written_as_dumps_writes(items)
 
 
 def test_the_fast_path_is_taken_for_a_listing_row_and_its_text_is_safe_json():
@@ -82,11 +87,7 @@ def test_rows_orjson_encodes_come_out_as_json_writes_them(n):
     items = [dict(LISTING, id=i, best_pp=LISTING["best_pp"] + i / 7) for i in range(n)]
     assert tabular._orjson_batch(items[:3], indented=True) is not None  # the fast path is taken
     assert tabular._orjson_batch(items[:3], indented=False) is not None
-    arr, nl = io.StringIO(), io.StringIO()
-    tabular.write_json_array(arr, iter(items))
-    tabular.write_nl(nl, iter(items))
-    assert arr.getvalue() == _reference_array(items)
-    assert nl.getvalue() == _reference_nl(items)
+    _assert_written_as_dumps_writes(items)
 
 
 @pytest.mark.parametrize("odd", [1e-5, -9.99e-5, 3e-7, 1.5e-9, 2 ** 64, "lone \ud800",  # orjson differs or refuses
@@ -95,11 +96,7 @@ def test_what_orjson_would_write_differently_takes_json(odd):
     items = [LISTING, dict(LISTING, best_tg=odd)]
     differs = isinstance(odd, (int, str)) or 1e-9 <= abs(odd) < 1e-4
     assert (tabular._orjson_batch(items, indented=True) is None) == differs
-    arr, nl = io.StringIO(), io.StringIO()
-    tabular.write_json_array(arr, iter(items))
-    tabular.write_nl(nl, iter(items))
-    assert arr.getvalue() == _reference_array(items)
-    assert nl.getvalue() == _reference_nl(items)
+    _assert_written_as_dumps_writes(items)
 
 
 _values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text())
@@ -116,11 +113,7 @@ def _rows(values):
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(_rows(_values), _rows(_fast_values)))
 def test_any_flat_rows_are_written_as_dumps_writes_them(items):
-    arr, nl = io.StringIO(), io.StringIO()
-    tabular.write_json_array(arr, iter(items))
-    tabular.write_nl(nl, iter(items))
-    assert arr.getvalue() == _reference_array(items)
-    assert nl.getvalue() == _reference_nl(items)
+    _assert_written_as_dumps_writes(items)
 
 
 def test_floats_of_every_magnitude_come_out_as_json_writes_them():
@@ -131,8 +124,4 @@ def test_floats_of_every_magnitude_come_out_as_json_writes_them():
     floats = [struct.unpack("d", struct.pack("Q", rnd.getrandbits(64)))[0] for _ in range(4000)]
     floats += [rnd.uniform(-1, 1) * 10.0 ** rnd.randint(-12, 18) for _ in range(8000)]
     items = [{"id": i, "best_pp": v, "best_tg": -v} for i, v in enumerate(floats)]
-    arr, nl = io.StringIO(), io.StringIO()
-    tabular.write_json_array(arr, iter(items))
-    tabular.write_nl(nl, iter(items))
-    assert arr.getvalue() == _reference_array(items)
-    assert nl.getvalue() == _reference_nl(items)
+    _assert_written_as_dumps_writes(items)
