@@ -17,6 +17,12 @@
      with the latency of the last key; a text that matches almost nothing,
      so SQLite scans every run; a verdict, a device, an environment, and
      clearing the filter).
+3. Its peer, in a fresh process of its own: a bare Textual app with the widgets
+   of capscan's runs screen (Header, a text Input, three Selects, a DataTable
+   of the same columns, a status line, Footer) that fills its table with the
+   same number of constant rows in ``on_mount``, no database, no capscan
+   code; measured the same way (the start of ``import textual`` to the rows
+   shown). What the first screen cannot go below with Textual, on this machine.
 Targets (issue 13): first screen within 0.35 s, a filter within 0.1 s. Prints
 each figure beside its target with PASS/FAIL; exit 0 when all pass. A
 script, not a test: the figures depend on the machine.
@@ -127,6 +133,41 @@ def build_db(path: Path, n_runs: int, seed: int = 6) -> dict:
             "size_mb": path.stat().st_size / 2**20}
 
 
+async def measure_bare_textual(n_rows: int, columns: list[str], t_import: float) -> dict:
+    """The peer: Textual alone, with the runs screen's widgets and ``n_rows`` constant rows."""
+    from textual.app import App
+    from textual.containers import Horizontal
+    from textual.widgets import DataTable, Footer, Header, Input, Select, Static
+
+    t_imported = time.perf_counter()
+
+    class Bare(App[None]):
+        def compose(self):
+            yield Header()
+            with Horizontal():
+                yield Input(placeholder="filter")
+                for name in ("verdict", "device", "environment"):
+                    yield Select([(name, name)], prompt=name)
+            table: DataTable = DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+            for col in columns:
+                table.add_column(col)
+            yield table
+            yield Static("status")
+            yield Footer()
+
+        def on_mount(self) -> None:
+            row = tuple(f"{c.lower()} 1234" for c in columns)
+            self.query_one(DataTable).add_rows([row] * n_rows)
+
+    app = Bare()
+    async with app.run_test(size=(140, 45)):
+        table = app.query_one(DataTable)
+        while table.row_count == 0:
+            await asyncio.sleep(0.002)
+        t_first = time.perf_counter()
+    return {"first_screen_s": t_first - t_import, "import_s": t_imported - t_import}
+
+
 async def measure(path: Path, t_import: float) -> dict:
     from textual.widgets import DataTable, Select
 
@@ -144,6 +185,7 @@ async def measure(path: Path, t_import: float) -> dict:
         out["first_screen_s"] = t_first - t_import
         out["first_screen_app_s"] = t_first - app.started
         out["first_rows"] = table.row_count
+        out["columns"] = [str(c.label) for c in table.columns.values()]
         await app.workers.wait_for_complete()
         await pilot.pause()
         screen = app.runs_screen
@@ -230,7 +272,12 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--db", type=Path, default=None, help="reuse (or create) this database")
     ap.add_argument("--keep", action="store_true", help="keep the generated database")
+    ap.add_argument("--bare-textual", metavar="JSON", help=argparse.SUPPRESS)  # the peer's child
     args = ap.parse_args()
+    if args.bare_textual:
+        spec = json.loads(args.bare_textual)
+        print(json.dumps(asyncio.run(measure_bare_textual(spec["rows"], spec["columns"], T_IMPORT))))
+        return 0
     tmp = None
     if args.db is None:
         tmp = tempfile.mkdtemp(prefix="capscan-tui-bench-")
@@ -256,6 +303,10 @@ def main() -> int:
             print(proc.stdout)
             return 2
         result = json.loads(proc.stdout)
+        peer = subprocess.run([sys.executable, __file__, "--bare-textual", json.dumps(
+            {"rows": result["first_rows"], "columns": result["columns"]})], env=env, capture_output=True, text=True)
+        sys.stderr.write(peer.stderr)
+        result["bare_textual"] = json.loads(peer.stdout) if peer.returncode == 0 else None
         ok = report(result, path)
         if tmp and not args.keep:
             for p in Path(tmp).iterdir():
@@ -278,18 +329,28 @@ def report(r: dict, path: Path) -> bool:
     ok = True
     print(f"\ncapscan tui over {r['runs']:,} runs  (Python {platform.python_version()}, SQLite {r['sqlite']}, "
           f"{os.cpu_count()} CPUs)")
-    rows = [("first screen (process start of the import -> rows shown)", r["first_screen_s"], FIRST_SCREEN_TARGET_S)]
+    rows: list[tuple[str, float, float | None]] = [
+        ("first screen (process start of the import -> rows shown)", r["first_screen_s"], FIRST_SCREEN_TARGET_S)]
+    bare = r.get("bare_textual")
+    if bare:
+        rows.append(("  peer: a bare Textual app, the same widgets and rows", bare["first_screen_s"], None))
     for label, secs, _ in r["filters"]:
         rows.append((f"filter: {label}", secs, FILTER_TARGET_S))
     width = max(len(x[0]) for x in rows)
     print(f"{'measure':<{width}}  {'time':>9}  {'target':>7}")
     for label, secs, target in rows:
+        if target is None:
+            print(f"{label:<{width}}  {secs * 1000:7.1f} ms  {'-':>7}")
+            continue
         passed = secs <= target
         ok &= passed
         print(f"{label:<{width}}  {secs * 1000:7.1f} ms  {target:5.2f} s  {'PASS' if passed else 'FAIL'}")
     print(f"(of the first screen: importing textual and the app {r['import_s'] * 1000:.0f} ms, the app itself "
           f"{r['first_screen_app_s'] * 1000:.0f} ms; {r['first_rows']} rows on the first page; the next page "
           f"loaded in {r['next_page_s'] * 1000:.0f} ms; opening a run took {r['open_run_s'] * 1000:.0f} ms)")
+    if bare:
+        print(f"(of the peer's first screen: importing textual {bare['import_s'] * 1000:.0f} ms, the app "
+              f"{(bare['first_screen_s'] - bare['import_s']) * 1000:.0f} ms)")
     print("PASS" if ok else "FAIL")
     return ok
 
