@@ -65,9 +65,9 @@ SOURCE_DIRS = ("~/logs/guest", "~/logs/host", "/tmp/ci", "~/bench/2026", "/Volum
 
 
 def build_db(path: Path, n_runs: int, seed: int = 6) -> dict:
-    from analyzer.rules.diagnose import diagnose_runs
     from analyzer.ingest import ingest
     from analyzer.read.reader import open_input
+    from analyzer.rules.diagnose import diagnose_runs
     from analyzer.store.db import open_db
 
     t0 = time.perf_counter()
@@ -171,8 +171,8 @@ async def measure_bare_textual(n_rows: int, columns: list[str], t_import: float)
 async def measure(path: Path, t_import: float) -> dict:
     from textual.widgets import DataTable, Select
 
-    from analyzer.tui.app import CapscanApp
     from analyzer.store.browse import RunFilter
+    from analyzer.tui.app import CapscanApp
 
     t_imported = time.perf_counter()
     app = CapscanApp(path, poll_interval=None)
