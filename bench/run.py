@@ -25,7 +25,13 @@ Then measures, in the same run and on the same warm page cache:
   into a database created beforehand, as a user's exists after the first run)
   under ``/usr/bin/time -v`` (Debian package ``time``): wall time, CPU seconds
   and peak RSS; without it, ``resource.getrusage(RUSAGE_CHILDREN)``.
-  ``--pure-too`` ingests (a) once more with ``CAPSCAN_PURE_SCAN=1``.
+  ``--pure-too`` ingests (a) once more with ``CAPSCAN_PURE_SCAN=1``;
+- for (b), its floor on this machine: in a fresh process, ``orjson.loads`` of
+  each row's measured tail (no more than capscan decodes of a row) and
+  sqlite3's ``executemany`` of the rows into a table of the same columns (no
+  index, no foreign key, no check, no run assembly), CPU seconds of each: the
+  most rows/s a design that decodes every row in Python and keeps it as a row
+  could reach on one core here.
 
 startup, listing: on a database of ``--runs`` runs (the TUI benchmark's
 builder, ``bench/tui_bench.py``; ``--runs-db`` keeps and reuses it), capscan as
@@ -45,7 +51,10 @@ labelled block either way unless ``--no-tree``.
 
 - the median wall time of ``capscan --version``, ``runs``, ``runs --json``,
   ``show N`` and ``db stats`` (the venv's ``capscan`` console script) beside
-  that venv's ``python -c pass`` (the interpreter alone);
+  that venv's ``python -c pass`` (the interpreter alone), ``-c 'import re,
+  click'`` (what pip's console script imports, plus click: where any click CLI
+  starts) and ``-c 'import re, click, sqlite3, msgspec'`` (what ``show`` cannot
+  do without);
 - ``capscan runs -n 0`` in table (piped), ``--json`` and ``--nl`` forms: wall
   time and peak RSS, beside the ``sqlite3`` CLI printing the same columns.
 
@@ -507,6 +516,65 @@ def measure_capscan(path: Path, workdir: Path, env_extra: dict | None = None) ->
     return result
 
 
+# The floor of (b) on this machine: the two steps no design that keeps every row as a row can skip,
+# timed alone in a fresh process (CPU seconds of each): decoding each row's measured tail with orjson
+# (capscan decodes no more of a row than that) and inserting the rows into a table of the same
+# columns with sqlite3's executemany, with no index, no foreign key, no check and no assembly.
+_DENSE_FLOOR = r"""
+import json, os, sqlite3, sys, tempfile, time
+import orjson
+path, cut = sys.argv[1], b'"n_prompt":'
+d = tempfile.mkdtemp(prefix="capscan-floor-")
+conn = sqlite3.connect(os.path.join(d, "floor.db"), isolation_level=None)
+conn.execute("PRAGMA journal_mode = WAL"); conn.execute("PRAGMA synchronous = NORMAL")
+conn.execute("CREATE TABLE throughput (run_id INTEGER NOT NULL, line INTEGER, test TEXT NOT NULL, tok_s REAL NOT NULL, "
+             "stddev REAL, model TEXT, kind TEXT NOT NULL, n_prompt INTEGER, n_gen INTEGER, n_depth INTEGER)")
+insert = ("INSERT INTO throughput (line, test, tok_s, stddev, n_prompt, n_gen, n_depth, model, kind, run_id) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, 'model', 'bench', 1)")
+decode_s = insert_s = 0.0
+rows = n = 0
+conn.execute("BEGIN")
+with open(path, "rb") as fh:
+    rest = b""
+    while True:
+        chunk = fh.read(4 << 20)
+        if not chunk and not rest:
+            break
+        data = rest + chunk
+        end = data.rfind(b"\n") + 1 if chunk else len(data)
+        rest = data[end:] if chunk else b""
+        t = time.process_time()
+        batch = []
+        for raw in data[:end].splitlines():
+            n += 1
+            obj = orjson.loads(b"{" + raw[raw.find(cut):])
+            batch.append((n, "pp512", obj["avg_ts"], obj["stddev_ts"], obj["n_prompt"], obj["n_gen"], obj["n_depth"]))
+        t2 = time.process_time()
+        conn.executemany(insert, batch)
+        insert_s += time.process_time() - t2
+        decode_s += t2 - t
+        rows += len(batch)
+t = time.process_time()
+conn.execute("COMMIT")
+insert_s += time.process_time() - t
+conn.close()
+for name in os.listdir(d):
+    os.unlink(os.path.join(d, name))
+os.rmdir(d)
+print(json.dumps({"rows": rows, "decode_s": decode_s, "insert_s": insert_s}))
+"""
+
+
+def measure_dense_floor(path: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _DENSE_FLOOR, str(path)], capture_output=True, env=_capscan_env(),
+                          check=False)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.decode(errors="replace").strip().splitlines()[-1:]}
+    r = json.loads(proc.stdout)
+    r["rows_per_s"] = round(r["rows"] / (r["decode_s"] + r["insert_s"]))
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
+
+
 # --------------------------------------------------------------------------
 # (c) start-up and (d) listing everything, on a database of 100,000 runs
 # --------------------------------------------------------------------------
@@ -633,6 +701,10 @@ def _median_wall(cmd: list[str], env: dict, repeat: int, cwd: str | None = None)
 def _startup_cases(py: list[str], capscan: list[str], db: Path, run_id: int, name: str) -> list:
     return [(f"{name} -c pass (the interpreter alone: the peer)", py + ["-c", "pass"], None),
             (f"{name} -c 'import sqlite3' (plus the sqlite3 module)", py + ["-c", "import sqlite3"], None),
+            (f"{name} -c 'import re, click' (a pip console script's import, plus click)",
+             py + ["-c", "import re, click"], None),
+            (f"{name} -c 'import re, click, sqlite3, msgspec' (what show needs)",
+             py + ["-c", "import re, click, sqlite3, msgspec"], None),
             ("capscan --version", capscan + ["--version"], TARGET_VERSION_S),
             ("capscan runs", capscan + ["--db", str(db), "runs"], TARGET_READ_S),
             ("capscan runs --json", capscan + ["--db", str(db), "runs", "--json"], TARGET_READ_S),
@@ -764,6 +836,7 @@ def _ingest(args, out: Path, work: Path, results: dict) -> None:
         else:
             checks["rows_per_s"] = entry["rows_per_s"] >= TARGET_ROWS_S
             checks["all_rows"] = cap["throughput_rows"] == args.rows
+            entry["floor"] = measure_dense_floor(path)
         entry["pass"] = checks
         results["files"][label] = entry
         path.unlink()
@@ -791,6 +864,14 @@ def _ingest(args, out: Path, work: Path, results: dict) -> None:
               f"(1 in {e['lines'] / max(e['grep']['count'], 1):.0f}); capscan: {c.get('recognised_lines')} recognised, "
               f"{c.get('runs')} runs, {c['throughput_rows']:,} throughput rows; user {c.get('user_s')} s, "
               f"sys {c.get('sys_s')} s; RSS via {c['rss_source']}")
+        f = e.get("floor")
+        if f and "error" not in f:
+            print(f"(b) its floor on this machine, one core, CPU seconds: orjson.loads of each row's measured tail "
+                  f"{f['decode_s']:.2f} s + sqlite3 executemany of the {f['rows']:,} rows (no index, no check) "
+                  f"{f['insert_s']:.2f} s = {f['rows_per_s']:,} rows/s, against capscan's {e['rows_per_s']:,} "
+                  f"and the target's {TARGET_ROWS_S:,}")
+        elif f:
+            print(f"(b) its floor could not be measured: {f['error']}")
         if "capscan_pure" in e:
             p = e["capscan_pure"]
             print(f"(a) with CAPSCAN_PURE_SCAN=1 (the fallback without Hyperscan): {p['seconds']:.2f} s, "
