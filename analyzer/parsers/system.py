@@ -28,22 +28,38 @@ def _system_info(m: re.Match) -> dict:
     return {"n_threads": int(m.group("n")), "features": features, "backends": backends}
 
 
-class _DeviceListCollector:
-    """Lines under 'Available devices:' (llama.cpp --list-devices)."""
+# One device under 'Available devices:': llama.cpp prints "  %s: %s (%zu MiB, %zu MiB free)\n"
+# (the indent is gone once a line is normalised). The memory figures in parentheses at the end are
+# what makes it a listed device: any other "name: text" line (a timing line, the Metal block that
+# follows an empty list) is not one.
+DEVICE_ITEM = Pattern(
+    "devices.item",
+    rx(r"^\s*(?P<id>[\w.-]+): (?P<description>\S.*?) \((?P<total>\d+) MiB, (?P<free>\d+) MiB free\)\s*$"),
+    lambda m: {"id": m.group("id"), "description": m.group("description"),
+               "total_mib": int(m.group("total")), "free_mib": int(m.group("free"))},
+)
 
-    ITEM = re.compile(r"^\s*(?P<id>[\w.-]+): (?P<desc>.+?)(?: \((?P<total>\d+) MiB, (?P<free>\d+) MiB free\))?\s*$")
+
+class _DeviceListCollector:
+    """Lines under 'Available devices:' (llama.cpp --list-devices): the listed devices, one
+    per line, or '(none)'. The first line that is neither ends the list and is parsed as usual
+    (the dispatcher hands it back to every format); so does any line after '(none)'."""
 
     def __init__(self, line_no: int, text: str):
         self.line_no, self.text, self.count = line_no, text, 0
+        self.closed = False  # '(none)' was read: the list is over
 
     def feed(self, line_no: int, text: str) -> list[Event] | None:
-        if text.strip() == "(none)":
+        if self.closed:
+            return None
+        if text.strip() == "(none)" and self.count == 0:
+            self.closed = True
             return []
-        m = self.ITEM.match(text)
-        if not m or m.group("id") in ("load_backend", "build", "main", "system_info"):
+        data = DEVICE_ITEM.match(text)
+        if data is None:
             return None
         self.count += 1
-        return [Event("devices.item", line_no, text, {"id": m.group("id"), "description": m.group("desc")})]
+        return [Event("devices.item", line_no, text, data)]
 
     def finish(self) -> list[Event]:
         if self.count == 0:
@@ -127,9 +143,13 @@ SYSTEM = Format(
                {"name": "Metal"}),
         Sample("Available devices:", "devices.header", {}),
         Sample("  MTL0: Apple Paravirtual device (11453 MiB, 11453 MiB free)", "devices.item",
-               {"id": "MTL0", "description": "Apple Paravirtual device"},
-               via=Pattern("devices.item", _DeviceListCollector.ITEM,
-                           lambda m: {"id": m.group("id"), "description": m.group("desc")})),
+               {"id": "MTL0", "description": "Apple Paravirtual device", "total_mib": 11453}, via=DEVICE_ITEM),
+        Sample("  Metal: Apple M2 Max (49152 MiB, 49151 MiB free)", "devices.item",
+               {"id": "Metal", "description": "Apple M2 Max", "free_mib": 49151}, via=DEVICE_ITEM),
+        Sample("  CUDA0: NVIDIA GeForce RTX 4090 (24080 MiB, 23512 MiB free)", "devices.item",
+               {"id": "CUDA0", "description": "NVIDIA GeForce RTX 4090"}, via=DEVICE_ITEM),
+        Sample("  Vulkan0: AMD Radeon RX 5700 XT (RADV NAVI10) (8176 MiB, 8176 MiB free)", "devices.item",
+               {"id": "Vulkan0", "description": "AMD Radeon RX 5700 XT (RADV NAVI10)"}, via=DEVICE_ITEM),
         Sample("main: built with Apple clang version 16.0.0 (clang-1600.0.26.6) for x86_64-apple-darwin23.6.0",
                "build.target", {"target": "x86_64-apple-darwin23.6.0"}),
         Sample("llama_model_loader: - kv   2:                               general.name str              = TinyLlama",
