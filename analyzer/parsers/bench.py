@@ -312,7 +312,12 @@ def _json_row(m: re.Match) -> dict | None:
 
 
 class _JsonObjectCollector:
-    """llama-bench -o json prints one field per line; gather one object."""
+    """llama-bench -o json prints one field per line; gather one object.
+
+    The object opens at its first field line that names a llama-bench field: ``build_commit`` as
+    llama-bench prints it (first in every era), ``avg_ns`` when the keys are sorted (``jq -S``,
+    ``json.dumps(sort_keys=True)``: first in every era, before ``avg_ts`` and ``backends``), or
+    ``avg_ts``. Its fields are then read by name up to the closing ``}``, in any order."""
 
     MAX_LINES = 400
 
@@ -407,11 +412,12 @@ def _md_row(m: re.Match) -> dict | None:
 BENCH = Format(
     name="llama-bench",
     description="llama-bench results: md, json, jsonl, csv, sql (2023-2026)",
-    literals=("build_commit", "INSERT INTO", "\u00b1", "| model"),
+    literals=("build_commit", '"avg_ns"', '"avg_ts"', "INSERT INTO", "\u00b1", "| model"),
     patterns=(
         Pattern("bench.row", rx(r"^\{.*\"build_commit\".*\}\s*,?\s*$"), _json_row),
         Pattern("bench.row_list", rx(r"^\[\s*\{.*\"build_commit\".*\}\s*\]\s*$"), _json_array),
-        Pattern("bench.json_start", rx(r'^"build_commit"\s*:'),
+        # the first field line of a multi-line object: llama-bench's own order, or sorted keys
+        Pattern("bench.json_start", rx(r'^"(?:build_commit|avg_ns|avg_ts)"\s*:'),
                 collector=lambda m, n, t: _JsonObjectCollector(n, t)),
         Pattern("bench.csv_header", rx(r"^build_commit,build_number,"), collector=lambda m, n, t: _CsvCollector(t)),
         Pattern("bench.row", rx(r"^INSERT INTO (?P<table>\w+) \((?P<cols>[^)]*)\) VALUES \((?P<vals>.*)\);\s*$"), _sql_row),
@@ -430,6 +436,8 @@ BENCH = Format(
                "('3ffbbd5c', '4840', '1', 'Apple M2 Max', '512', '0', '1234.5', '3.2');", "bench.row",
                {"test": "pp512", "backend": "Metal", "table": "test"}),
         Sample('"build_commit": "ee3d1b54c",', "bench.json_start", {}),
+        Sample('    "avg_ns": 1187046603,', "bench.json_start", {}),
+        Sample('"avg_ts": 431.322577,', "bench.json_start", {}),
         Sample('[{"build_commit":"ee3d1b54c","cpu_info":"Accelerate, Apple M1 Ultra","gpu_info":"Apple M1 Ultra",'
                '"backends":"MTL,BLAS","model_type":"llama 1B Q4_K - Medium","n_prompt":512,"n_gen":0,"n_depth":0,'
                '"avg_ts":4871.99,"stddev_ts":9.1,"samples_ts":[4845.63,4881.12]}]', "bench.row_list", {}),
