@@ -42,9 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
              context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok, 1 a --fail-on verdict was found, 2 usage error or unreadable input, "
                     "130 interrupted.")
-@add_shared("db", "formats", "tee", "fail_on", "gha")
-@click.option("--force", is_flag=True, help="Pipe mode: store the input even if the same content was stored before.")
-@click.option("--keep-raw", is_flag=True, help="Also store the raw log (gzip) with the facts.")
+@add_shared("db", "formats", "tee", "fail_on", "gha", "force", "keep_raw")
 @click.version_option(__version__, prog_name="capscan")
 @click.pass_context
 def cli(ctx: click.Context, db, tee, fail_on, gha, force, keep_raw, **formats) -> None:
@@ -54,7 +52,8 @@ def cli(ctx: click.Context, db, tee, fail_on, gha, force, keep_raw, **formats) -
     stored and diagnosed, with the evidence lines. With --tee the log passes
     through to stdout as it is read, and the report goes to stderr.
     """
-    ctx.obj = Options().merged(db=db, fmt=chosen_format(formats), tee=tee, fail_on=fail_on, gha=gha)
+    ctx.obj = Options().merged(db=db, fmt=chosen_format(formats), tee=tee, fail_on=fail_on, gha=gha, force=force,
+                               keep_raw=keep_raw)
     if ctx.invoked_subcommand is not None:
         _group_flags_fit(ctx, ctx.obj, ctx.invoked_subcommand)
         return
@@ -63,7 +62,7 @@ def cli(ctx: click.Context, db, tee, fail_on, gha, force, keep_raw, **formats) -
         return
     from analyzer.cli.ingest import pipe_mode
 
-    pipe_mode(ctx.obj, force=force, keep_raw=keep_raw)
+    pipe_mode(ctx.obj, force=ctx.obj.force, keep_raw=ctx.obj.keep_raw)
 
 def _group_flags_fit(ctx: click.Context, opts: Options, name: str) -> None:
     """`capscan --fail-on X runs` is `capscan runs --fail-on X`; a flag the command has no use for
@@ -77,7 +76,8 @@ def _group_flags_fit(ctx: click.Context, opts: Options, name: str) -> None:
     fmt_param = None if opts.fmt is None else ("as_json" if opts.fmt == "json" and "as_json" in takes
                                               else f"fmt_{opts.fmt}")
     wrong = [flag for flag, given, param in (("--tee", opts.tee, "tee"), ("--fail-on", opts.fail_on, "fail_on"),
-                                             (f"--{opts.fmt}", opts.fmt, fmt_param))
+                                             (f"--{opts.fmt}", opts.fmt, fmt_param), ("--force", opts.force, "force"),
+                                             ("--keep-raw", opts.keep_raw, "keep_raw"))
              if given and param not in takes]
     if wrong:
         raise click.UsageError(f"{', '.join(wrong)} has no meaning for `capscan {name}`")

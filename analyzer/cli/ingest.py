@@ -134,10 +134,8 @@ def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
 @click.option("--discover", is_flag=True,
               help="Also store the runtime logs found on this machine (see `capscan sources`), through "
                    "watch's cursors: only what is new.")
-@click.option("--force", is_flag=True, help="Store again even if the same content was stored before.")
-@click.option("--keep-raw", is_flag=True, help="Also store the raw log (gzip); logs can hold prompts and answers.")
-@output_options("db", "json", "tee", "fail_on")
-def ingest(opts: Options, paths: tuple[str, ...], discover: bool, force: bool, keep_raw: bool) -> Result | None:
+@output_options("db", "json", "tee", "fail_on", "force", "keep_raw")
+def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | None:
     """Store the runs found in files (or - for stdin); prints the new run ids.
 
     With --tee, stdin passes through to stdout line by line as it is read, and
@@ -147,6 +145,7 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool, force: bool, k
     if discover and not paths and opts.fail_on:
         raise click.UsageError("--fail-on gates the files given here; --discover alone has none (use `capscan "
                                "runs --fail-on` after it)")
+    force, keep_raw = opts.force, opts.keep_raw
     opened = start_tee(opts, paths, keep_raw=keep_raw)
     if discover:
         from analyzer.cli.fleet import ingest_discovered
@@ -186,11 +185,8 @@ def _ingest_doc(results: list) -> list[dict]:
 @click.argument("paths", nargs=-1)
 @click.option("--run", "run_ids", type=int, multiple=True, help="Diagnose this stored run (repeatable).")
 @click.option("--last", is_flag=True, help="Diagnose the runs of the most recently stored source.")
-@click.option("--force", is_flag=True, help="Store the inputs again even if their content was stored before.")
-@click.option("--keep-raw", is_flag=True, help="Also store the raw logs (gzip).")
-@output_options("db", "formats", "tee", "fail_on", "gha")
-def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool, force: bool,
-             keep_raw: bool) -> None:
+@output_options("db", "formats", "tee", "fail_on", "gha", "force", "keep_raw")
+def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool) -> None:
     """Diagnose stored runs, or ingest the inputs first and diagnose them."""
     from analyzer.store.queries import run_exists, runs_of_last_source
 
@@ -200,6 +196,7 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
         if stdin_is_empty():  # a CI step, `< /dev/null`: not an input, so no empty <stdin> source is stored
             raise click.UsageError("stdin is empty: give files, -, --run ID or --last (or pipe a log in)")
         paths = ("-",)
+    force, keep_raw = opts.force, opts.keep_raw
     database = open_db(opts)
     ids: list[int] = list(run_ids)
     if last:

@@ -23,6 +23,8 @@ class Options:
     tee: bool = False
     fail_on: list[str] = field(default_factory=list)
     gha: bool = True                # GitHub Actions summary and annotations when GITHUB_ACTIONS=true
+    force: bool = False             # store an input again even if its content was stored before
+    keep_raw: bool = False          # also store the raw log (gzip)
 
     @property
     def as_json(self) -> bool:
@@ -36,6 +38,8 @@ class Options:
             tee=bool(kw.get("tee")) or self.tee,
             fail_on=parse_fail_on(kw.get("fail_on")) or self.fail_on,
             gha=self.gha and kw.get("gha", True) is not False,
+            force=bool(kw.get("force")) or self.force,
+            keep_raw=bool(kw.get("keep_raw")) or self.keep_raw,
         )
 
 
@@ -66,6 +70,10 @@ SHARED: dict[str, Callable[[Callable], Callable]] = {
     "gha": click.option("--gha/--no-gha", "gha", default=True, show_default=True,
                         help="Under GitHub Actions (GITHUB_ACTIONS=true): add the report to the job summary and "
                              "annotate downgrade and hardware-limit runs."),
+    "force": click.option("--force", is_flag=True, default=False,
+                          help="Store the input again even if the same content was stored before."),
+    "keep_raw": click.option("--keep-raw", "keep_raw", is_flag=True, default=False,
+                             help="Also store the raw log (gzip); logs can hold prompts and answers."),
 }
 # --json and the table formats: one flag each, read together as Options.fmt (one at a time)
 FORMAT_FLAGS = (
@@ -92,7 +100,8 @@ def chosen_format(kwargs: dict[str, Any]) -> str | None:
 
 
 SHARED["formats"] = _formats_option
-_PARAM = {"db": "db", "json": "as_json", "formats": "fmt", "tee": "tee", "fail_on": "fail_on", "gha": "gha"}
+_PARAM = {"db": "db", "json": "as_json", "formats": "fmt", "tee": "tee", "fail_on": "fail_on", "gha": "gha",
+          "force": "force", "keep_raw": "keep_raw"}
 ALL = ("db", "json", "tee", "fail_on")
 
 

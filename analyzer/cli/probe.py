@@ -17,11 +17,10 @@ from analyzer.cli.via import via_options
 @click.command("probe", context_settings={"ignore_unknown_options": True})
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False), default=None,
               help="Run this probe binary instead (e.g. the Linux fake in native/interposer/build/linux/).")
-@click.option("--force", is_flag=True, help="Store the output even if the same output was stored before.")
 @click.argument("probe_args", nargs=-1, type=click.UNPROCESSED)
 @via_options
-@shared_options("db", "formats", "fail_on", "gha")
-def probe(opts, probe_path, force, probe_args) -> None:
+@shared_options("db", "formats", "fail_on", "gha", "force")
+def probe(opts, probe_path, probe_args) -> None:
     """Run the native capability probe, store its output as a run, print the diagnosis."""
     from analyzer.ingest import ingest
     from analyzer.read.reader import Input, InputError
@@ -51,7 +50,7 @@ def probe(opts, probe_path, force, probe_args) -> None:
     data = (result.stderr + result.stdout).encode()
     db = open_db(opts)
     try:
-        res = ingest(db, Input("capscan-probe", io.BytesIO(data)), force=force)
+        res = ingest(db, Input("capscan-probe", io.BytesIO(data)), force=opts.force)
     except InputError as exc:
         raise CapscanError(str(exc)) from None
     notice(res)

@@ -192,6 +192,47 @@ def test_db_stats(db_path):
     assert "sources" in text and "runs" in text
 
 
+def _raw_kept(db_path) -> int:
+    return json.loads(run_capscan("db", "stats", "--json", db=db_path, check=True).stdout)["raw_sources_kept"]
+
+
+@pytest.mark.parametrize("where", ["group", "command"])
+def test_force_and_keep_raw_work_before_or_after_the_command(db_path, where):
+    """`capscan --keep-raw ingest F` is `capscan ingest --keep-raw F` (the group's flags were dropped)."""
+    def args(command: list[str], *flags: str) -> list[str]:
+        return [*flags, *command] if where == "group" else [command[0], *flags, *command[1:]]
+
+    assert _ids(run_capscan(*args(["ingest", str(GUEST)], "--keep-raw"), db=db_path, check=True)) == [1]
+    assert _raw_kept(db_path) == 1
+    again = run_capscan(*args(["ingest", str(GUEST)], "--force"), db=db_path, check=True)
+    assert _ids(again) == [2] and "already ingested" not in again.stderr.decode()
+    report = run_capscan(*args(["diagnose", "--json", str(GUEST)], "--force", "--keep-raw"), db=db_path,
+                         check=True)
+    assert [r["id"] for r in json.loads(report.stdout)["runs"]] == [3]
+    assert _raw_kept(db_path) == 2
+    assert count(db_path, "SELECT COUNT(*) FROM runs") == 3
+
+
+def test_force_and_keep_raw_in_pipe_mode(db_path):
+    run_capscan(input=GUEST.read_bytes(), db=db_path, check=True)
+    proc = run_capscan("--force", "--keep-raw", input=GUEST.read_bytes(), db=db_path, check=True)
+    assert "already ingested" not in proc.stderr.decode()
+    assert count(db_path, "SELECT COUNT(*) FROM runs") == 2 and _raw_kept(db_path) == 1
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "1"], ["compare", "1", "2"], ["db", "stats"], ["formats"],
+                                     ["sources"], ["remedy", "status"], ["watch"], ["tui"]])
+def test_force_and_keep_raw_before_a_command_that_stores_nothing_are_usage_errors(db_path, command):
+    run_capscan("ingest", str(HOST), str(GUEST), db=db_path, check=True)
+    for flag in ("--force", "--keep-raw"):
+        proc = run_capscan(flag, *command, db=db_path)
+        assert proc.returncode == 2, (flag, command, proc.stderr)
+        assert proc.stdout == b""
+        errors = [line for line in _err_lines(proc) if line.startswith("Error:")]
+        assert errors == [f"Error: {flag} has no meaning for `capscan {command[0]}`"]
+    assert count(db_path, "SELECT COUNT(*) FROM runs") == 2
+
+
 def test_formats_lists_each_format_with_a_sample():
     proc = run_capscan("formats", check=True)
     out = proc.stdout.decode()
