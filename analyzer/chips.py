@@ -81,5 +81,11 @@ def vendor(device: str | None) -> str | None:
     return None
 
 
+# CPU features llama.cpp's system_info prints that only an x86 CPU has (ggml's __SSE3__, __AVX2__, __F16C__,
+# __FMA__, __BMI2__ ... checks; Arm's are NEON, ARM_FMA, FP16_VA, DOTPROD, SVE, SME). FMA is x86's: Arm's is ARM_FMA.
+X86_CPU_FEATURES = frozenset({"SSE3", "SSSE3", "AVX", "AVX_VNNI", "AVX2", "F16C", "FMA", "BMI2", "AVX512",
+                              "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8"})
+
+
 def is_intel_cpu(cpu_info: str | None) -> bool:
     return bool(cpu_info and _INTEL_CPU.search(cpu_info) and not _APPLE_CHIP.search(cpu_info))

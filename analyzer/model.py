@@ -100,6 +100,9 @@ class RunFacts(_Record):
     family_fallback: bool = False
     host_chip_line: str | None = None  # 'Chip:' of a Hardware Overview (system_profiler SPHardwareDataType)
     host_model_name: str | None = None  # its 'Model Name:' ('MacBook Pro', 'Apple Virtual Machine 1')
+    # Every processor the run names: a Hardware Overview's 'Processor Name:' (Intel Macs; Apple silicon
+    # prints 'Chip:'), system_profiler -json's cpu_type, sysctl's machdep.cpu.brand_string.
+    host_cpus: list[str] = msgspec.field(default_factory=list)
     macos_version: str | None = None
     mmap: bool | None = None  # weights read through memory-mapped buffers (`*_Mapped model buffer`)
     wrapper_virtualised: str | None = None  # an app said the Metal device looks virtualised (and names it)
@@ -113,6 +116,9 @@ class RunFacts(_Record):
     listed_devices: list[str] | None = None  # None: no --list-devices output seen
     build_target: str | None = None
     system_backends: list[str] | None = None
+    # x86-only CPU features system_info reports on (AVX2, SSE3, F16C...): an Intel CPU or an x86_64
+    # build under Rosetta, never a native arm64 process.
+    x86_cpu_features: list[str] = msgspec.field(default_factory=list)
     ollama_library: str | None = None
     ollama_description: str | None = None
     model_device: str | None = None

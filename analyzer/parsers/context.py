@@ -24,12 +24,20 @@ CONTEXT = Format(
     description="the machine around a run (Hardware Overview chip, macOS version, MLX device_info, memory breakdown, "
                 "mmap'd buffers) and wrappers that disable the GPU",
     literals=("Chip:", "Model Name:", "ProductVersion:", "System Version:", "platform.platform:", "'device_name':",
+              "Processor Name:", "machdep.cpu.brand_string", '"cpu_type"', "Intel(R) ",
               "llama_memory_breakdown_print", "_Mapped model buffer", "looks virtuali", "gpu_layers=0",
               "n_gpu_layers=0"),
     patterns=(
         # system_profiler SPHardwareDataType: "Chip: Apple M2 Max" (a guest reads "Apple M1 Ultra (Virtual)")
         Pattern("host.chip", rx(r"^Chip:\s+(?P<chip>Apple \S.*?)\s*$")),
         Pattern("host.model_name", rx(r"^Model Name:\s+(?P<name>\S.*?)\s*$")),
+        # An Intel Mac's Hardware Overview: "Processor Name: 6-Core Intel Core i7" (Apple silicon prints "Chip:");
+        # the same in system_profiler -json ("cpu_type"), and sysctl machdep.cpu.brand_string with its name.
+        Pattern("host.processor", rx(r"^(?:Processor Name:|machdep\.cpu\.brand_string:)\s+(?P<name>\S.*?)\s*$")),
+        Pattern("host.processor", rx(r'"cpu_type"\s*:\s*"(?P<name>[^"]+)"')),
+        # `sysctl -n machdep.cpu.brand_string` on an Intel Mac: the bare brand string, a line of its own
+        Pattern("host.processor", rx(r"^(?P<name>Intel\(R\) (?:Core\(TM\)|Xeon\(R\)|Pentium\(R\)|Celeron\(R\))"
+                                     r"[^|:]*? CPU @ \d+(?:\.\d+)?GHz)\s*$")),
         Pattern("host.macos", rx(r"^(?:ProductVersion:\s+|System Version:\s+macOS\s+|platform\.platform:\s+macOS-)"
                                  r"(?P<version>\d+(?:\.\d+){0,2})"), _macos),
         # MLX: mx.metal.device_info() -> {'architecture': 'air64_v26', 'device_name': 'Apple Paravirtual device', ...}
@@ -43,6 +51,13 @@ CONTEXT = Format(
     samples=(
         Sample("      Chip: Apple M2 Max", "host.chip", {"chip": "Apple M2 Max"}),
         Sample("      Model Name: MacBook Pro", "host.model_name", {"name": "MacBook Pro"}),
+        Sample("      Processor Name: 6-Core Intel Core i7", "host.processor", {"name": "6-Core Intel Core i7"}),
+        Sample("machdep.cpu.brand_string: Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz", "host.processor",
+               {"name": "Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz"}),
+        Sample('        "cpu_type" : "Quad-Core Intel Core i7",', "host.processor", {"name": "Quad-Core Intel Core i7"}),
+        Sample("Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz", "host.processor",
+               {"name": "Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz"}),
+        Sample("Intel(R) Xeon(R) W-3245 CPU @ 3.20GHz", "host.processor", {"name": "Intel(R) Xeon(R) W-3245 CPU @ 3.20GHz"}),
         Sample("ProductVersion:\t\t14.6.1", "host.macos", {"version": "14.6.1"}),
         Sample("      System Version: macOS 14.6.1 (23G93)", "host.macos", {"version": "14.6.1"}),
         Sample("  platform.platform: macOS-14.4.1-arm64-arm-64bit", "host.macos", {"version": "14.4.1"}),

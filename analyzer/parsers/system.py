@@ -122,6 +122,11 @@ SYSTEM = Format(
         Pattern("devices.header", rx(r"^Available devices:\s*$"),
                 collector=lambda m, n, t: _DeviceListCollector(n, t)),
         Pattern("build.target", rx(r"built with (?P<compiler>.+?) for (?P<target>[\w.-]+)\s*$")),
+        # common_init() since 2024-09: LOG_INF("build: %d (%s) with %s for %s%s\n", number, commit, compiler, target,
+        # build_type), build_type "" or " (debug)"
+        Pattern("build.target", rx(r"\bbuild: (?P<number>\d+) \((?P<commit>[0-9a-f]+)\) with (?P<compiler>.+?) "
+                                   r"for (?P<target>[\w.-]+)"
+                                   r"(?: \(debug\))?\s*$")),
         Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S.*?)\s*$")),
         # the quantization, printed apart from the model name (llm_load_print_meta 2023-24, print_info 2025 on)
         Pattern("model.ftype", rx(r"(?:llm_load_print_meta: model ftype|print_info: file type)\s+=\s+(?P<ftype>\S.*?)\s*$")),
@@ -152,6 +157,12 @@ SYSTEM = Format(
                {"id": "Vulkan0", "description": "AMD Radeon RX 5700 XT (RADV NAVI10)"}, via=DEVICE_ITEM),
         Sample("main: built with Apple clang version 16.0.0 (clang-1600.0.26.6) for x86_64-apple-darwin23.6.0",
                "build.target", {"target": "x86_64-apple-darwin23.6.0"}),
+        Sample("build: 4240 (1a2b3c4d) with Apple clang version 15.0.0 (clang-1500.3.9.4) for x86_64-apple-darwin23.4.0",
+               "build.target", {"target": "x86_64-apple-darwin23.4.0", "number": "4240", "commit": "1a2b3c4d"}),
+        Sample("build: 6500 (0320ac526) with Apple clang version 17.0.0 (clang-1700.0.13.5) for arm64-apple-darwin24.6.0",
+               "build.target", {"target": "arm64-apple-darwin24.6.0"}),
+        Sample("0.00.000.021 I build: 7001 (5be2c8aa1) with cc (Debian 12.2.0-14) 12.2.0 for x86_64-linux-gnu (debug)",
+               "build.target", {"target": "x86_64-linux-gnu"}),
         Sample("llama_model_loader: - kv   2:                               general.name str              = TinyLlama",
                "model.name", {"name": "TinyLlama"}),
         Sample("llama_model_load_from_file_impl: using device MTL0 (Apple M2 Max) (unknown id) - 21845 MiB free",

@@ -5,7 +5,9 @@ from __future__ import annotations
 from analyzer import chips
 from analyzer.remedy.check import Check, failed, passed, warned
 
-MIN, MAX = 1001, 1999
+# The codes a cap may name: Apple1 to the highest family Apple's documentation has (a code above it is
+# one no GPU has: llama.cpp would be told of features nothing implements).
+MIN, MAX = 1001, chips.HIGHEST_KNOWN_APPLE
 GATE = chips.APPLE7  # llama.cpp's simdgroup reduction / matrix multiply need Apple7
 
 
@@ -38,8 +40,9 @@ def resolve(spec: str, host_family: int | None, brand: str | None) -> tuple[int 
         return true_family, (passed if true_family >= GATE else warned)("family", msg)
     value = parse_family(spec)
     if value is None:
-        return None, failed("family", f"{spec!r} is not an Apple family code in {MIN}-{MAX}",
-                            "pass --family auto, or a code such as 1007")
+        return None, failed("family", f"{spec!r} is not the code of an Apple family that exists ({MIN}-{MAX}, "
+                            f"{chips.family_name(MIN)}-{chips.family_name(MAX)})",
+                            "pass --family auto, or the host's real family (M1 1007, M2 1008, M3/M4 1009, M5 1010)")
     if true_family is not None and value > true_family:
         return None, failed("family", f"{value} ({chips.family_name(value)}) is above the host chip's true family "
                             f"{true_family} ({chips.family_name(true_family)}); claiming more than the hardware has "

@@ -64,6 +64,9 @@ class RunBuilder:
         self.families: set[int] = set()
         self.content = False
         self.m4_open = False  # an M4 block opened by its tensor-gate line, GPU name pending
+        # The device a Metal block's own GPU name line named. A device named in passing (a 'found device:'
+        # of the enumeration before it, a loader line) is not the block's: another name there opens no run.
+        self.block_device: str | None = None
         self.bench_model: str | None = None  # model of the last llama-bench row (with bench_key: the fast path)
         # Token counts printed apart from their rate (ollama 'prompt eval count:', server JSON 'prompt_n'),
         # waiting for the rate line of the same phase; mlx_lm.benchmark's 'Timing with ...' counts.
@@ -73,6 +76,18 @@ class RunBuilder:
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
         self.unsupported_seen: set[str] = set()  # facts.unsupported_ops as a set (O(1) membership)
         self.flag_seen: dict[str, tuple[bool, int]] = {}  # flag -> (first value printed, its line)
+
+    def registering(self, other: str) -> bool:
+        """Is this run a process still registering its backends, so that ``other``'s device list or
+        Metal block belongs to it? Every backend a build has registers before any result (llama.cpp's
+        backend registry): a Vulkan or CUDA list and a Metal block with no result between them are
+        one process, and one run, so a GPU either names is evidence for the other (a contrary sign
+        never escapes into a run of its own)."""
+        if self.has_results or self.device_source in (None, other):
+            return False
+        if other == "metal":
+            return self.device_source in ("vulkan", "cuda") and self.metal_blocks == 0
+        return self.device_source == "metal" and other in ("vulkan", "cuda")
 
     def saw_device(self, name: str | None) -> None:
         """Keep every GPU name the run mentions (evidence of the machine, even when not the chosen device)."""

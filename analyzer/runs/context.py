@@ -22,6 +22,14 @@ def on_host_model_name(asm: Assembler, ev: Event) -> None:
     asm.run.touch(ev)
 
 
+def on_host_processor(asm: Assembler, ev: Event) -> None:
+    """Every processor named is kept (two that differ are two machines: never one picked by order)."""
+    cpus = asm.run.facts.host_cpus
+    if ev.data["name"] not in cpus and len(cpus) < 8:
+        cpus.append(ev.data["name"])
+    asm.run.touch(ev)
+
+
 def on_host_macos(asm: Assembler, ev: Event) -> None:
     asm.run.facts.macos_version = asm.run.facts.macos_version or ev.data["version"]
     asm.run.touch(ev)
@@ -62,6 +70,7 @@ def on_wrapper_gpu_layers(asm: Assembler, ev: Event) -> None:
 HANDLERS: dict[str, Handler] = {
     "host.chip": on_host_chip,
     "host.model_name": on_host_model_name,
+    "host.processor": on_host_processor,
     "host.macos": on_host_macos,
     "mlx.device": on_mlx_device,
     "memory.device": on_memory_device,

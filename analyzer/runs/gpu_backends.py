@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 def _device_list_run(asm: Assembler, source: str) -> RunBuilder:
     run = asm.run
+    if run.registering(source):
+        return run  # the Metal block's process lists its other backend's devices: one run, still Metal's
     if run.device_source is not None and (run.device_source != source or run.metal_blocks or run.has_results):
         run = asm.new_run()
     run.device_source = source
@@ -21,8 +23,12 @@ def _device_list_run(asm: Assembler, source: str) -> RunBuilder:
 
 
 def _list_header(asm: Assembler, ev: Event, source: str) -> None:
-    """'found N Vulkan/CUDA devices': a device list begins, in a run of its own unless nothing named a device yet."""
+    """'found N Vulkan/CUDA devices': a device list begins, in a run of its own unless nothing named a device
+    yet or the run is a process still registering its backends (``RunBuilder.registering``)."""
     run = asm.run
+    if run.registering(source):
+        run.touch(ev)
+        return
     if run.device_source is not None:
         run = asm.new_run()
     run.device_source = source

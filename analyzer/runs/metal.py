@@ -15,9 +15,14 @@ if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
 
 
+def _other_backend(run: RunBuilder) -> bool:
+    """The run is another backend's, and not one process registering both (``registering``)."""
+    return run.device_source not in (None, "metal") and not run.registering("metal")
+
+
 def _metal_run(asm: Assembler) -> RunBuilder:
     run = asm.run
-    if run.device_source not in (None, "metal"):
+    if _other_backend(run):
         run = asm.new_run()
     run.device_source = "metal"
     return run
@@ -28,7 +33,7 @@ def on_metal_tensor_gate(asm: Assembler, ev: Event) -> None:
     the next GGML_METAL_DEVICES device of this one is known only at the
     GPU name line, so it waits there."""
     run = asm.run
-    if run.metal_blocks or run.device_source not in (None, "metal") or run.has_results:
+    if run.metal_blocks or _other_backend(run) or run.has_results:
         asm.pending_gate.append(ev)
         return
     run.device_source = "metal"
@@ -39,7 +44,7 @@ def on_metal_tensor_gate(asm: Assembler, ev: Event) -> None:
 
 def on_metal_block_start(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    if run.device_source not in (None, "metal") or (run.metal_blocks and run.has_results and run.facts.metal_era != "M4"):
+    if _other_backend(run) or (run.metal_blocks and run.has_results and run.facts.metal_era != "M4"):
         run = asm.new_run()
     run.device_source = "metal"
     if run.facts.metal_era is None:
@@ -69,14 +74,14 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
                     run.facts.library_load_s = float(pending.data["seconds"])
         elif run.m4_open and run.metal_blocks == 0:
             pass  # the tensor-gate line already opened this block
-        elif run.metal_blocks or run.device_source not in (None, "metal") or run.has_results:
+        elif run.metal_blocks or _other_backend(run) or run.has_results:
             run = asm.new_run()
     else:
-        if run.device_source not in (None, "metal"):
+        if _other_backend(run):
             run = asm.new_run()
-        elif run.metal_blocks and run.facts.device.name and name and name != run.facts.device.name:
+        elif run.metal_blocks and run.block_device and name and name != run.block_device:
             run = asm.new_run()
-        elif run.metal_blocks and run.has_results and run.facts.metal_era == "legacy" and name != run.facts.device.name:
+        elif run.metal_blocks and run.has_results and run.facts.metal_era == "legacy" and name != run.block_device:
             run = asm.new_run()
     run.m4_open = False
     run.device_source = "metal"
@@ -86,6 +91,7 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
         run.facts.metal_era = era
     if name:
         run.facts.device.name = name
+        run.block_device = name
         run.saw_device(name)
     run.touch(ev)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from analyzer.chips import X86_CPU_FEATURES
 from analyzer.parsers.base import Event
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ def on_system_info(asm: Assembler, ev: Event) -> None:
         run = asm.new_run()
     run.saw_system_info = True
     run.facts.system_backends = ev.data.get("backends") or None
+    run.facts.x86_cpu_features = sorted(k for k, v in (ev.data.get("features") or {}).items()
+                                        if k in X86_CPU_FEATURES and v == "1")
     run.touch(ev)
 
 
@@ -81,8 +84,17 @@ def on_devices_none(asm: Assembler, ev: Event) -> None:
 
 
 def on_build_target(asm: Assembler, ev: Event) -> None:
-    asm.run.facts.build_target = ev.data["target"]
-    asm.run.touch(ev)
+    """'main: built with C for T' (2023-24, after 'main: build =') or common_init()'s 'build: N (commit)
+    with C for T' (2024-09 on), printed once per process. The latter opens a new run after a result,
+    not before: a process's backends may register, and print the M4 Metal block, before it (they
+    did until 2026-03-31), and that block is this process's."""
+    run = asm.run
+    if "number" in ev.data and run.has_results:
+        run = asm.new_run()
+    if ev.data.get("commit"):
+        run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
+    run.facts.build_target = ev.data["target"]
+    run.touch(ev)
 
 
 def on_model_name(asm: Assembler, ev: Event) -> None:

@@ -106,6 +106,18 @@ def test_family_auto_is_refused_when_the_host_is_unknown(env, linux_build):
     assert "nothing was launched" in err
 
 
+def test_a_family_no_gpu_has_is_refused_and_nothing_launched(env, linux_build):
+    """Found by exploratory testing: --family 1999 was launched and 'verified' (the new run then over-claimed)."""
+    _stock(env, linux_build)
+    for code in ("1012", "1999"):
+        r = env.capscan("remedy", "run", "--run", "1", "--family", code, "--", str(linux_build / "fake-llama"),
+                        "--bench")
+        err = r.stderr.decode()
+        assert r.returncode == 2, err
+        assert f"FAIL  family: '{code}' is not the code of an Apple family that exists (1001-1011" in err
+        assert "nothing was launched" in err
+
+
 def test_probe_stores_the_fake_probe_and_prints_the_diagnosis(env, linux_build):
     r = env.capscan("probe", "--probe", str(linux_build / "capscan-probe"))
     out, err = r.stdout.decode(), r.stderr.decode()

@@ -120,6 +120,10 @@ def test_prefix_quoting_round_trips_through_each_shell(shell):
     ("1007", None, None, 1007, "warn"),
     ("01007", None, None, None, "fail"),
     ("2001", None, None, None, "fail"),
+    ("1011", None, None, 1011, "warn"),   # Apple11: the highest family Apple documents, vouched for
+    ("1012", None, None, None, "fail"),   # no GPU has Apple12 or above: never a cap, vouched or not
+    ("1999", None, None, None, "fail"),
+    ("0x7cf", None, None, None, "fail"),
     ("abc", None, None, None, "fail"),
 ])
 def test_family_resolution(spec, host, brand, want, status):

@@ -72,6 +72,10 @@ MACHINES = {
         "ggml_metal_init: found device: AMD Radeon Pro 5500M",
         "ggml_metal_init: hasUnifiedMemory              = false",
         "main: built with Apple clang version 16.0.0 (clang-1600.0.26.6) for x86_64-apple-darwin23.6.0",
+        "build: 4240 (1a2b3c4d) with Apple clang version 15.0.0 (clang-1500.3.9.4) for x86_64-apple-darwin23.4.0",
+        "system_info: n_threads = 4 (n_threads_batch = 4) / 4 | CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 |",
+        "      Processor Name: 6-Core Intel Core i7",
+        "Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz",
         "[LumeMetalCapabilities] Enabled for llama-bench (appleFamilyMax=1009 maxThreadgroupMemory=65536)",
     ]), min_size=1, max_size=4)),
 }
@@ -81,7 +85,7 @@ WRAPS = [lambda s: s, lambda s: "0.00.012.345 I " + s, lambda s: "> " + s, lambd
 
 # The oracle reads the raw lines, independently of the parser.
 NON_APPLE_SIGN = re.compile(r"AMD|Radeon|Intel|NVIDIA|GeForce|UHD Graphics|hasUnifiedMemory\s*=\s*false"
-                            r"|has unified memory\s*=\s*false|x86_64-apple")
+                            r"|has unified memory\s*=\s*false|x86_64-apple|\b(?:SSE3|AVX2?|F16C) = 1")
 VM_EVIDENCE = re.compile(r"Paravirtual|\(Virtual\)|Venus|MetalCapabilities\]|AnkaGpuFamilyBoost|capscan-interposer")
 
 
