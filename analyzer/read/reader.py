@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import zlib
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 CHUNK = 4 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -235,6 +235,8 @@ class Input:
             raise InputError(f"{self.path}: corrupt gzip ({exc})") from None
         except IsADirectoryError:
             raise InputError(f"{self.path}: is a directory") from None
+        except BrokenPipeError:
+            raise  # --tee's reader went away (reading never raises EPIPE): exit 141, as for any output
         except OSError as exc:
             raise InputError(f"{self.path}: read error ({exc.strerror or exc})") from None
 
@@ -282,13 +284,24 @@ class _TeeReader(io.RawIOBase):
         self._thread.start()
 
     def _pump(self, source: BinaryIO, sink: BinaryIO) -> None:
-        read = getattr(source, "read1", source.read)
+        # The file descriptors themselves where there are (sys.stdin and sys.stdout): a daemon thread
+        # blocked in a buffered object's read or write holds its lock, and the interpreter, exiting on
+        # Ctrl-C or an error while stdin is still open, aborts when it cannot take that lock to flush
+        # ("Fatal Python error: _enter_buffered_busy", exit 134). The buffered objects hold nothing
+        # yet: the pump starts before anything reads stdin, and --tee writes nothing else to stdout.
+        read = _raw_read(source)
+        if read is None:
+            read = getattr(source, "read1", source.read)
+        write = _raw_write(sink)
         try:
             while True:
                 chunk = read(1 << 16)
                 if chunk:
-                    sink.write(chunk)
-                    sink.flush()
+                    if write is not None:
+                        write(chunk)
+                    else:
+                        sink.write(chunk)
+                        sink.flush()
                 self._queue.put(chunk)
                 if not chunk:
                     return
@@ -310,6 +323,34 @@ class _TeeReader(io.RawIOBase):
         buffer[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n
+
+
+def _fd_of(stream: BinaryIO, buffered: type) -> int | None:
+    """The descriptor under a buffered stdin/stdout, when it is one (a test's BytesIO is not)."""
+    if not isinstance(stream, buffered) or not isinstance(getattr(stream, "raw", None), io.FileIO):
+        return None
+    try:
+        return stream.fileno()
+    except (OSError, ValueError):
+        return None
+
+
+def _raw_read(source: BinaryIO) -> Callable[[int], bytes] | None:
+    fd = _fd_of(source, io.BufferedReader)
+    return None if fd is None else (lambda n: os.read(fd, n))
+
+
+def _raw_write(sink: BinaryIO) -> Callable[[bytes], None] | None:
+    fd = _fd_of(sink, io.BufferedWriter)
+    if fd is None:
+        return None
+    sink.flush()
+
+    def write(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    return write
 
 
 def _maybe_gunzip(stream: io.BufferedReader) -> BinaryIO:

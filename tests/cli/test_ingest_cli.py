@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -226,6 +227,63 @@ def test_tee_large_input_with_json_report(db_path, tmp_path):
     err = proc.stderr.decode()
     doc = json.loads(err[err.index("{"):err.rindex("}") + 1])
     assert doc["summary"]["runs"] == 1
+
+
+def _tee_child(db_path, *args):
+    """capscan --tee reading a pipe that stays open (a producer still running), as `llama-bench ... | capscan --tee`."""
+    return subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db_path), "--tee", *args], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("args", [(), ("ingest", "-")], ids=["pipe-mode", "ingest"])
+def test_tee_interrupted_while_stdin_is_open_exits_130(db_path, args):
+    """Found by exploratory testing: Ctrl-C while the producer was still running aborted the interpreter
+    ("Fatal Python error: _enter_buffered_busy ... <stdin>", exit 134): the passthrough thread held
+    stdin's buffer lock. It reads and writes the descriptors themselves now."""
+    proc = _tee_child(db_path, *args)
+    try:
+        proc.stdin.write(GUEST.read_bytes())
+        proc.stdin.flush()
+        assert proc.stdout.readline()  # passing through: the thread is running, blocked on the next read
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdin.close()
+    err = proc.stderr.read().decode()
+    assert rc == 130, err
+    assert "Fatal Python error" not in err and "Traceback" not in err
+    assert "interrupted" in err
+    # the source being read is not stored (the database may not even exist yet: capscan was still reading)
+    assert run_capscan("runs", "--json", db=db_path).stdout.strip() in (b"[]", b"")
+
+
+def test_tee_reader_that_goes_away_exits_141_not_a_read_error(db_path):
+    """Found by exploratory testing: `capscan --tee | head -1` exited 2, blaming stdin ("read error
+    (Broken pipe)"). The passthrough's reader is capscan's stdout: 141, as for any output."""
+    proc = _tee_child(db_path)
+    try:
+        proc.stdin.write(GUEST.read_bytes())
+        proc.stdin.flush()
+        assert proc.stdout.readline()
+        proc.stdout.close()  # the reader goes away while the producer is still writing
+        for _ in range(200):  # the next lines find no reader
+            proc.stdin.write(b"filler line\n" * 1000)
+            proc.stdin.flush()
+            if proc.poll() is not None:
+                break
+    except BrokenPipeError:
+        pass  # capscan has exited: our own writes to its stdin fail
+    finally:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        rc = proc.wait(timeout=30)
+    err = proc.stderr.read().decode()
+    assert rc == 141, err
+    assert "read error" not in err and "Traceback" not in err and "Fatal Python error" not in err
 
 
 # ---------------------------------------------------------------------------
