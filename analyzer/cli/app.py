@@ -3,7 +3,8 @@ reader of stdout that goes away.
 
 stdout carries data (reports, JSON, run ids); notices, warnings and progress
 go to stderr. Exit codes: 0 ok, 1 a --fail-on verdict was found, 2 usage
-error or unreadable input, 130 interrupted, 141 the reader of stdout went away.
+error or unreadable input, 130 interrupted, 141 the reader of stdout went away
+(also while an error or usage message is written: never 1).
 """
 
 from __future__ import annotations
@@ -93,6 +94,19 @@ def main() -> None:
     if not isinstance(sys.stderr, SafeTextStream):
         sys.stderr = SafeTextStream(sys.stderr)
     try:
+        _run()
+    except OSError as exc:
+        # A reader gone while an error, a usage message or a notice is written
+        # (`capscan --fail-on bogus 2>&1 | head -1`): 141 like any other write to it, never 1.
+        if exc.errno != errno.EPIPE:
+            raise
+        _reader_gone()
+
+
+def _run() -> None:
+    """The command, and each way out of it as its exit code (the messages on the way out may
+    meet a closed pipe: main() maps that)."""
+    try:
         _invoke()
         sys.stdout.flush()  # a reader gone before the last buffered write shows up here, not at exit
     except FailOn:
@@ -105,10 +119,8 @@ def main() -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("capscan: interrupted; the source being read was not stored", err=True)
         sys.exit(EXIT_INTERRUPTED)
-    except OSError as exc:
-        if exc.errno != errno.EPIPE:  # BrokenPipeError is an OSError with EPIPE
-            raise
-        _reader_gone()
+    except OSError:
+        raise  # a reader gone (EPIPE) is main()'s to map to 141; any other OSError is no database error
     except Exception as exc:
         message = _database_error(exc)
         if message is None:
@@ -145,11 +157,16 @@ def _error_line(message: str) -> None:
 
 
 def _reader_gone() -> None:
-    """Exit 141 (128 + SIGPIPE), quietly: stdout points at /dev/null so that
-    the interpreter's final flush does not complain about the closed pipe."""
+    """Exit 141 (128 + SIGPIPE), quietly: stdout, and stderr when its reader went away too
+    (`2>&1 | head`), point at /dev/null so that the interpreter's final flush neither
+    complains about the closed pipe nor turns the exit code into 120."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        try:
+            sys.stderr.flush()
+        except OSError:
+            os.dup2(devnull, sys.stderr.fileno())
     except (OSError, ValueError):
         pass
     sys.exit(EXIT_BROKEN_PIPE)

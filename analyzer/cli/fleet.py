@@ -15,6 +15,7 @@ import click
 from analyzer.cli.exits import EXIT_FAIL_ON, EXIT_INTERRUPTED, CapscanError
 from analyzer.cli.options import Options, open_db, open_existing_db, shared_options
 from analyzer.cli.output import Result, output_options, text, write
+from analyzer.safe_text import clean
 
 
 def _plain(text: object) -> str:
@@ -124,7 +125,7 @@ def ingest_discovered(opts: Options) -> None:
 
 def _verdict_line(run) -> str:
     f, d = run.facts, run.diagnosis or {}
-    where = f"{run.source}:{f.first_line}-{f.last_line}"
+    where = f"{clean(run.source or '')}:{f.first_line}-{f.last_line}"  # a file name: one line, cleaned as log text
     what = " / ".join(x or "-" for x in (f.program, f.backend, d.get("environment")))
     fixable = " (fixable)" if d.get("fixable") else ""
     device = f"  {f.device.name}" if f.device.name else ""

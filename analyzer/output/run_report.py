@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps
 from analyzer.output.headline import confidence_clause, headline
 from analyzer.output.styled import StyledLines
+from analyzer.safe_text import clean
 
 if TYPE_CHECKING:
     from analyzer.model import StoredRun
@@ -64,7 +65,8 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
     where = [f.program or "?", f.backend or "?"]
     if diag.get("environment"):
         where.append(diag["environment"] + (f" on {diag['host_chip']}" if diag.get("host_chip") else ""))
-    out.add((f"run {run.id}", "bold"), f"  {run.source}:{f.first_line}-{f.last_line}  " + " / ".join(where))
+    # The source is a file name, which may hold a newline or an escape: one line, cleaned as log text is.
+    out.add((f"run {run.id}", "bold"), f"  {clean(run.source or '')}:{f.first_line}-{f.last_line}  " + " / ".join(where))
     if diag:
         caps = f.capabilities
         printed = caps.simdgroup_reduction is not None or bool(f.probe)

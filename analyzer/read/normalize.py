@@ -1,7 +1,8 @@
 """Undo what pasting and logging frameworks do to a llama.cpp line.
 
 Users paste logs with timestamps (llama.cpp's common logger), journald and
-NSLog prefixes, LM Studio and ollama framing, JSON log callbacks, ``> ``
+NSLog prefixes, Kubernetes' (``kubectl logs --prefix``, CRI container log
+files), LM Studio and ollama framing, JSON log callbacks, ``> ``
 quoting, stray backticks, ANSI colour codes and CRLF endings. This module
 turns such a line back into the text the program printed, and remembers the
 process name when a prefix names one.
@@ -22,6 +23,12 @@ from analyzer.safe_text import clean
 _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # llama.cpp common logger: "0.00.012.345 I "
     ("common-log", re.compile(r"^\d+\.\d{2}\.\d{3}\.\d{3}(?: [IWEDT])? ")),
+    # Kubernetes CRI container log (containerd/CRI-O, /var/log/pods/...): RFC 3339 time, stream,
+    # F (full line) or P (part of a line over the runtime's limit, read as a line of its own):
+    # "2026-01-01T00:00:00.000000000Z stderr F ", CRI-O "2026-01-01T01:00:00.123456789+01:00 stdout F "
+    ("cri", re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) (?:stdout|stderr) [FP](?: |$)")),
+    # kubectl logs --prefix: "[pod/llama-0/llama] " (pod, container); with --timestamps the time follows
+    ("kubectl", re.compile(r"^\[pod/[^/\s\]]+/[^/\s\]]+\](?: |$)")),
     # NSLog: "2026-08-09 12:41:47.024 llama-bench[2738:54808] "
     ("nslog", re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} (?P<proc>[^\[\s]+)\[\d+:[0-9a-fx]+\] ")),
     # journald short format: "Aug 09 12:41:47 host llama-server[2738]: "
@@ -40,6 +47,37 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("quote", re.compile(r"^(?:> ?)+")),
     # stray backticks around pasted lines
     ("backticks", re.compile(r"^`+")),
+)
+# One line per prefix as it is written, with the text and process name that must come out of
+# it (tests/read/test_normalize_prefixes.py checks each, and that every prefix has one).
+PREFIX_SAMPLES: tuple[tuple[str, str, str, str | None], ...] = (
+    ("common-log", "0.00.012.345 I ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)",
+     "ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)", None),
+    ("cri", "2026-01-01T00:00:00.000000000Z stderr F | llama 1B Q4_K - Medium | 636.18 MiB | 1.10 B | MTL,BLAS | 8 "
+            "| tg128 | 12.63 ± 1.21 |",
+     "| llama 1B Q4_K - Medium | 636.18 MiB | 1.10 B | MTL,BLAS | 8 | tg128 | 12.63 ± 1.21 |", None),
+    ("cri", "2026-08-09T20:13:01.123456789+02:00 stdout P build: ee3d1b54c (10167)", "build: ee3d1b54c (10167)", None),
+    ("kubectl", "[pod/llama-0/llama] | model | size | params | backend | threads | test | t/s |",
+     "| model | size | params | backend | threads | test | t/s |", None),
+    ("kubectl", '[pod/llama-bench-7d9f8-x2x/bench] 2026-08-09T18:13:03.412345678Z "build_commit": "ee3d1b54c",',
+     '"build_commit": "ee3d1b54c",', None),
+    ("nslog", "2026-08-09 12:41:47.024 llama-bench[2738:54808] ggml_metal_init: GPU name:   Apple M2 Max",
+     "ggml_metal_init: GPU name:   Apple M2 Max", "llama-bench"),
+    ("journald", "Aug 09 12:41:47 mac-mini llama-server[2738]: ggml_metal_init: GPU name:   Apple M2 Max",
+     "ggml_metal_init: GPU name:   Apple M2 Max", "llama-server"),
+    ("gh-actions", "2026-07-14T09:12:03.4411820Z | model | size | params | backend | threads | test | t/s |",
+     "| model | size | params | backend | threads | test | t/s |", None),
+    ("syslog-iso", "2026-08-09T12:41:47+0000 mac-mini llama-server[12]: build: ee3d1b54c (10167)",
+     "build: ee3d1b54c (10167)", "llama-server"),
+    ("lmstudio", "2025-01-07 11:04:10 [DEBUG] ggml_metal_init: GPU name:   Apple M2 Max",
+     "ggml_metal_init: GPU name:   Apple M2 Max", None),
+    ("bracket-time", "[2026-08-09 12:41:47] ggml_metal_init: GPU name:   Apple M2 Max",
+     "ggml_metal_init: GPU name:   Apple M2 Max", None),
+    ("go-log", "2023/10/06 16:33:43 llama.go:313: ggml_metal_init: GPU name:   Apple M2 Max",
+     "ggml_metal_init: GPU name:   Apple M2 Max", None),
+    ("quote", "> > | model | size | params | backend | threads | test | t/s |",
+     "| model | size | params | backend | threads | test | t/s |", None),
+    ("backticks", "`ggml_metal_init: GPU name:   Apple M2 Max`", "ggml_metal_init: GPU name:   Apple M2 Max", None),
 )
 _TRAILING_BACKTICKS = re.compile(r"`+$")
 _JSON_TEXT_KEYS = ("text", "msg", "message", "content")
