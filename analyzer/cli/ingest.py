@@ -9,7 +9,7 @@ from functools import partial
 import click
 
 from analyzer.cli.exits import EXIT_USAGE, CapscanError
-from analyzer.cli.options import Options, open_db
+from analyzer.cli.options import Options, open_db, open_existing_db
 from analyzer.cli.output import (
     Result,
     error_line,
@@ -197,7 +197,10 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
             raise click.UsageError("stdin is empty: give files, -, --run ID or --last (or pipe a log in)")
         paths = ("-",)
     force, keep_raw = opts.force, opts.keep_raw
-    database = open_db(opts)
+    # only stored runs to diagnose (--run, --last): a missing database is not created (a mistyped --db is an error)
+    database = open_db(opts) if paths else open_existing_db(opts)
+    if database is None:
+        raise CapscanError("no runs stored yet")
     ids: list[int] = list(run_ids)
     if last:
         last_ids = runs_of_last_source(database)

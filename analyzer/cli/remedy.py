@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 
 from analyzer.cli.exits import EXIT_REFUSED, EXIT_UNVERIFIED, CapscanError
-from analyzer.cli.options import open_db
+from analyzer.cli.options import open_db, open_existing_db
 from analyzer.cli.output import Result, output_options, write
 from analyzer.cli.via import via_options
 
@@ -39,6 +39,9 @@ def _refuse(opts, reason: str, *, checks: list[Check] | None = None, extra: dict
                        exit_code=EXIT_REFUSED))
 
 
+NO_STOCK_RUN = "no stock run stored yet: run the command once on its own and pipe it in (CMD 2>&1 | capscan)"
+
+
 def _stock_run(db, run_id: int | None, last: bool) -> int:
     from analyzer.store import remedy_records as records
     from analyzer.store.queries import last_run_id
@@ -47,7 +50,7 @@ def _stock_run(db, run_id: int | None, last: bool) -> int:
         return run_id
     rid = last_run_id(db) if last else records.latest_stock_run(db)
     if rid is None:
-        raise CapscanError("no stock run stored yet: run the command once on its own and pipe it in (CMD 2>&1 | capscan)")
+        raise CapscanError(NO_STOCK_RUN)
     return rid
 
 
@@ -80,7 +83,9 @@ def plan_cmd(opts, run_id, last, command) -> Result:
     from analyzer.remedy.plan import build_plan
     from analyzer.remedy.runner import Runner
 
-    db = open_db(opts)
+    db = open_existing_db(opts)  # a plan only reads: never creates a database (a mistyped --db is an error)
+    if db is None:
+        raise CapscanError(f"no run {run_id}" if run_id is not None else NO_STOCK_RUN)
     rid = _stock_run(db, run_id, last)
     p = build_plan(db, rid, command=list(command) or None, runner=Runner())
     if p["verdict"] is None and not opts.as_json:
@@ -295,13 +300,14 @@ def host_default_cmd(opts, mode, apply_, undo_) -> Result:
     from analyzer.store import remedy_records as records
 
     runner = Runner()
-    db = open_db(opts)
+    # only --apply (setting it) records something: otherwise a missing database is not created
+    db = open_db(opts) if apply_ and not undo_ else open_existing_db(opts)
     why_not = hd.why_not_host(runner)
     if why_not and (apply_ or undo_):
         raise CapscanError(f"not changing it: {why_not}")
     current = hd.read(runner) if not why_not else None
-    mine = [a for a in records.actions(db, hd.ACTION)]
-    pending = [a for a in records.undoable(db) if a["action"] == hd.ACTION]
+    mine = [a for a in records.actions(db, hd.ACTION)] if db is not None else []
+    pending = [a for a in records.undoable(db) if a["action"] == hd.ACTION] if db is not None else []
     doc: dict[str, Any] = {"domain": hd.DOMAIN, "key": hd.KEY, "host": why_not is None, "why_not_host": why_not,
                            "current": current.to_json() if current else None, "records": mine,
                            "restart": hd.RESTART, "note": hd.SUFFICIENT}
@@ -356,13 +362,13 @@ def undo_cmd(opts, apply_, action_id) -> Result:
     from analyzer.remedy.runner import Runner
     from analyzer.store import remedy_records as records
 
-    db = open_db(opts)
+    db = open_existing_db(opts)  # no database: nothing recorded to undo (a mistyped --db is an error)
     runner = Runner()
-    todo = records.undoable(db)
+    todo = records.undoable(db) if db is not None else []
     if action_id is not None:
         todo = [a for a in todo if a["id"] == action_id]
         if not todo:
-            a = records.get(db, action_id)
+            a = records.get(db, action_id) if db is not None else None
             raise CapscanError(f"action {action_id} " + ("does not exist" if a is None else
                          "has nothing to undo" if not (a["undo"] or {}).get("argv") else "is already undone"))
     results = []
@@ -400,12 +406,12 @@ def status_cmd(opts) -> Result:
     from analyzer.remedy import platform as plat
     from analyzer.store import remedy_records as records
 
-    db = open_db(opts)
-    acts = records.actions(db)
-    links = records.links(db)
+    db = open_existing_db(opts)  # only reads the records: never creates a database
+    acts = records.actions(db) if db is not None else []
+    links = records.links(db) if db is not None else []
     injected = {v: os.environ[v] for v in plat.all_injection_vars() if os.environ.get(v)}
     shim_vars = {v: os.environ[v] for v in (plat.FAMILY_VAR, *plat.ALIAS_FAMILY_VARS) if v in os.environ}
-    pending = records.undoable(db)
+    pending = records.undoable(db) if db is not None else []
     def human(out: TextIO) -> None:
         if not acts:
             out.write("capscan remedy has done nothing yet.\n")

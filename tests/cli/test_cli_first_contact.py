@@ -28,7 +28,13 @@ def stored(tmp_path: Path, *logs: Path) -> Path:
 
 
 @pytest.mark.parametrize("args", [("runs",), ("show", "1"), ("show", "last"), ("compare", "1", "2"), ("db", "stats"),
-                                  ("runs", "--json"), ("db", "stats", "--json")])
+                                  ("runs", "--json"), ("db", "stats", "--json"),
+                                  # they only read what is stored (undo: nothing recorded, nothing to put back)
+                                  ("diagnose", "--run", "1"), ("diagnose", "--last", "--json"),
+                                  ("remedy", "status"), ("remedy", "status", "--json"), ("remedy", "plan"),
+                                  ("remedy", "plan", "--run", "1", "--json"), ("remedy", "undo"),
+                                  ("remedy", "undo", "--apply"), ("remedy", "host-default"),
+                                  ("remedy", "host-default", "--undo", "--apply")])
 def test_read_only_commands_never_create_a_mistyped_db(tmp_path, args):
     missing = tmp_path / "typo" / "nested" / "capscn.db"
     r = run_capscan(*args, db=missing)
@@ -83,6 +89,15 @@ def test_default_db_missing_means_nothing_stored_yet(tmp_path):
     assert r.returncode == 2 and r.stderr.decode().strip() == "capscan: no runs stored yet"
     r = capscan("db", "stats")
     assert r.returncode == 0 and "nothing stored" in r.stdout.decode()
+    for args in (("diagnose", "--run", "1"), ("diagnose", "--last")):
+        r = capscan(*args)
+        assert r.returncode == 2 and r.stderr.decode().strip() == "capscan: no runs stored yet"
+    r = capscan("remedy", "status", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["actions"] == []
+    r = capscan("remedy", "undo", "--apply")
+    assert r.returncode == 0 and r.stdout.decode().startswith("nothing to undo")
+    r = capscan("remedy", "plan")
+    assert r.returncode == 2 and r.stderr.decode().startswith("capscan: no stock run stored yet")
     assert not (tmp_path / "data" / "capscan").exists()  # no folders either
 
 
@@ -95,8 +110,9 @@ def test_a_filter_with_no_match_is_not_an_empty_database(tmp_path):
     r = run_capscan("runs", "--search", "radeon", "--verdict", "healthy", db=db)
     assert "No run matches --verdict healthy and --search 'radeon' (2 runs stored" in r.stderr.decode()
     empty = tmp_path / "empty.db"
-    run_capscan("db", "path", db=empty, check=True)
-    run_capscan("diagnose", "--last", db=empty)  # opens (creates) it; no runs
+    from analyzer.store import open_db
+
+    open_db(empty).conn.close()  # exists, holds nothing (`diagnose --last` no longer creates it)
     assert run_capscan("runs", db=empty).stderr.decode().startswith("No runs stored yet.")
 
 

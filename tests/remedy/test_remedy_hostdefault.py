@@ -22,6 +22,13 @@ def _value(env):
 
 def test_status_apply_undo_cycle(host):
     env = host
+    # --status stores nothing: the missing database $CAPSCAN_DB names is an error, never created
+    r = env.capscan("remedy", "host-default", "--status")
+    assert r.returncode == 2 and r.stderr.decode().startswith(f"capscan: no database at {env.db} ")
+    assert not env.db.exists() and env.calls() == []
+    from analyzer.store import open_db
+
+    open_db(env.db).conn.close()
     r = env.capscan("remedy", "host-default", "--status")
     out = r.stdout.decode()
     assert r.returncode == 0 and "not set (the default does not exist)" in out
@@ -99,5 +106,12 @@ def test_refused_in_a_guest_and_on_linux(env):
 
 
 def test_status_and_undo_when_nothing_was_done(env):
+    from analyzer.store import open_db
+
+    for args in (("remedy", "status"), ("remedy", "undo", "--apply")):  # $CAPSCAN_DB names a missing file
+        r = env.capscan(*args)
+        assert r.returncode == 2 and r.stderr.decode().startswith(f"capscan: no database at {env.db} ")
+        assert not env.db.exists()
+    open_db(env.db).conn.close()
     assert "has done nothing yet" in env.capscan("remedy", "status").stdout.decode()
     assert "nothing to undo" in env.capscan("remedy", "undo", "--apply").stdout.decode()
