@@ -73,9 +73,10 @@ def sources(opts: Options, show_all: bool) -> Result:
     now = time.time()
     found = discover()
 
+    shown = [s for s in found if s.exists or show_all]  # every form lists the same locations
+    missing = sum(1 for s in found if not s.exists)
+
     def human(out: TextIO) -> None:
-        shown = [s for s in found if s.exists or show_all]
-        missing = sum(1 for s in found if not s.exists)
         if not shown:
             click.echo(f"No runtime logs found ({missing} known locations checked; `capscan sources --all` lists "
                        "them).", err=True)
@@ -87,7 +88,7 @@ def sources(opts: Options, show_all: bool) -> Result:
         if not show_all and missing:
             click.echo(f"({missing} other known locations hold nothing; `capscan sources --all` lists them)", err=True)
 
-    return Result(human=human, doc=[s.to_json(now) for s in found])
+    return Result(human=human, doc=[s.to_json(now) for s in shown])
 
 
 def discovered_paths() -> list[str]:

@@ -67,6 +67,31 @@ def test_cli_sources_json_and_ingest_discover(tmp_path, db_path):
     assert grown.returncode == 0 and grown.stdout.split() == [b"2"]  # only the new run
 
 
+def test_cli_sources_all_filters_json_and_text_alike(tmp_path):
+    """Without --all only the locations that exist, in text and in --json; --all adds the rest to both."""
+    home = tmp_path / "home"
+    log = home / ".ollama/logs/server.log"
+    _write(log, GUEST_LOG.read_text())
+    env = {"HOME": str(home)}
+
+    def listed(*args: str) -> tuple[list[dict], list[str]]:
+        doc = run_capscan("sources", "--json", *args, env=env, check=True)
+        text = run_capscan("sources", *args, env=env, check=True).stdout.decode().splitlines()
+        return json.loads(doc.stdout), text
+
+    rows, lines = listed()
+    assert [(r["path"], r["exists"]) for r in rows] == [(str(log), True)]
+    assert len(lines) == 1 and str(log) in lines[0]
+    every, every_line = listed("--all")
+    assert len(every) == len(every_line) > 1
+    assert [r["path"] for r in every if r["exists"]] == [str(log)]
+    assert any(not r["exists"] for r in every)
+    nothing = tmp_path / "empty-home"
+    nothing.mkdir()
+    proc = run_capscan("sources", "--json", env={"HOME": str(nothing)}, check=True)
+    assert json.loads(proc.stdout) == []
+
+
 def test_cli_ingest_discover_nothing_found(tmp_path, db_path):
     home = tmp_path / "nothing"
     home.mkdir()
