@@ -422,8 +422,8 @@ def status_cmd(opts) -> Result:
             what = shlex.join(a["args"].get("argv") or []) if a["action"] != "dylib-checksum" else a["args"].get("path")
             out.write(f"{a['id']:>4}  {a['at']}  {a['action']:<15} {a['result']:<24} {what}\n      {undo}\n")
         for link in links:
-            out.write(f"run {link['run_id']} <- stock run {link['stock_run_id']} ({link['relation']}, "
-                      f"action {link['action_id']})\n")
+            action = "" if link["action_id"] is None else f", action {link['action_id']}"  # selftest: no action
+            out.write(f"run {link['run_id']} <- stock run {link['stock_run_id']} ({link['relation']}{action})\n")
         for k, v in {**injected, **shim_vars}.items():
             out.write(f"in this shell: {k}={v}\n")
         if pending:

@@ -214,10 +214,11 @@ def text_cell(value: Any, *, decimals: int | None = None) -> str:
 
 
 def write_delimited(out: TextIO, columns: Sequence[str], rows: Iterable[dict[str, Any]], *, tsv: bool) -> None:
+    """--csv and --tsv: the same cells; a yes/no value is true/false in both (as in JSON), absent is empty."""
     if tsv:
         out.write("\t".join(columns) + "\n")
         for row in rows:
-            out.write("\t".join(text_cell(row.get(c)) for c in columns) + "\n")
+            out.write("\t".join(_tsv_cell(row.get(c)) for c in columns) + "\n")
         return
     import csv
 
@@ -227,9 +228,15 @@ def write_delimited(out: TextIO, columns: Sequence[str], rows: Iterable[dict[str
         w.writerow([_csv_cell(row.get(c)) for c in columns])
 
 
+def _tsv_cell(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else text_cell(value)
+
+
 def _csv_cell(value: Any) -> Any:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return safe_text(value) if isinstance(value, str) else value
 
 

@@ -117,8 +117,12 @@ def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
     sql += " ORDER BY r.id DESC"
     if limit:
         sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+    fixable = RUN_COLUMNS.index("fixable")
     for r in db.conn.execute(sql, args):
-        yield dict(zip(RUN_COLUMNS, r, strict=False))
+        row = dict(zip(RUN_COLUMNS, r, strict=False))
+        if r[fixable] is not None:  # SQLite stores it as 0/1: a boolean in every output (JSON true/false)
+            row["fixable"] = bool(r[fixable])
+        yield row
 
 
 def run_ids_of_source(db: Database, source_id: int) -> list[int]:

@@ -146,6 +146,29 @@ def test_fail_on_unknown_fires_when_nothing_was_recognised(tmp_path, args):
     assert code == 0
 
 
+@pytest.mark.parametrize("command", [["runs"], ["show", "2"], ["diagnose", "--run", "1", "--run", "2", "--run", "3"]])
+def test_fixable_is_one_form_per_kind_of_output(db, command):
+    """JSON and NL: true/false (the contract's JSON booleans, never 1/0); CSV and TSV: true/false too
+    (never True/False, 1/0 or yes/no). Run 2 (the stock guest) is the fixable one."""
+    def by_run(rows: list[dict]) -> dict[int, object]:
+        return {int(r.get("id", r.get("run"))): r["fixable"] for r in rows}
+
+    code, out, _ = invoke("--db", db, *command, "--json")
+    doc = json.loads(out)
+    records = doc if isinstance(doc, list) else doc.get("runs", [doc])
+    code_nl, out_nl, _ = invoke("--db", db, *command, "--nl")
+    _, out_csv, _ = invoke("--db", db, *command, "--csv")
+    _, out_tsv, _ = invoke("--db", db, *command, "--tsv")
+    assert code == code_nl == 0
+    as_json = by_run(records)
+    assert as_json == by_run([json.loads(line) for line in out_nl.splitlines()])
+    assert all(type(v) is bool for v in as_json.values()) and as_json[2] is True
+    csv_rows = list(csv.DictReader(io.StringIO(out_csv)))
+    tsv_rows = list(csv.DictReader(io.StringIO(out_tsv), delimiter="\t"))
+    expected = {rid: "true" if v else "false" for rid, v in as_json.items()}
+    assert by_run(csv_rows) == by_run(tsv_rows) == expected
+
+
 def test_a_flag_a_command_cannot_use_is_refused_not_ignored(db):
     for args in (["--fail-on", "healthy", "db", "stats"], ["--tee", "runs"], ["--csv", "remedy", "status"],
                  ["--fail-on", "healthy", "formats"]):

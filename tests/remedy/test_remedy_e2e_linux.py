@@ -34,6 +34,9 @@ def test_remedy_run_turns_the_stock_run_into_a_verified_healthy_one(env, linux_b
     links = con.execute("SELECT run_id, stock_run_id, relation FROM run_links").fetchall()
     assert len(links) == 1 and links[0][1] == stock and links[0][2] == "remedy-run"
     new = links[0][0]
+    (action,) = con.execute("SELECT action_id FROM run_links").fetchone()
+    assert f"run {new} <- stock run {stock} (remedy-run, action {action})\n" in \
+        env.capscan("remedy", "status").stdout.decode()
     shown = json.loads(env.capscan("show", str(new), "--json").stdout)
     assert shown["verdict"] in ("healthy", "virtualization-overhead")
     assert shown["shim"] == {"name": "capscan-interposer", "apple_family_max": 1007}

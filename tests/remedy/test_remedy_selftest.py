@@ -54,6 +54,11 @@ def test_selftest_end_to_end_on_the_linux_stand_in(env, linux_build):
     assert human.returncode == 0
     assert out.startswith("capscan remedy selftest (Linux stand-in: LD_PRELOAD and the fake Metal device")
     assert "Apple5 (1005)" in out and "Apple7 (1007)" in out and "verdict: works:" in out
+    # a selftest link has no recorded action: status says what it is, never 'action None'
+    status = env.capscan("remedy", "status")
+    text = status.stdout.decode()
+    assert status.returncode == 0 and "None" not in text
+    assert f"run {capscan['run_ids'][0]} <- stock run {sid} (selftest)\n" in text
 
 
 def test_selftest_says_when_the_library_never_took(env, linux_build):
