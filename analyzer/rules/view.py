@@ -218,6 +218,14 @@ class RunView:
         if self.vm_signs and self.bare_metal_signs:
             vm, bare = self.vm_signs[0], self.bare_metal_signs[0]
             out.append((f"it shows a VM guest ({vm[0]}) and bare metal ({bare[0]})", vm[1][:1] + bare[1][:1]))
+        f = self.facts
+        metal_output = (self.is_metal or f.skipped_kernels or f.unsupported_ops or f.family_fallback or f.metal_errors)
+        if "venus" in self.vendors and metal_output:
+            # Venus is a Linux guest's Vulkan GPU; Metal runs only on macOS: two machines' lines in one run
+            out.append(("it shows a Linux guest's Virtio-GPU Venus device and Metal output, which only macOS prints",
+                        self.lines("vulkan.device", contains="venus", limit=1)
+                        + self.lines("metal.device", "metal.skip_kernel", "metal.unsupported_op", "metal.family",
+                                     limit=1)))
         return out
 
     # -- host chip --------------------------------------------------------------

@@ -6,26 +6,24 @@ its benchmark rows and timings. Boundaries, in order of evidence:
 - an M4-era ``ggml_metal_device_init`` block is printed once per process at
   start-up, so a second one starts a new run, except ``MTL1``, ``MTL2``...
   (extra virtual devices of ``GGML_METAL_DEVICES`` in the same process);
-- a legacy ``ggml_metal_init`` block is printed per context, so it starts a
-  new run only when it names another device, or follows measured results;
+- a legacy ``ggml_metal_init`` block is printed per context: a new run only when it names
+  another device (its enumeration waits for the name), or follows measured results;
 - a shim banner is printed by a constructor before ``main``: after a device
   it starts a new process;
 - a llama-bench JSON/CSV/SQL row carries its own device and build: it joins
   the current run when they agree, else it starts one;
 - probe and system_profiler output always form runs of their own;
-- a second ``system_info`` line, or Vulkan/CUDA device list, starts a new run.
+- a second ``system_info`` line, or Vulkan/CUDA device list, starts a new run
+  (a device list and a Metal block with no result between them: one process).
 
-This module holds only the run lifecycle and the handler table. What each
-event means lives in one handler module per parser family (``metal``,
-``probes``, ``gpu_backends``, ``system``, ``context``, ``bench``,
-``timings``, mirroring ``analyzer/parsers/``); each declares a ``HANDLERS``
-table from event kind to function, and a kind handled twice is an error at
-import. An event kind without a handler is counted in ``unhandled``, never
-silently lost: ``tests/runs/test_handler_table.py`` checks that every kind a
-parser can emit has exactly one handler.
+This module holds only the run lifecycle and the handler table. What each event means
+lives in one handler module per parser family (``metal``, ``probes``, ``gpu_backends``,
+``system``, ``context``, ``bench``, ``timings``, mirroring ``analyzer/parsers/``); each
+declares a ``HANDLERS`` table, and a kind handled twice is an error at import. A kind
+without a handler is counted in ``unhandled``, never silently lost:
+``tests/runs/test_handler_table.py`` checks each kind a parser emits has one handler.
 
-Throughput rows are handed to ``on_throughput`` in batches so that a file of
-a million rows never sits in memory.
+Throughput rows reach ``on_throughput`` in batches: a million rows never sit in memory.
 """
 
 from __future__ import annotations
@@ -36,12 +34,14 @@ from typing import Callable
 from analyzer.model import Throughput
 from analyzer.parsers.base import Event
 from analyzer.runs.builder import SPILL_AT, RunBuilder
+from analyzer.runs.metal import release_held
 
 Handler = Callable[["Assembler", Event], None]
 
-# The M4 block's first lines wait for its GPU name line (see metal.on_metal_tensor_gate); these kinds may
-# arrive in between without deciding the wait.
+# Kinds that may arrive while an M4 block's first lines wait for its GPU name (metal.on_metal_tensor_gate).
 _GATE_KINDS = frozenset(("metal.device", "metal.library_loaded", "metal.tensor_gate"))
+# A legacy block reopened in a run that named its device waits for its GPU name line (metal.py).
+_HOLD_KINDS = frozenset(("metal.found_device", "metal.picking_device", "metal.device"))
 
 
 def handler_table() -> dict[str, Handler]:
@@ -77,6 +77,7 @@ class Assembler:
         self.md_columns: list[str] | None = None  # the header of the llama-bench markdown table being read
         self.closed = 0
         self.pending_gate: list[Event] = []  # M4 block start awaiting its GPU name line
+        self.held: list[Event] = []  # a legacy block's opening lines awaiting its GPU name line
         self.unhandled: Counter[str] = Counter()
         if Assembler._table is None:
             Assembler._table = handler_table()
@@ -108,6 +109,8 @@ class Assembler:
     def finish(self) -> None:
         if self.pending_gate:
             self.flush_gate(self.run)
+        if self.held:
+            release_held(self, self.run)
         self.close_run()
 
     def spill(self) -> None:
@@ -127,6 +130,8 @@ class Assembler:
         for ev in events:
             if self.pending_gate and ev.kind not in _GATE_KINDS:
                 self.flush_gate(self.run)
+            if self.held and ev.kind not in _HOLD_KINDS:
+                release_held(self, self.run)
             handler = handlers.get(ev.kind)
             if handler is None:
                 self.unhandled[ev.kind] += 1

@@ -46,6 +46,12 @@ def on_metal_block_start(asm: Assembler, ev: Event) -> None:
     run = asm.run
     if _other_backend(run) or (run.metal_blocks and run.has_results and run.facts.metal_era != "M4"):
         run = asm.new_run()
+    if run.block_device is not None:
+        # Another context of this process, or the next process's first block (a log without results
+        # between them): its GPU name line decides, and its enumeration waits for it, so that a GPU
+        # the next machine lists is never lent to this run.
+        asm.held.append(ev)
+        return
     run.device_source = "metal"
     if run.facts.metal_era is None:
         run.facts.metal_era = "legacy"
@@ -83,6 +89,8 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
             run = asm.new_run()
         elif run.metal_blocks and run.has_results and run.facts.metal_era == "legacy" and name != run.block_device:
             run = asm.new_run()
+    if asm.held:
+        release_held(asm, run)
     run.m4_open = False
     run.device_source = "metal"
     run.metal_blocks += 1
@@ -94,6 +102,17 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
         run.block_device = name
         run.saw_device(name)
     run.touch(ev)
+
+
+def release_held(asm: Assembler, run: RunBuilder) -> None:
+    """A reopened legacy block's held lines (``on_metal_block_start``) join ``run``: the one its GPU name
+    line chose or, when no GPU name line follows them, the run they were printed in (as if never held)."""
+    held, asm.held = asm.held, []
+    for ev in held:
+        if ev.kind in ("metal.found_device", "metal.picking_device"):
+            run.hint_device(ev, ev.data.get("name"))
+        else:
+            run.touch(ev)
 
 
 def on_metal_family(asm: Assembler, ev: Event) -> None:
@@ -140,10 +159,16 @@ def on_metal_unsupported_op(asm: Assembler, ev: Event) -> None:
 
 
 def on_metal_found_device(asm: Assembler, ev: Event) -> None:
+    if asm.held:
+        asm.held.append(ev)  # the enumeration of a block whose GPU name line is still to come
+        return
     asm.run.hint_device(ev, ev.data.get("name"))
 
 
 def on_metal_picking_device(asm: Assembler, ev: Event) -> None:
+    if asm.held:
+        asm.held.append(ev)
+        return
     asm.run.hint_device(ev, ev.data.get("name"))
 
 

@@ -85,11 +85,12 @@ def on_devices_none(asm: Assembler, ev: Event) -> None:
 
 def on_build_target(asm: Assembler, ev: Event) -> None:
     """'main: built with C for T' (2023-24, after 'main: build =') or common_init()'s 'build: N (commit)
-    with C for T' (2024-09 on), printed once per process. The latter opens a new run after a result,
-    not before: a process's backends may register, and print the M4 Metal block, before it (they
-    did until 2026-03-31), and that block is this process's."""
+    with C for T' (2024-09 on), printed first by every program that calls common_init. The latter
+    opens a new run after a result, or after a legacy Metal block (printed when a context is created,
+    after common_init: that block was an earlier process's), but not after an M4-era block alone:
+    a process's backends may register, and print that block, before it (they did until 2026-03-31)."""
     run = asm.run
-    if "number" in ev.data and run.has_results:
+    if "number" in ev.data and (run.has_results or (run.block_device is not None and run.facts.metal_era == "legacy")):
         run = asm.new_run()
     if ev.data.get("commit"):
         run.facts.build_commit = run.facts.build_commit or ev.data["commit"]

@@ -107,12 +107,19 @@ NEXT_PROCESS = {VULKAN, "build line, x86_64 macOS (common_init)", "build line, x
 PLACES = ["before the block", "inside the block", "after the block, before the result", "after the result"]
 
 
-@pytest.mark.parametrize("block", ["legacy", "m4"])
-@pytest.mark.parametrize(("sign", "where"), [
-    (sign, where) for sign in sorted(CONTRARY) for where in PLACES
-    # a device list or common_init's build line after a result is the next process's first line
-    # (test_two_processes_separated_by_a_result, test_concatenated_logs_keep_their_own_preambles)
-    if not (sign in NEXT_PROCESS and where == "after the result")])
+def _next_process(sign: str, where: str, block: str) -> bool:
+    """Where a line is structurally the next process's first: a device list or common_init's build line
+    after a result, and the build line after a legacy block too (a legacy block is printed at context
+    creation, after common_init). test_two_processes_separated_by_a_result,
+    test_concatenated_logs_keep_their_own_preambles and test_common_init_after_a_legacy_block_... cover them."""
+    if sign not in NEXT_PROCESS:
+        return False
+    return where == "after the result" or (sign != VULKAN and block == "legacy" and where.startswith("after"))
+
+
+@pytest.mark.parametrize(("sign", "where", "block"), [
+    (sign, where, block) for sign in sorted(CONTRARY) for where in PLACES for block in ("legacy", "m4")
+    if not _next_process(sign, where, block)])
 def test_a_contrary_sign_of_the_same_process_vetoes_fixable(sign, block, where):
     body = LEGACY if block == "legacy" else M4
     at = {"before the block": 0, "inside the block": 3, "after the block, before the result": len(body),
@@ -169,3 +176,74 @@ def test_concatenated_logs_keep_their_own_preambles():
     guest = (Path(__file__).resolve().parents[2] / "examples" / "m1-ultra-guest-stock.log").read_text()
     assert diagnose(guest + amd)[0] == (True, True, "capability-downgrade")
     assert diagnose(amd + guest) == [(False, False, "hardware-limit"), (True, True, "capability-downgrade")]
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+LOGS = sorted((FIXTURES / "metal").glob("*.log")) + sorted((FIXTURES / "backends").glob("*.log"))
+
+
+def _text(path: Path) -> bytes:
+    data = path.read_bytes()
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
+def _fixable_count(data: bytes) -> int:
+    with tempfile.TemporaryDirectory() as d:
+        db = open_db(Path(d) / "c.db")
+        ids = ingest(db, Input("c.log", io.BytesIO(data))).run_ids
+        n = sum(run.diagnosis["fixable"] for run in diagnose_runs(db, ids, refresh_peers=False))
+        db.conn.close()
+    return n
+
+
+# Every ordered pair of the bundled logs (about 1,000). Six once merged into a fixable run: a Linux
+# guest's Venus (Vulkan) log beside another machine's Metal symptoms.
+PAIRS = [(a, b) for a in LOGS for b in LOGS if a != b]
+
+
+def test_two_logs_pasted_together_are_never_more_fixable_than_each_alone():
+    """Concatenation may merge two machines' lines into one run (a log without a process-start line);
+    that can only cost a fix, never create one."""
+    alone = {p: _fixable_count(_text(p)) for p in LOGS}
+    worse = [(a.name, b.name) for a, b in PAIRS if _fixable_count(_text(a) + _text(b)) > alone[a] + alone[b]]
+    assert worse == []
+
+
+def _legacy(name: str, fam: str, red: str, mm: str, unified: str, found: tuple[str, ...] = ()) -> list[str]:
+    return (["ggml_metal_init: allocating"] + [f"ggml_metal_init: found device: {n}" for n in found or (name,)]
+            + [f"ggml_metal_init: picking default device: {name}", "ggml_metal_init: using embedded metal library",
+               f"ggml_metal_init: GPU name:   {name}", f"ggml_metal_init: GPU family: {fam}",
+               "ggml_metal_init: GPU family: MTLGPUFamilyCommon3 (3003)",
+               f"ggml_metal_init: simdgroup reduction support   = {red}",
+               f"ggml_metal_init: simdgroup matrix mul. support = {mm}",
+               f"ggml_metal_init: hasUnifiedMemory              = {unified}"])
+
+
+M2 = _legacy("Apple M2", "MTLGPUFamilyApple8  (1008)", "true", "true", "true")
+IRIS = _legacy("Intel(R) Iris(TM) Plus Graphics", "MTLGPUFamilyMetal3  (5001)", "true", "false", "true")
+
+
+def test_the_next_machines_enumeration_is_not_lent_to_a_finished_block():
+    """Two logs without results or a process-start line between them (LM Studio sessions): the second
+    block's 'found device' and 'picking default device' lines wait for its GPU name line, so the Intel
+    Mac's GPU is not named in the Apple M2's run."""
+    assert diagnose(_log(M2 + IRIS, WRAPS["plain"])) == [(False, False, "healthy"), (False, False, "hardware-limit")]
+    guest = LEGACY
+    assert diagnose(_log(guest + IRIS, WRAPS["plain"]))[0] == (True, True, "capability-downgrade")
+
+
+def test_a_second_context_on_the_same_device_stays_in_the_run():
+    """A process that creates two contexts (a draft model and the main one) prints two blocks naming one
+    device: one run, and what either block's enumeration names counts for it."""
+    second = _legacy("Apple Paravirtual device", "MTLGPUFamilyApple5  (1005)", "false", "false", "true",
+                     found=("AMD Radeon Pro 5500M", "Apple Paravirtual device"))
+    runs = diagnose(_log(LEGACY + second + [RESULT], WRAPS["plain"]))
+    assert len(runs) == 1 and runs[0][0] is False  # the AMD GPU enumerated by the second context vetoes
+
+
+def test_common_init_after_a_legacy_block_starts_the_next_process():
+    """Legacy blocks are printed at context creation, after common_init's build line: a build line after
+    one is the next process's first line (an M4-era block may come before it: test_a_contrary_sign...)."""
+    nxt = ["build: 4920 (9ffcc9e3) with Apple clang version 16.0.0 (clang-1600.0.26.6) for x86_64-apple-darwin24.3.0"]
+    assert diagnose(_log(M2 + nxt + IRIS, WRAPS["plain"])) == [(False, False, "healthy"),
+                                                               (False, False, "hardware-limit")]
