@@ -1,4 +1,5 @@
-"""The six verdicts, most severe first (the order that ranks a whole input)."""
+"""The six verdicts, most severe first (the order that ranks a whole input), and the two reasons a
+downgrade is not (yet) fixable that mean "not shown", not "shown otherwise"."""
 
 from __future__ import annotations
 
@@ -15,3 +16,9 @@ VERDICTS: tuple[str, ...] = (
 def summary_verdict(verdicts: list[str]) -> str:
     ranked = [v for v in VERDICTS if v in verdicts]
     return ranked[0] if ranked else "unknown"
+
+
+# Why a capability-downgrade is not fixable when the log is silent (the report asks for more evidence);
+# any other reason is a contrary sign or a contradiction the log shows (the report names it).
+NO_HOST_CHIP = "nothing in the log shows the host chip"
+NO_VM_GUEST = "nothing in the log shows a VM guest"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from analyzer.verdicts import NO_HOST_CHIP, NO_VM_GUEST
+
 # rules that read the downgrade from its symptoms rather than from a printed capability block
 _SYMPTOM_RULES = ("downgrade-symptoms", "gap-to-bare-metal", "metal-slower-than-cpu")
 _RUNTIME = {"llama-bench": "llama.cpp", "llama-server": "llama.cpp", "llama.cpp": "llama.cpp", "ollama": "ollama",
@@ -81,6 +83,9 @@ def headline(program: str | None, diag: dict[str, Any] | None, throughput: list[
             return text + "; capscan can fix that."
         if diag.get("fixable_reason") == "the runtime does not gate on the family":
             return text + f"; the fix does not apply to {rt}."
+        why = diag.get("fixable_reason")
+        if why and why not in (NO_HOST_CHIP, NO_VM_GUEST):
+            return text + f"; capscan does not offer the fix here: {why}."  # a contrary sign, or a contradiction
         return text + "; capscan offers the fix only once the log shows an Apple-silicon host."
     if verdict == "hardware-limit":
         return (f"This GPU really lacks the features {rt}'s fast paths need: nothing is misconfigured, "

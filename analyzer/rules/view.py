@@ -15,6 +15,7 @@ from typing import Any
 
 from analyzer import chips
 from analyzer.model import Capabilities, Evidence, RunFacts
+from analyzer.verdicts import NO_HOST_CHIP, NO_VM_GUEST
 
 APPLE_RANGE = range(1001, 2000)
 
@@ -295,13 +296,13 @@ class RunView:
         if self.environment != "vm":
             if self.environment == "bare-metal":
                 return False, "this run is on bare metal, where the GPU reports its real family"
-            return False, "nothing in the log shows a VM guest"
+            return False, NO_VM_GUEST
         fam = self.host_family
         if fam is not None:
             return True, f"the guest names its host chip, {self.host_chip}"
         if self.paravirtual and self.facts.device.unified_memory is True:
             return True, "the paravirtual device has unified memory, which only Apple silicon hosts give it"
-        return False, "nothing in the log shows the host chip"
+        return False, NO_HOST_CHIP
 
     # -- families and capabilities ------------------------------------------------
     @property

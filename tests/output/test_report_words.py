@@ -13,7 +13,7 @@ from analyzer.output.headline import confidence_clause, headline, speed_gap
 from analyzer.output.report import console
 from analyzer.output.run_report import run_lines
 from analyzer.output.styled import plain_text, write_rich
-from tests.ingest_util import diagnosed
+from tests.ingest_util import FIXTURES, diagnosed
 
 
 def report_of(run) -> list[str]:
@@ -53,6 +53,20 @@ def test_the_fix_is_promised_only_when_fixable(tmp_path):
     assert run.diagnosis["verdict"] == "capability-downgrade" and not run.diagnosis["fixable"]
     first = report_of(run)[0]
     assert "can fix" not in first and "Apple-silicon host" in first
+
+
+def test_a_fix_the_log_rules_out_is_named_in_the_first_line(tmp_path):
+    """An x86_64 build in a guest: the first line names why capscan offers no fix, instead of asking for
+    evidence of an Apple-silicon host that would not change the answer."""
+    log = tmp_path / "rosetta-guest.log"
+    log.write_text("build: 7012 (5be2c8aa1) with Apple clang version 17.0.0 (clang-1700.0.13.5) for "
+                   "x86_64-apple-darwin24.6.0\n" + (FIXTURES / "metal/m4-2026-08-guest-stock.log").read_text())
+    run = diagnosed(tmp_path, str(log))[0]
+    assert run.diagnosis["verdict"] == "capability-downgrade" and not run.diagnosis["fixable"]
+    first = report_of(run)[0]
+    assert first.endswith("; capscan does not offer the fix here: the program is an x86_64 build "
+                          "(x86_64-apple-darwin24.6.0), so an Intel Mac or Rosetta."), first
+    assert "Apple-silicon host" not in first
 
 
 def test_speed_gap_prefers_the_predicted_remedied_speed():
