@@ -169,6 +169,11 @@ class RunView:
         return None
 
     @cached_property
+    def intel_cpus(self) -> list[str]:
+        """The Intel processors the run names (Hardware Overview, system_profiler -json, sysctl)."""
+        return [c for c in self.facts.host_cpus if chips.is_intel_cpu(c)]
+
+    @cached_property
     def contrary_signs(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """Intel-host or non-Apple signs anywhere in the run: each one vetoes 'fixable'."""
         f = self.facts
@@ -180,10 +185,8 @@ class RunView:
                     "sysprof.chipset", "ollama.compute", "vulkan.device", "cuda.device", contains=name, limit=1)))
         if chips.is_intel_cpu(f.cpu_info):
             signs.append((f"the host is an Intel Mac (CPU {f.cpu_info!r})", self.lines("bench.device", limit=1)))
-        for cpu in f.host_cpus:
-            if chips.is_intel_cpu(cpu):
-                signs.append((f"the log names an Intel processor ({cpu})",
-                              self.lines("host.processor", contains=cpu, limit=1)))
+        for cpu in self.intel_cpus:
+            signs.append((f"the log names an Intel processor ({cpu})", self.lines("host.processor", contains=cpu, limit=1)))
         if f.x86_cpu_features:
             signs.append((f"system_info reports x86 CPU features ({', '.join(f.x86_cpu_features[:4])}), so an Intel "
                           "Mac or an x86_64 build under Rosetta", self.lines("system_info", limit=1)))
@@ -253,9 +256,8 @@ class RunView:
             if chips.is_intel_cpu(f.cpu_info):
                 return ((f.cpu_info or "").split(",")[-1].replace("(Virtual)", "").strip() or "Intel",
                         "the guest's cpu_info")
-            intel = next((c for c in f.host_cpus if chips.is_intel_cpu(c)), None)
-            if intel:
-                return intel.replace("(Virtual)", "").strip(), "the processor the guest names"
+            if self.intel_cpus:
+                return self.intel_cpus[0].replace("(Virtual)", "").strip(), "the processor the guest names"
             return None, None
         if self.environment == "bare-metal":
             for name in self.device_names:
@@ -281,7 +283,7 @@ class RunView:
         f = self.facts
         if self.environment != "vm":
             return False
-        if chips.is_intel_cpu(f.cpu_info) or any(chips.is_intel_cpu(c) for c in f.host_cpus):
+        if chips.is_intel_cpu(f.cpu_info) or self.intel_cpus:
             return True
         return self.paravirtual and f.device.unified_memory is False and not self.saw_value("unified_memory", True)
 
