@@ -158,16 +158,10 @@ def on_metal_unsupported_op(asm: Assembler, ev: Event) -> None:
     run.touch(ev)
 
 
-def on_metal_found_device(asm: Assembler, ev: Event) -> None:
+def on_metal_enumerated_device(asm: Assembler, ev: Event) -> None:
+    """'found device: X' and 'picking default device: X' of a legacy block's enumeration."""
     if asm.held:
         asm.held.append(ev)  # the enumeration of a block whose GPU name line is still to come
-        return
-    asm.run.hint_device(ev, ev.data.get("name"))
-
-
-def on_metal_picking_device(asm: Assembler, ev: Event) -> None:
-    if asm.held:
-        asm.held.append(ev)
         return
     asm.run.hint_device(ev, ev.data.get("name"))
 
@@ -214,8 +208,8 @@ HANDLERS: dict[str, Handler] = {
     "metal.working_set": on_metal_working_set,
     "metal.skip_kernel": on_metal_skip_kernel,
     "metal.unsupported_op": on_metal_unsupported_op,
-    "metal.found_device": on_metal_found_device,
-    "metal.picking_device": on_metal_picking_device,
+    "metal.found_device": on_metal_enumerated_device,
+    "metal.picking_device": on_metal_enumerated_device,
     "metal.family_fallback": on_metal_family_fallback,
     "metal.error": on_metal_error,
     "metal.library_failed": on_metal_library_failed,
