@@ -17,23 +17,18 @@ import pytest
 from tests.ingest_util import FIXTURES, ingest_bytes, stored_runs
 
 # The 2023-2024 era (before `backends`, 2024-11-14): one boolean column per backend, no n_depth.
+_OLD_CONFIG = {
+    "build_commit": "3ffbbd5c", "build_number": 4840, "cuda": False, "vulkan": False, "kompute": False,
+    "metal": True, "sycl": False, "rpc": "0", "gpu_blas": True, "blas": True, "cpu_info": "Apple M2 Max",
+    "gpu_info": "", "model_filename": "models/llama-2-7b.Q4_0.gguf", "model_type": "llama 7B Q4_0",
+    "model_size": 3825065984, "model_n_params": 6738415616, "n_batch": 2048, "n_ubatch": 512, "n_threads": 8,
+    "type_k": "f16", "type_v": "f16", "n_gpu_layers": 99, "split_mode": "layer", "main_gpu": 0,
+    "no_kv_offload": False, "flash_attn": False, "tensor_split": "0.00", "use_mmap": True, "embeddings": False}
 OLD_ERA = [
-    {"build_commit": "3ffbbd5c", "build_number": 4840, "cuda": False, "vulkan": False, "kompute": False,
-     "metal": True, "sycl": False, "rpc": "0", "gpu_blas": True, "blas": True, "cpu_info": "Apple M2 Max",
-     "gpu_info": "", "model_filename": "models/llama-2-7b.Q4_0.gguf", "model_type": "llama 7B Q4_0",
-     "model_size": 3825065984, "model_n_params": 6738415616, "n_batch": 2048, "n_ubatch": 512, "n_threads": 8,
-     "type_k": "f16", "type_v": "f16", "n_gpu_layers": 99, "split_mode": "layer", "main_gpu": 0,
-     "no_kv_offload": False, "flash_attn": False, "tensor_split": "0.00", "use_mmap": True, "embeddings": False,
-     "n_prompt": 512, "n_gen": 0, "test_time": "2024-06-01T10:00:00Z", "avg_ns": 668000000,
+    {**_OLD_CONFIG, "n_prompt": 512, "n_gen": 0, "test_time": "2024-06-01T10:00:00Z", "avg_ns": 668000000,
      "stddev_ns": 1200000, "avg_ts": 766.47, "stddev_ts": 1.38, "samples_ns": [667000000, 669000000],
      "samples_ts": [767.6, 765.3]},
-    {"build_commit": "3ffbbd5c", "build_number": 4840, "cuda": False, "vulkan": False, "kompute": False,
-     "metal": True, "sycl": False, "rpc": "0", "gpu_blas": True, "blas": True, "cpu_info": "Apple M2 Max",
-     "gpu_info": "", "model_filename": "models/llama-2-7b.Q4_0.gguf", "model_type": "llama 7B Q4_0",
-     "model_size": 3825065984, "model_n_params": 6738415616, "n_batch": 2048, "n_ubatch": 512, "n_threads": 8,
-     "type_k": "f16", "type_v": "f16", "n_gpu_layers": 99, "split_mode": "layer", "main_gpu": 0,
-     "no_kv_offload": False, "flash_attn": False, "tensor_split": "0.00", "use_mmap": True, "embeddings": False,
-     "n_prompt": 0, "n_gen": 128, "test_time": "2024-06-01T10:00:05Z", "avg_ns": 2383000000,
+    {**_OLD_CONFIG, "n_prompt": 0, "n_gen": 128, "test_time": "2024-06-01T10:00:05Z", "avg_ns": 2383000000,
      "stddev_ns": 9000000, "avg_ts": 53.71, "stddev_ts": 0.2, "samples_ns": [2380000000, 2386000000],
      "samples_ts": [53.78, 53.64]},
 ]
