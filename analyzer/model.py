@@ -71,6 +71,22 @@ class Evidence(_Record):
     text: str
 
 
+class Observation(_Record):
+    """One reading a parser made, kept as read: which fact, its value, the line that showed it
+    and the block it came from. Observations are never overwritten; two of one fact with
+    different values are a contradiction (rules/observed.py), never settled by order.
+
+    ``block`` is the run's Metal block the line belongs to (1, 2, ...; 0 for a process-level
+    line such as a build target or a listed device); ``subject`` is the device it describes,
+    when it describes one (a block's GPU name, a listed device's id)."""
+
+    fact: str
+    value: str | int | float | bool | None
+    line: int
+    block: int = 0
+    subject: str | None = None
+
+
 class RunFacts(_Record):
     """Everything the log showed about one run. Fields it did not show stay
     None: nothing here is guessed (inference belongs to the rules)."""
@@ -132,6 +148,10 @@ class RunFacts(_Record):
     # A flag printed twice in one run with different values (blocks of two machines merged):
     # {"flag", "value", "line", "other", "other_line"}. Never resolved by order.
     flag_conflicts: list[dict] = msgspec.field(default_factory=list)
+    # Every reading, as read (see Observation): the single-valued fields above are for display;
+    # "fixable" and contradictions are decided from these. Bounded: one entry per distinct
+    # (fact, subject, value), the first line that showed it (runs.builder.MAX_OBSERVATIONS).
+    observations: list[Observation] = msgspec.field(default_factory=list)
     # Per (model, test, kind): the speed (median of several rows), n, first line. None in
     # runs stored before it existed: readers then aggregate the throughput table.
     throughput_summary: list[dict] | None = None
