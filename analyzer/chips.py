@@ -87,5 +87,22 @@ X86_CPU_FEATURES = frozenset({"SSE3", "SSSE3", "AVX", "AVX_VNNI", "AVX2", "F16C"
                               "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8"})
 
 
+# Arm's system_info features (ggml's __ARM_NEON, __ARM_FEATURE_FMA ... checks): only an arm64 process has them.
+ARM_CPU_FEATURES = frozenset({"NEON", "ARM_FMA", "FP16_VA", "DOTPROD", "SVE", "SME", "MATMUL_INT8"})
+
+
+def isa_of_target(target: str | None) -> str | None:
+    """'arm64-apple-darwin23.4.0' -> 'arm64', 'x86_64-apple-darwin...' -> 'x86_64'; another target -> its
+    first field; None when empty."""
+    if not target:
+        return None
+    first = target.strip().split("-", 1)[0].lower()
+    if first in ("arm64", "aarch64", "arm64e"):
+        return "arm64"
+    if first in ("x86_64", "amd64", "i386", "i686", "x86_64h"):
+        return "x86_64"
+    return first or None
+
+
 def is_intel_cpu(cpu_info: str | None) -> bool:
     return bool(cpu_info and _INTEL_CPU.search(cpu_info) and not _APPLE_CHIP.search(cpu_info))

@@ -83,6 +83,7 @@ class Observation(_Record):
     fact: str
     value: str | int | float | bool | None
     line: int
+    kind: str = ""  # the event kind that read it ("metal.flag", "vulkan.device", ...)
     block: int = 0
     subject: str | None = None
 

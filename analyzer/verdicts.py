@@ -22,3 +22,4 @@ def summary_verdict(verdicts: list[str]) -> str:
 # any other reason is a contrary sign or a contradiction the log shows (the report names it).
 NO_HOST_CHIP = "nothing in the log shows the host chip"
 NO_VM_GUEST = "nothing in the log shows a VM guest"
+NO_CLAMP_BLOCK = "the log does not show the paravirtual device's own capability block (its GPU family and flags)"

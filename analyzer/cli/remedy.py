@@ -163,11 +163,11 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> Result:
     if stock is None:
         raise CapscanError(f"no run {stock_id}")
     diag = stock.diagnosis or {}
-    refusal = refusal_for(stock, diag)
+    runner = Runner()
+    refusal = refusal_for(stock, diag, runner)  # a host the log does not show is checked on this machine
     if refusal:
         _refuse(opts, f"run {stock_id} is {diag.get('verdict')}: {refusal}",
                 extra={"stock_run_id": stock_id, "verdict": diag.get("verdict")})
-    runner = Runner()
     shim = stock.facts.shim.as_dict() if stock.facts.shim else None
     checks, inj, family, lib = run_preflight(db, cmd=cmd, family_spec=family_spec, diag=diag, stock_shim=shim,
                                          dylib_path=dylib_path, runner=runner)
@@ -254,7 +254,7 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
         if stock is None:
             raise CapscanError(f"no run {rid}")
         diag = stock.diagnosis or {}
-        refusal = refusal_for(stock, diag)
+        refusal = refusal_for(stock, diag, Runner())
         if refusal:
             _refuse(opts, f"run {rid} is {diag.get('verdict')}: {refusal}")
         shim = stock.facts.shim.as_dict() if stock.facts.shim else None

@@ -47,11 +47,33 @@ def load_diagnosis(db: Database, run_id: int) -> tuple[Any, dict[str, Any] | Non
     return run, diag
 
 
-def refusal_for(run: Any, diag: dict[str, Any]) -> str | None:
-    """None when the run is a fixable capability-downgrade; else why nothing should be done."""
+def live_host_proof(runner: Runner | None) -> dict[str, Any] | None:
+    """This machine's own proof that it runs on Apple silicon, read live (macOS only): a CPU brand string
+    naming an Apple chip ('Apple M1 Ultra (Virtual)' in a guest), or arm64 macOS itself, which runs only on
+    Apple-silicon hosts. None without a runner, off macOS, or when neither shows."""
+    if runner is None or plat.system() != "darwin":
+        return None
+    brand = plat.brand_string(runner)
+    chip = chips.apple_chip(brand)
+    if chip and not chips.is_intel_cpu(brand):
+        return {"sign": f"this machine's CPU brand string names its host chip, {chip}", "line": None,
+                "text": f"{' '.join(plat.BRAND_ARGV)}: {brand}"}
+    if plat.machine() == "arm64" and not (brand and chips.is_intel_cpu(brand)):
+        return {"sign": "this machine runs arm64 macOS, which runs only on Apple-silicon hosts", "line": None,
+                "text": "uname -m: arm64"}
+    return None
+
+
+def refusal_for(run: Any, diag: dict[str, Any], runner: Runner | None = None) -> str | None:
+    """None when the run is a fixable capability-downgrade; else why nothing should be done. With a
+    ``runner``, a downgrade whose log lacks only the host's proof (``proof_missing == ['host']``) is checked
+    on the live machine instead (``live_host_proof``): the remedy runs here, so this machine's host counts."""
     verdict = diag.get("verdict", "unknown")
     shim = run.facts.shim if run is not None else None
-    if verdict == "capability-downgrade" and diag.get("fixable"):
+    live = None
+    if verdict == "capability-downgrade" and not diag.get("fixable") and diag.get("proof_missing") == ["host"]:
+        live = live_host_proof(runner)
+    if verdict == "capability-downgrade" and (diag.get("fixable") or live):
         if shim is not None:
             return (f"This run already shows the {shim.name} banner, so it is not a stock run; capscan never "
                     "injects twice.")
@@ -97,7 +119,7 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
         return {"run_id": run_id, "verdict": None, "actionable": False, "refusal": f"There is no run {run_id}.",
                 "steps": []}
     verdict = diag.get("verdict", "unknown")
-    refusal = refusal_for(run, diag)
+    refusal = refusal_for(run, diag, runner)
     base = {"run_id": run_id, "verdict": verdict, "fixable": bool(diag.get("fixable")),
             "fixable_reason": diag.get("fixable_reason"), "host_chip": diag.get("host_chip")}
     if refusal:

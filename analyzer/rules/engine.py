@@ -16,6 +16,7 @@ from analyzer.rules.catalog import RULES
 from analyzer.rules.compare import per_token_cost
 from analyzer.rules.version import RULES_VERSION
 from analyzer.rules.view import RunView
+from analyzer.verdicts import NO_HOST_CHIP
 
 _PRECEDENCE = ("hardware-limit", "no-gpu-offload", "capability-downgrade", "virtualization-overhead", "healthy")
 
@@ -45,12 +46,18 @@ def diagnose(view: RunView) -> dict[str, Any]:
     if verdict == "healthy" and not view.full_caps and view.is_metal and view.paravirtual and view.gates_on_family:
         verdict = "unknown"  # never call a clamped guest healthy
     fixable, why_fixable = False, None
+    proof: list[dict[str, Any]] = []
+    missing: list[str] = []
     if verdict == "capability-downgrade":
-        apple, how = view.apple_silicon_host
-        if "hardware-limit" not in fired and view.gates_on_family and apple:
-            fixable, why_fixable = True, how
-        else:
-            why_fixable = how if not apple else "the runtime does not gate on the family"
+        proof, why_fixable, missing = view.remedy_decision
+        if "hardware-limit" in fired:
+            proof, missing = [], ["no-hardware-limit"]
+            why_fixable = why_fixable or "a hardware-limit finding applies to this run"
+        elif not view.gates_on_family:
+            proof, missing, why_fixable = [], ["gates-on-family"], "the runtime does not gate on the family"
+        fixable = bool(proof)
+        if fixable:  # in words, the host sign (the clamp is the verdict itself); `proof` lists every sign
+            why_fixable = view.host_proof[0]["sign"]
     confidence = _confidence(view, verdict, fired)
     # Findings that argue for other verdicts are kept, but ranked after the decisive one.
     decisive = fired.get(verdict)
@@ -59,6 +66,8 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "verdict": verdict,
         "fixable": fixable,
         "fixable_reason": why_fixable,
+        "proof": proof,
+        "proof_missing": missing,
         "confidence": confidence,
         "environment": view.environment,
         "host_chip": view.host_chip,
@@ -67,7 +76,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "capabilities_inferred": sorted(view.inferred),
         "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None, findings),
         "findings": findings,
-        "next_steps": next_steps(view, verdict, fixable, why_fixable, {f["rule"] for f in findings})
+        "next_steps": next_steps(view, verdict, fixable, why_fixable, {f["rule"] for f in findings}, missing)
         + (["Run with --no-mmap: macOS 14 guests have read stale weights through no-copy mmap buffers."]
            if any(f["rule"] == "macos14-mmap" for f in findings) else []),
         **_baseline(view),
@@ -96,6 +105,8 @@ def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | Non
     rule = fired.get(verdict)
     if rule in ("downgrade-symptoms", "gap-to-bare-metal", "metal-slower-than-cpu"):
         return "low" if view.host_family is None else "medium"
+    if view.contradictions:
+        return "low"  # two machines' lines: whichever verdict they give is a guess
     if verdict == "capability-downgrade":
         printed = view.facts.capabilities.simdgroup_reduction is not None or view.facts.probe
         return "high" if printed and view.host_family else "medium"
@@ -124,18 +135,33 @@ START_UP_BLOCK = ("Paste the start-up block too: the ggml_metal_device_init: (or
                   "on the same machine, then pipe it into capscan.")
 
 
+CONFIRM_HOST = ("run `capscan probe` in the guest (it reads the CPU brand string), or `llama-bench -o json` "
+                "(its cpu_info names the host chip), then pipe the result into capscan (the remedy itself also checks "
+                "the live guest before it launches)")
+
+
 def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
-               findings: set[str] | frozenset[str] = frozenset()) -> list[str]:
+               findings: set[str] | frozenset[str] = frozenset(), missing: list[str] | None = None) -> list[str]:
+    """What to do next. A remedy is offered only from the one decision (``RunView.remedy_decision``):
+    a fixable downgrade, or a guest whose app gave up on the GPU with the same proof of its host."""
     cap = view.host_family or chips.APPLE7
+    missing = missing or []
     if verdict == "capability-downgrade" and fixable:
         why = ("the host's real one" if view.host_family else
                "the lowest of any Apple-silicon host, and all llama.cpp needs")
         return [f"capscan remedy plan --run {view.id}",
                 f"capscan remedy run --family {cap} -- <your llama.cpp command>   (caps the family at "
                 f"{chips.family_name(cap)}, {why})"]
+    if verdict == "capability-downgrade" and "clamp" in missing:
+        steps = [START_UP_BLOCK]
+        if "host" in missing:
+            steps.append(f"Confirm the host too: {CONFIRM_HOST}.")
+        return steps
+    if verdict == "capability-downgrade" and missing == ["host"]:
+        return [f"Confirm the host first ({why}): {CONFIRM_HOST}."]
     if verdict == "capability-downgrade":
-        return [f"Confirm the host first ({why}): run `capscan probe` in the guest, or `llama-bench -o json` "
-                "(its cpu_info names the host chip), then pipe the result into capscan."]
+        return [f"Nothing to remedy while {why}: do not force capabilities. Ingest each machine's log on its own "
+                "and diagnose again."]
     if verdict == "hardware-limit":
         return ["Nothing to remedy: do not force capabilities on this GPU. For speed, use a smaller or more "
                 "quantized model, or an Apple-silicon Mac."]
@@ -145,9 +171,15 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
                 "default.metallib / ggml-metal.metal; compile errors need matching Xcode command line tools. Then "
                 "run again and pipe the log in."]
     if verdict == "no-gpu-offload" and "wrapper-disabled-gpu" in findings and view.environment == "vm":
-        return [f"The app gave up on the VM's GPU: capscan remedy plan --run {view.id}, then "
-                f"capscan remedy run --family {view.host_family or chips.APPLE7} -- <the app> and let it offload "
-                "again (drop the forced gpu_layers=0)."]
+        if view.vetoes is None and view.host_proof:
+            return [f"The app gave up on the VM's GPU: capscan remedy plan --run {view.id}, then "
+                    f"capscan remedy run --family {cap} -- <the app> and let it offload "
+                    "again (drop the forced gpu_layers=0)."]
+        why_not = view.vetoes or NO_HOST_CHIP
+        if view.vetoes:
+            return [f"The app gave up on the VM's GPU, and {why_not}: do not force capabilities here."]
+        return [f"The app gave up on the VM's GPU, but {why_not}: {CONFIRM_HOST}. Only on an Apple-silicon host "
+                "can the remedy let it offload again."]
     if verdict == "no-gpu-offload":
         return ["Make the GPU visible: an arm64 build with Metal (`llama-cli --list-devices` should list it), "
                 "and -ngl 99 (or ollama with a Metal library)."]

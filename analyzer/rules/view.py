@@ -14,8 +14,9 @@ from functools import cached_property
 from typing import Any
 
 from analyzer import chips
-from analyzer.model import Capabilities, Evidence, RunFacts
-from analyzer.verdicts import NO_HOST_CHIP, NO_VM_GUEST
+from analyzer.model import Capabilities, Evidence, Observation, RunFacts
+from analyzer.rules.observed import Block, Readings, word
+from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
 APPLE_RANGE = range(1001, 2000)
 
@@ -57,6 +58,15 @@ class RunView:
                 if len(out) >= limit:
                     break
         return out
+
+    def line_of(self, o: Observation) -> dict[str, Any]:
+        """An observation as an evidence line: its line number and the line's text (when kept)."""
+        text = next((e.text for e in self.evidence if e.line == o.line), "")
+        return {"line": o.line, "text": text}
+
+    @cached_property
+    def readings(self) -> Readings:
+        return Readings(self.facts.observations)
 
     # -- device -------------------------------------------------------------
     @cached_property
@@ -190,17 +200,33 @@ class RunView:
         if f.x86_cpu_features:
             signs.append((f"system_info reports x86 CPU features ({', '.join(f.x86_cpu_features[:4])}), so an Intel "
                           "Mac or an x86_64 build under Rosetta", self.lines("system_info", limit=1)))
-        if self.unnamed_non_apple_gpu:
+        non_apple = self.non_apple_blocks
+        if non_apple:
+            m = non_apple[0].metal
+            signs.append((f"a Metal block reports {chips.family_name(int(m.value))} and no Apple family, so its "  # type: ignore[union-attr,arg-type]
+                          "device is an Intel-Mac GPU (AMD or Intel)", [self.line_of(m)]))  # type: ignore[arg-type]
+        elif self.unnamed_non_apple_gpu:  # a run stored before observations
             signs.append((f"the Metal device reports {chips.family_name(self.metal_family)} and no Apple family, so it "
                           "is an Intel-Mac GPU (AMD or Intel)", self.lines("metal.family", limit=2)))
-        if self.saw_value("unified_memory", False):
+        no_uma = [o for o in self.readings.of("gpu.unified_memory") if o.value is False]
+        if no_uma or self.saw_value("unified_memory", False):
             signs.append(("the GPU has no unified memory, which every Apple-silicon host gives (an Intel-Mac GPU, "
-                          "or a VM on an Intel host)", self.lines("metal.flag", "probe.unified_memory",
-                                                                     contains="false", limit=1)))
-        if (f.build_target or "").startswith("x86_64"):
-            signs.append((f"the program is an x86_64 build ({f.build_target}), so an Intel Mac or Rosetta",
-                           self.lines("build.target", limit=1)))
+                          "or a VM on an Intel host)", [self.line_of(o) for o in no_uma[:1]] or self.lines(
+                              "metal.flag", "probe.unified_memory", contains="false", limit=1)))
+        x86 = [o for o in self.readings.of("process.isa") if o.value == "x86_64"]
+        targets = [str(o.value) for o in self.readings.of("build.target") if chips.isa_of_target(str(o.value)) == "x86_64"]
+        if targets or (not self.facts.observations and (f.build_target or "").startswith("x86_64")):
+            target = targets[0] if targets else f.build_target
+            signs.append((f"the program is an x86_64 build ({target}), so an Intel Mac or Rosetta",
+                          [self.line_of(o) for o in x86 if o.kind == "build.target"][:1]
+                          or self.lines("build.target", limit=1)))
         return signs
+
+    @cached_property
+    def non_apple_blocks(self) -> list[Block]:
+        """Metal blocks that report Metal3/Metal4 and no Apple family: an AMD or Intel GPU's own block, whatever
+        another line calls the device."""
+        return [b for b in self.readings.blocks.values() if b.metal is not None and b.apple is None]
 
     def saw_value(self, flag: str, value: bool) -> bool:
         """Was this value printed for the flag anywhere in the run (not just last)?"""
@@ -211,9 +237,13 @@ class RunView:
 
     @cached_property
     def contradictions(self) -> list[tuple[str, list[dict[str, Any]]]]:
-        """Evidence of two machines in one run (blocks merged, logs interleaved)."""
+        """Evidence of two machines in one run (blocks merged, logs interleaved): every fact observed with
+        two values that cannot coexist in one process (rules.observed), each named with both lines."""
         out = []
-        for c in self.facts.flag_conflicts:
+        for what, a, b in self.readings.contradictions():
+            out.append((f"{what} is {word(a.value)} (line {a.line}) and {word(b.value)} (line {b.line})",
+                        [self.line_of(a), self.line_of(b)]))
+        for c in ([] if self.facts.observations else self.facts.flag_conflicts):  # runs stored before observations
             label = c["flag"].replace("_", " ")
             lines = [{"line": e.line, "text": e.text} for e in self.evidence
                      if e.line in (c["line"], c["other_line"]) and e.kind in ("metal.flag", "probe.unified_memory")]
@@ -249,7 +279,8 @@ class RunView:
             # only the guest's own evidence names its host: its CPU name, its Venus device
             for text, basis in ((f.cpu_info, "the guest's cpu_info"),
                                 *[(d.get("name"), "the guest's Venus device") for d in f.vulkan_devices],
-                                (f.host_chip_line, "the guest's Hardware Overview")):
+                                (f.host_chip_line, "the guest's Hardware Overview"),
+                                *[(c, "the guest's CPU brand string") for c in f.host_cpus]):
                 chip = chips.apple_chip(text)
                 if chip:
                     return chip, basis
@@ -287,24 +318,132 @@ class RunView:
             return True
         return self.paravirtual and f.device.unified_memory is False and not self.saw_value("unified_memory", True)
 
-    @property
-    def apple_silicon_host(self) -> tuple[bool, str]:
-        """(True, how we know) only on positive evidence of a VM guest on an Apple-silicon host, with no
-        contrary sign anywhere in the run; else (False, why not)."""
+    @cached_property
+    def vetoes(self) -> str | None:
+        """Why nothing in this run may be remedied whatever else it shows: a contradiction or a contrary sign
+        anywhere in it (the first one, in words), else None."""
         if self.contradictions:
-            return False, "the run's evidence contradicts itself: " + self.contradictions[0][0]
+            return "the run's evidence contradicts itself: " + self.contradictions[0][0]
         if self.contrary_signs:
-            return False, self.contrary_signs[0][0]
+            return self.contrary_signs[0][0]
+        return None
+
+    @cached_property
+    def host_proof(self) -> list[dict[str, Any]]:
+        """The guest's own evidence that its host is Apple silicon, as proof items (empty when none): a named
+        Apple chip (llama-bench's cpu_info, a brand string, system_profiler's Chip:, capscan's probe), or the
+        guest itself being an arm64 macOS process, since arm64 macOS runs only on Apple-silicon hosts.
+        Unified memory proves nothing: Intel iGPUs have it, and so do paravirtual devices on other hosts."""
+        if self.environment != "vm":
+            return []
+        if self.host_family is not None:
+            named = [o for o in self.readings.host_chips if o.value == self.host_chip]
+            line = self.line_of(named[0]) if named else next(iter(self.lines(
+                "bench.device", "host.chip", "probe.cpu_brand", "vulkan.device", limit=1)), {"line": None, "text": ""})
+            return [{"sign": f"the guest names its host chip, {self.host_chip} ({self.host_chip_basis})", **line}]
+        arm = [o for o in self.readings.of("process.isa") if o.value == "arm64"]
+        target = next((o for o in arm if o.kind == "build.target"), None)
+        if target is not None:
+            built = next((str(o.value) for o in self.readings.of("build.target") if o.line == target.line), "arm64")
+            return [{"sign": f"the guest is an arm64 macOS build ({built}), and arm64 macOS runs only on "
+                             "Apple-silicon hosts", **self.line_of(target)}]
+        if arm and self.is_metal:
+            return [{"sign": "system_info reports Arm CPU features in a macOS (Metal) process, and arm64 macOS runs "
+                             "only on Apple-silicon hosts", **self.line_of(arm[0])}]
+        return []
+
+    @cached_property
+    def clamp_proof(self) -> list[dict[str, Any]]:
+        """The paravirtual device's own block (or probe) reporting a family below Apple7, or its simdgroup
+        flags false, as proof items (empty when no such block is shown)."""
+        for b in self.readings.blocks.values():
+            names = self.readings.block_names(b)
+            if not any(chips.vendor(n) == "paravirtual" for n in names):
+                continue
+            apple = b.apple
+            if apple is not None and int(apple.value) >= chips.APPLE7:  # type: ignore[arg-type]
+                continue  # this block already reports the host's family (a shim or a remedied guest)
+            items = []
+            if apple is not None:
+                items.append({"sign": f"the paravirtual device's own block reports {chips.family_name(int(apple.value))}"  # type: ignore[arg-type]
+                                      " (below the Apple7 llama.cpp's simdgroup kernels need)", **self.line_of(apple)})
+            no = b.supports.get(chips.APPLE7)
+            if no is not None and no.value is False:
+                items.append({"sign": "the paravirtual device answers supportsFamily(Apple7) = false",
+                              **self.line_of(no)})
+            off = [o for flag in ("simdgroup_reduction", "simdgroup_mm") for o in b.flags.get(flag, [])
+                   if o.value is False]
+            if off:
+                items.append({"sign": "the paravirtual device's own block reports "
+                                      + ", ".join(o.fact[4:].replace("_", " ") + " = false" for o in off),
+                              **self.line_of(off[0])})
+            if items:
+                return items
+        if not self.facts.observations:
+            return self._stored_clamp_proof()
+        return []
+
+    def _stored_clamp_proof(self) -> list[dict[str, Any]]:
+        """The same reading for a run stored before observations, from its single-valued facts."""
+        f = self.facts
+        if not self.paravirtual or f.metal_era is None and f.probe is None:
+            return []
+        fam = self.apple_family
+        if fam is not None and fam >= chips.APPLE7:
+            return []
+        off = f.capabilities.simdgroup_reduction is False or f.capabilities.simdgroup_mm is False
+        if fam is None and not off:
+            return []
+        lines = self.lines("metal.family", "probe.family", limit=1) or self.lines("metal.flag", contains="false",
+                                                                                    limit=1)
+        what = chips.family_name(fam) if fam else "simdgroup flags false"
+        return [{"sign": f"the paravirtual device's block reports {what}", **(lines[0] if lines else
+                                                                                {"line": None, "text": ""})}]
+
+    @cached_property
+    def build_proof(self) -> list[dict[str, Any]]:
+        """'every printed build target is arm64', when any is printed (an x86_64 one is a contrary sign)."""
+        targets = self.readings.of("build.target")
+        if not targets or any(chips.isa_of_target(str(o.value)) != "arm64" for o in targets):
+            return []
+        return [{"sign": "every build target printed is arm64 (" + ", ".join(
+            dict.fromkeys(str(o.value) for o in targets)) + ")", **self.line_of(targets[0])}]
+
+    @cached_property
+    def remedy_decision(self) -> tuple[list[dict[str, Any]], str | None, list[str]]:
+        """The one decision every remedy offer reads: (proof, why not, what is missing). ``proof`` is the
+        closed list of positive signs, each with its line, and is non-empty only when all of them hold: the
+        paravirtual device's own block shows the clamp, the guest's own evidence shows an Apple-silicon host,
+        every printed build target is arm64, and no contrary sign or contradiction appears anywhere."""
+        veto = self.vetoes
+        if veto:
+            return [], veto, ["no-contrary-sign"]
         if self.environment != "vm":
             if self.environment == "bare-metal":
-                return False, "this run is on bare metal, where the GPU reports its real family"
-            return False, NO_VM_GUEST
-        fam = self.host_family
-        if fam is not None:
-            return True, f"the guest names its host chip, {self.host_chip}"
-        if self.paravirtual and self.facts.device.unified_memory is True:
-            return True, "the paravirtual device has unified memory, which only Apple silicon hosts give it"
-        return False, NO_HOST_CHIP
+                return [], "this run is on bare metal, where the GPU reports its real family", ["vm-guest"]
+            return [], NO_VM_GUEST, ["vm-guest"]
+        missing, why = [], None
+        clamp, host = self.clamp_proof, self.host_proof
+        if not clamp:
+            missing.append("clamp")
+            why = NO_CLAMP_BLOCK
+        if not host:
+            missing.append("host")
+            why = why or NO_HOST_CHIP
+        if missing:
+            return [], why, missing
+        return clamp + host + self.build_proof, None, []
+
+    @property
+    def apple_silicon_host(self) -> tuple[bool, str]:
+        """(True, how we know) on the guest's own evidence of an Apple-silicon host and no veto; else
+        (False, why not)."""
+        if self.vetoes:
+            return False, self.vetoes
+        if self.environment != "vm":
+            return False, self.remedy_decision[1] or NO_VM_GUEST
+        host = self.host_proof
+        return (True, host[0]["sign"]) if host else (False, NO_HOST_CHIP)
 
     # -- families and capabilities ------------------------------------------------
     @property

@@ -72,6 +72,12 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
             run = asm.new_run()
         run.bench_key = key
         f = run.facts
+        # once per configuration (the key holds both): the device and the host this row names
+        row_ev = Event("bench.device", ev.line, "")
+        if row.get("gpu_info"):
+            run.observe("gpu.name", row["gpu_info"], row_ev, subject=row["gpu_info"])
+        if row.get("cpu_info"):
+            run.observe("host.cpu", row["cpu_info"], row_ev)
         if (row.get("cpu_info") or row.get("gpu_info")) and f.cpu_info is None and f.gpu_info is None:
             # The row's device fields are evidence too (a JSON row spans many lines).
             run.touch(Event("bench.device", ev.line, f"llama-bench {row['format']} row: gpu_info "

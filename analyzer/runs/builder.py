@@ -16,7 +16,7 @@ import statistics
 from array import array
 from collections import Counter
 
-from analyzer.model import Evidence, RunFacts, Throughput
+from analyzer.model import Evidence, Observation, RunFacts, Throughput
 from analyzer.parsers.base import Event
 
 SPILL_AT = 5000
@@ -26,6 +26,10 @@ _EVIDENCE_TOTAL = 300
 # ggml has about a hundred ops; a log naming more distinct ones is noise or hostile: the first ones are kept
 MAX_UNSUPPORTED_OPS = 256
 _APPLE = range(1001, 2000)
+# One observation per distinct (fact, subject, value, block): a run that shows more than this many
+# distinct readings is hostile or many machines merged; the first ones are kept (and a contradiction
+# among them is still seen), the rest counted in ``observations_dropped``.
+MAX_OBSERVATIONS = 256
 
 
 def backend_from_bench(backends: str | None) -> str | None:
@@ -76,6 +80,26 @@ class RunBuilder:
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
         self.unsupported_seen: set[str] = set()  # facts.unsupported_ops as a set (O(1) membership)
         self.flag_seen: dict[str, tuple[bool, int]] = {}  # flag -> (first value printed, its line)
+        # The device block being read: 1, 2, ... at each Metal block's GPU name line (MTL1 of GGML_METAL_DEVICES
+        # included) or probe's device; the lines of a block describe that block's device only.
+        self.block = 0
+        self._observed: set[tuple] = set()  # (fact, subject, value, block) already in facts.observations
+        self.observations_dropped = 0
+
+    def observe(self, fact: str, value, ev: Event, *, subject: str | None = None, block: int | None = None) -> None:
+        """Keep one reading as read (see model.Observation); nothing is overwritten. ``block`` defaults to
+        the Metal block being read when the line is one of a Metal block's (``metal.*``), else 0."""
+        if block is None:
+            block = self.block if ev.kind.startswith(("metal.", "probe.")) else 0
+        key = (fact, subject, value, block)
+        if key in self._observed:
+            return
+        if len(self._observed) >= MAX_OBSERVATIONS:
+            self.observations_dropped += 1
+            return
+        self._observed.add(key)
+        self.facts.observations.append(Observation(fact=fact, value=value, line=ev.line, kind=ev.kind, block=block,
+                                                   subject=subject))
 
     def registering(self, other: str) -> bool:
         """Is this run a process still registering its backends, so that ``other``'s device list or
@@ -101,6 +125,7 @@ class RunBuilder:
             if self.facts.device.name is None:
                 self.facts.device.name = name
             self.saw_device(name)
+            self.observe("gpu.name", name, ev, subject=name, block=0)
         self.touch(ev)
 
     def saw_flag(self, flag: str, value: bool, line: int) -> None:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 def on_host_chip(asm: Assembler, ev: Event) -> None:
     asm.run.facts.host_chip_line = asm.run.facts.host_chip_line or ev.data["chip"]
+    asm.run.observe("host.cpu", ev.data["chip"], ev)
     asm.run.touch(ev)
 
 
@@ -24,6 +25,7 @@ def on_host_model_name(asm: Assembler, ev: Event) -> None:
 
 def on_host_processor(asm: Assembler, ev: Event) -> None:
     """Every processor named is kept (two that differ are two machines: never one picked by order)."""
+    asm.run.observe("host.cpu", ev.data["name"], ev)
     cpus = asm.run.facts.host_cpus
     if ev.data["name"] not in cpus and len(cpus) < 8:
         cpus.append(ev.data["name"])

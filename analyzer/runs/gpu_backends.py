@@ -45,6 +45,11 @@ def on_vulkan_device(asm: Assembler, ev: Event) -> None:
         run = asm.new_run()
         run.device_source = "vulkan"
     run.facts.vulkan_devices.append(ev.data)
+    name = ev.data.get("name")
+    if name:
+        run.observe("gpu.name", name, ev, subject=name)
+        if ev.data.get("uma") in (0, 1):
+            run.observe("gpu.unified_memory", bool(ev.data["uma"]), ev, subject=name)
     if run.facts.device.name is None:
         run.facts.device.name = ev.data.get("name")
         if ev.data.get("uma") in (0, 1):
@@ -69,6 +74,8 @@ def on_cuda_count(asm: Assembler, ev: Event) -> None:
 def on_cuda_device(asm: Assembler, ev: Event) -> None:
     run = _device_list_run(asm, "cuda")
     run.facts.cuda_devices.append(ev.data)
+    if ev.data.get("name"):
+        run.observe("gpu.name", ev.data["name"], ev, subject=ev.data["name"])
     if run.facts.device.name is None:
         run.facts.device.name = ev.data.get("name")
     run.touch(ev)

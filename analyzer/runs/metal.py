@@ -70,6 +70,9 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
             run.facts.device_count += 1  # GGML_METAL_DEVICES: another virtual device, same process
             for pending in gate:
                 run.touch(pending)
+            run.block += 1
+            if name:
+                run.observe("gpu.name", name, ev, subject=name)
             run.touch(ev)
             return
         if gate:
@@ -94,6 +97,7 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
     run.m4_open = False
     run.device_source = "metal"
     run.metal_blocks += 1
+    run.block += 1
     run.facts.device_count = max(run.facts.device_count, 1)
     if run.facts.metal_era is None or era == "M4":
         run.facts.metal_era = era
@@ -101,6 +105,7 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
         run.facts.device.name = name
         run.block_device = name
         run.saw_device(name)
+        run.observe("gpu.name", name, ev, subject=name)
     run.touch(ev)
 
 
@@ -118,6 +123,7 @@ def release_held(asm: Assembler, run: RunBuilder) -> None:
 def on_metal_family(asm: Assembler, ev: Event) -> None:
     run = _metal_run(asm)
     run.families.add(ev.data["code"])
+    run.observe("gpu.family", ev.data["code"], ev, subject=run.block_device)
     run.touch(ev)
 
 
@@ -126,6 +132,7 @@ def on_metal_flag(asm: Assembler, ev: Event) -> None:
     flag, value = ev.data["flag"], ev.data["value"]
     if flag in Capabilities.field_names() or flag == "unified_memory":
         run.saw_flag(flag, value, ev.line)
+        run.observe(f"gpu.{flag}", value, ev, subject=run.block_device)
     if flag in Capabilities.field_names():
         setattr(run.facts.capabilities, flag, value)
     elif flag == "unified_memory":
@@ -138,6 +145,7 @@ def on_metal_flag(asm: Assembler, ev: Event) -> None:
 def on_metal_working_set(asm: Assembler, ev: Event) -> None:
     run = _metal_run(asm)
     run.facts.device.working_set_mb = ev.data["mb"]
+    run.observe("gpu.working_set_mb", ev.data["mb"], ev, subject=run.block_device)
     run.touch(ev)
 
 
@@ -187,6 +195,7 @@ def on_metal_library_failed(asm: Assembler, ev: Event) -> None:
 def on_metal_agx_error(asm: Assembler, ev: Event) -> None:
     run = asm.run
     run.facts.agx_domain = run.facts.agx_domain or ev.data["domain"]
+    run.observe("gpu.driver", ev.data["domain"], ev)
     run.facts.metal_errors.append(ev.text[:300])
     run.touch(ev)
 

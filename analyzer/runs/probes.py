@@ -50,6 +50,8 @@ def on_probe_device(asm: Assembler, ev: Event) -> None:
     if not (run.device_source == "probe" and run.facts.program == "capscan-probe" and run.facts.device.name is None):
         run = _probe_run(asm, "metal-capabilities")
     run.facts.device.name = ev.data["name"]
+    run.block += 1
+    run.observe("gpu.name", ev.data["name"], ev, subject=ev.data["name"])
     run.touch(ev)
 
 
@@ -57,24 +59,31 @@ def on_probe_json(asm: Assembler, ev: Event) -> None:
     d = ev.data
     run = _probe_run(asm, d.get("probe", "probe"))
     run.facts.device.name = d.get("name")
+    run.block += 1
+    if d.get("name"):
+        run.observe("gpu.name", d["name"], ev, subject=d["name"])
     for code, ok in d.get("families", {}).items():
-        _probe_answer(run, code, ok)
+        _probe_answer(run, code, ok, ev)
     run.facts.device.threadgroup_memory = d.get("threadgroup_memory")
     run.facts.device.working_set_mb = d.get("working_set_mb")
     run.facts.device.unified_memory = d.get("unified_memory")
+    if d.get("unified_memory") is not None:
+        run.saw_flag("unified_memory", d["unified_memory"], ev.line)
+        run.observe("gpu.unified_memory", d["unified_memory"], ev, subject=d.get("name"))
     run.touch(ev)
 
 
-def _probe_answer(run: RunBuilder, code: int, ok: bool) -> None:
+def _probe_answer(run: RunBuilder, code: int, ok: bool, ev: Event) -> None:
     run.facts.probe = run.facts.probe if run.facts.probe is not None else {}
     run.facts.probe[code] = ok
+    run.observe(f"gpu.supports.{code}", ok, ev, subject=run.facts.device.name)
     if ok:
         run.families.add(code)
 
 
 def on_probe_family(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    _probe_answer(run, ev.data["code"], ev.data["supported"])
+    _probe_answer(run, ev.data["code"], ev.data["supported"], ev)
     run.touch(ev)
 
 
@@ -90,6 +99,7 @@ def on_probe_working_set(asm: Assembler, ev: Event) -> None:
 
 def on_probe_unified_memory(asm: Assembler, ev: Event) -> None:
     asm.run.saw_flag("unified_memory", ev.data["value"], ev.line)
+    asm.run.observe("gpu.unified_memory", ev.data["value"], ev, subject=asm.run.facts.device.name)
     asm.run.facts.device.unified_memory = ev.data["value"]
     asm.run.touch(ev)
 
@@ -103,6 +113,7 @@ def on_sysprof_chipset(asm: Assembler, ev: Event) -> None:
         run.facts.program = "system_profiler"
     chipsets = run.facts.sysprof_chipsets
     chipsets.append(ev.data["name"])
+    run.observe("gpu.name", ev.data["name"], ev, subject=ev.data["name"])
     # One GPU names the device; with several (an Intel iGPU and an AMD dGPU) which one a program
     # uses is not shown, so none is picked (all stay in sysprof_chipsets).
     run.facts.device.name = chipsets[0] if len(set(chipsets)) == 1 else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from analyzer.chips import X86_CPU_FEATURES
+from analyzer.chips import ARM_CPU_FEATURES, X86_CPU_FEATURES, isa_of_target
 from analyzer.parsers.base import Event
 
 if TYPE_CHECKING:
@@ -54,6 +54,11 @@ def on_system_info(asm: Assembler, ev: Event) -> None:
     run.facts.system_backends = ev.data.get("backends") or None
     run.facts.x86_cpu_features = sorted(k for k, v in (ev.data.get("features") or {}).items()
                                         if k in X86_CPU_FEATURES and v == "1")
+    on = {k for k, v in (ev.data.get("features") or {}).items() if v == "1"}
+    if on & X86_CPU_FEATURES:
+        run.observe("process.isa", "x86_64", ev)
+    if on & ARM_CPU_FEATURES:
+        run.observe("process.isa", "arm64", ev)
     run.touch(ev)
 
 
@@ -75,6 +80,7 @@ def on_devices_item(asm: Assembler, ev: Event) -> None:
         run.facts.listed_devices = []
     run.facts.listed_devices.append(f"{ev.data['id']}: {ev.data['description']}")
     run.saw_device(ev.data["description"])
+    run.observe("gpu.name", ev.data["description"], ev, subject=ev.data["id"])
     run.touch(ev)
 
 
@@ -94,7 +100,11 @@ def on_build_target(asm: Assembler, ev: Event) -> None:
         run = asm.new_run()
     if ev.data.get("commit"):
         run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
-    run.facts.build_target = ev.data["target"]
+    run.facts.build_target = run.facts.build_target or ev.data["target"]  # shown; every one is observed
+    run.observe("build.target", ev.data["target"], ev)
+    isa = isa_of_target(ev.data["target"])
+    if isa:
+        run.observe("process.isa", isa, ev)
     run.touch(ev)
 
 
@@ -121,6 +131,8 @@ def on_ollama_compute(asm: Assembler, ev: Event) -> None:
     run = asm.run
     run.explicit_program = "ollama"
     lib = ev.data["library"]
+    if ev.data.get("description"):
+        run.observe("gpu.name", ev.data["description"], ev, subject=ev.data["description"])
     if run.facts.ollama_library is None or lib != "cpu":
         run.facts.ollama_library = lib
         run.facts.ollama_description = ev.data.get("description")

@@ -104,7 +104,10 @@ def test_report_predicts_the_remedied_speed_of_another_model(tmp_path):
                             "host": ("metal/m4-2026-08-host-m1-ultra.log", "bench/host-m1-ultra.json")}.items():
         (tmp_path / f"{name}.log").write_bytes((FIX / log).read_bytes() + (FIX / js).read_bytes())
     _ingest(db, str(tmp_path / "shim.log"), str(tmp_path / "host.log"), "bench/gemma-12b-host.jsonl")
-    out = run_capscan("diagnose", str(FIX / "bench/gemma-12b-stock.jsonl"), "--json", db=db, check=True)
+    # llama-bench -o jsonl 2>&1: the M4 block is always on its stderr (the fixable proof needs the clamp's own lines)
+    block = (FIX / "metal/m4-2026-08-guest-stock.log").read_bytes().split(b"| model")[0]
+    (tmp_path / "stock.log").write_bytes(block + (FIX / "bench/gemma-12b-stock.jsonl").read_bytes())
+    out = run_capscan("diagnose", str(tmp_path / "stock.log"), "--json", db=db, check=True)
     run = json.loads(out.stdout)["runs"][0]
     assert run["verdict"] == "capability-downgrade" and run["fixable"] is True
     shown = run_capscan("show", str(run["id"]), "--json", db=db, check=True)

@@ -45,11 +45,13 @@ def bench_rows(cpu: str, gpu: str, tg: float) -> list[str]:
 
 
 APPLE5 = ["MTLGPUFamilyApple5  (1005)", "MTLGPUFamilyCommon3 (3003)"]
+ARM64_BUILD = "build: 6500 (0320ac526) with Apple clang version 17.0.0 (clang-1700.0.13.5) for arm64-apple-darwin24.6.0"
 PARAVIRTUAL = ["MTL0 (Apple Paravirtual device)", "Apple Paravirtual device"]
 
 # What one machine prints (each list keeps its own order when interleaved with others).
 MACHINES = {
     "apple-guest-m4": lambda d: m4(d(st.sampled_from(PARAVIRTUAL)), APPLE5, False, False, True),
+    "apple-guest-m4-arm64": lambda d: [ARM64_BUILD] + m4(d(st.sampled_from(PARAVIRTUAL)), APPLE5, False, False, True),
     "apple-guest-legacy": lambda d: legacy("Apple Paravirtual device", APPLE5, False, False, True),
     "apple-guest-bench": lambda d: bench_rows("Accelerate, Apple M1 Ultra (Virtual)", "Apple Paravirtual device",
                                               12.63),
@@ -87,6 +89,8 @@ WRAPS = [lambda s: s, lambda s: "0.00.012.345 I " + s, lambda s: "> " + s, lambd
 NON_APPLE_SIGN = re.compile(r"AMD|Radeon|Intel|NVIDIA|GeForce|UHD Graphics|hasUnifiedMemory\s*=\s*false"
                             r"|has unified memory\s*=\s*false|x86_64-apple|\b(?:SSE3|AVX2?|F16C) = 1")
 VM_EVIDENCE = re.compile(r"Paravirtual|\(Virtual\)|Venus|MetalCapabilities\]|AnkaGpuFamilyBoost|capscan-interposer")
+# The guest's own proof of an Apple-silicon host (issue 21): a named Apple chip, or an arm64 macOS process.
+HOST_EVIDENCE = re.compile(r"Apple M\d[^\n]*\(Virtual\)|arm64-apple-darwin|NEON = 1|Chip:\s+Apple M")
 
 
 @st.composite
@@ -112,7 +116,8 @@ def check(text: str) -> list[dict]:
         result = ingest(db, Input("pasted.log", io.BytesIO(text.encode())))
         for run in diagnose_runs(db, result.run_ids, refresh_peers=True):
             mine = lines[run.facts.first_line - 1:run.facts.last_line]
-            forbidden = any(NON_APPLE_SIGN.search(x) for x in mine) or not any(VM_EVIDENCE.search(x) for x in mine)
+            forbidden = (any(NON_APPLE_SIGN.search(x) for x in mine) or not any(VM_EVIDENCE.search(x) for x in mine)
+                         or not any(HOST_EVIDENCE.search(x) for x in mine))
             plan = build_plan(db, run.id)
             if forbidden:
                 assert run.diagnosis["fixable"] is False, (text, run.diagnosis["summary"])
@@ -129,9 +134,11 @@ def test_a_run_with_a_non_apple_sign_or_no_vm_evidence_is_never_fixable(text):
 
 
 def test_the_property_can_fail_a_clean_apple_guest_is_fixable():
-    """The oracle is not vacuous: one Apple-hosted guest alone is fixable and gets a plan."""
-    text = "\n".join(m4("MTL0 (Apple Paravirtual device)", APPLE5, False, False, True)) + "\n"
-    assert check(text) == [{"fixable": True, "actionable": True}]
+    """The oracle is not vacuous: one Apple-hosted guest alone is fixable and gets a plan; without its
+    arm64 build line (unified memory alone proves nothing) it is not."""
+    block = m4("MTL0 (Apple Paravirtual device)", APPLE5, False, False, True)
+    assert check("\n".join([ARM64_BUILD] + block) + "\n") == [{"fixable": True, "actionable": True}]
+    assert check("\n".join(block) + "\n") == [{"fixable": False, "actionable": False}]
 
 
 def test_merged_legacy_blocks_false_then_true_is_not_fixable_and_named():
