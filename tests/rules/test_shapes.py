@@ -22,12 +22,13 @@ TINY_HOST = {"pp512": 4871.99, "tg128": 286.71}
 # device, host_chip, throughput {test: tok_s} (every row, in order), next (a phrase of the next steps)
 CASES: dict[str, dict] = {
     # capability lines pasted without their ggml_metal_*: prefix
-    "pasted-block-no-prefix.md": dict(verdict="capability-downgrade", fixable=True, environment="vm",
+    # (no host chip or arm64 build pasted: a downgrade to confirm, issue 21)
+    "pasted-block-no-prefix.md": dict(verdict="capability-downgrade", fixable=False, environment="vm",
                                       device="Apple Paravirtual device", families=[1005, 3003],
                                       throughput=[("pp512", 431.86), ("tg128", 12.63)]),
-    "pasted-block-no-prefix-quoted-legacy.txt": dict(verdict="capability-downgrade", fixable=True, environment="vm",
+    "pasted-block-no-prefix-quoted-legacy.txt": dict(verdict="capability-downgrade", fixable=False, environment="vm",
                                                      device="Apple Paravirtual device", families=[3003]),
-    "pasted-block-no-prefix-collapsed.log": dict(verdict="capability-downgrade", fixable=True, environment="vm",
+    "pasted-block-no-prefix-collapsed.log": dict(verdict="capability-downgrade", fixable=False, environment="vm",
                                                  device="Apple Paravirtual device", families=[1005, 3003]),
     # 2026 --version on an Intel Mac: only 'MTL0', Common3 + Metal3, mm false, no unified memory, x86_64
     "intel-mac-version-2026.log": dict(verdict="hardware-limit", fixable=False, environment="bare-metal",
@@ -49,7 +50,7 @@ CASES: dict[str, dict] = {
                                         rule="zero-layers-offloaded"),
     # an app that says it gave up on the virtualised device
     "wrapper-virtualised-forced-cpu.log": dict(verdict="no-gpu-offload", fixable=False, environment="vm",
-                                               rule="wrapper-disabled-gpu", next="capscan remedy run"),
+                                               rule="wrapper-disabled-gpu", next="capscan probe"),
     # GGML_METAL_DEVICES=4 on one bare-metal Mac: one GPU, healthy
     "memory-breakdown-m2-ultra-4-devices.log": dict(verdict="healthy", fixable=False, environment="bare-metal",
                                                     host_chip="Apple M2 Ultra", gpus=["Apple M2 Ultra"]),
