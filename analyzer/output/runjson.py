@@ -34,6 +34,10 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "verdict": diag.get("verdict", "unknown"),
         "fixable": bool(diag.get("fixable", False)),
         "confidence": diag.get("confidence"),
+        # why it is (or is not) fixable, and for a fixable run each positive sign with its line (issue 21)
+        "fixable_reason": diag.get("fixable_reason"),
+        "proof": [{"sign": p.get("sign"), "line": p.get("line"), "text": p.get("text")}
+                  for p in diag.get("proof", []) or []],
         "findings": diag.get("findings", []),
         # a guest's bare-metal baseline (same model and quantization, same host chip) and why, or why none;
         # null for runs that are not guests

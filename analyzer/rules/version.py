@@ -3,4 +3,4 @@
 Its own module so that reading a stored diagnosis (``capscan show``) can check it without
 importing the rules."""
 
-RULES_VERSION = "2"  # 2: contradictions veto fixable, same-hardware baselines
+RULES_VERSION = "3"  # 3: fixable from observations, with proof; 2: contradictions veto fixable
