@@ -63,7 +63,7 @@ def test_installed_capscan_plans_a_build_it_can_run(wheel, tmp_path):
     assert where.startswith(str(site))
     version = capscan("--version")
     assert version.returncode == 0 and version.stdout.decode().strip() == f"capscan, version {__version__}"
-    log = (REPO / "examples" / "m1-ultra-guest-stock.log").read_bytes()
+    log = (REPO / "tests" / "fixtures" / "baselines" / "guest-stock-block-and-json.log").read_bytes()  # fixable
     assert capscan(input=log).returncode == 0
     plan = json.loads(capscan("remedy", "plan", "--json").stdout)
     make = next(s["argv"] for s in plan["steps"] if s["argv"][:1] == ["make"])

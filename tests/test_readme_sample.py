@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-COMMAND = "$ capscan < examples/m1-ultra-guest-stock.log"
 
 
 def readme_block(command: str) -> list[str]:
@@ -20,12 +21,16 @@ def readme_block(command: str) -> list[str]:
     return match.group(1).rstrip("\n").split("\n")
 
 
-def test_readme_sample_report_is_the_real_output(tmp_path):
+@pytest.mark.parametrize("example", ["m1-ultra-guest-stock.log", "m1-ultra-guest-stock-json.log"])
+def test_readme_sample_report_is_the_real_output(tmp_path, example):
+    command = f"$ capscan < examples/{example}"
     env = {**os.environ, "NO_COLOR": "1"}
-    with open(ROOT / "examples" / "m1-ultra-guest-stock.log", "rb") as log:
+    with open(ROOT / "examples" / example, "rb") as log:
         real = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(tmp_path / "capscan.db")], stdin=log,
                               capture_output=True, env=env, cwd=ROOT, check=True).stdout.decode()
     real_lines = real.rstrip("\n").split("\n")
-    assert readme_block(COMMAND) == real_lines, (
+    assert readme_block(command) == real_lines, (
         "README.md's sample report differs from the real output; replace the block after "
-        f"{COMMAND!r} with:\n" + real)
+        f"{command!r} with:\n" + real)
+    if "(fixable)" in real:  # every fixable verdict the README shows carries its proof
+        assert "  proof:" in real

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.verdicts import NO_HOST_CHIP, NO_VM_GUEST
+from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
 # rules that read the downgrade from its symptoms rather than from a printed capability block
 _SYMPTOM_RULES = ("downgrade-symptoms", "gap-to-bare-metal", "metal-slower-than-cpu")
@@ -84,6 +84,8 @@ def headline(program: str | None, diag: dict[str, Any] | None, throughput: list[
         if diag.get("fixable_reason") == "the runtime does not gate on the family":
             return text + f"; the fix does not apply to {rt}."
         why = diag.get("fixable_reason")
+        if why == NO_CLAMP_BLOCK:
+            return text + "; capscan offers the fix only once the log shows the GPU's own capability block."
         if why and why not in (NO_HOST_CHIP, NO_VM_GUEST):
             return text + f"; capscan does not offer the fix here: {why}."  # a contrary sign, or a contradiction
         return text + "; capscan offers the fix only once the log shows an Apple-silicon host."

@@ -52,6 +52,7 @@ CONTEXT = Format(
         Sample("      Chip: Apple M2 Max", "host.chip", {"chip": "Apple M2 Max"}),
         Sample("      Model Name: MacBook Pro", "host.model_name", {"name": "MacBook Pro"}),
         Sample("      Processor Name: 6-Core Intel Core i7", "host.processor", {"name": "6-Core Intel Core i7"}),
+        Sample("machdep.cpu.brand_string: Apple M1 Ultra (Virtual)", "host.processor", {"name": "Apple M1 Ultra (Virtual)"}),
         Sample("machdep.cpu.brand_string: Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz", "host.processor",
                {"name": "Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz"}),
         Sample('        "cpu_type" : "Quad-Core Intel Core i7",', "host.processor", {"name": "Quad-Core Intel Core i7"}),

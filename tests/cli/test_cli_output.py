@@ -29,7 +29,7 @@ from analyzer.cli.exits import FailOn
 from tests.conftest import REPO, run_capscan
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
-GUEST = FIX / "metal/m4-2026-08-guest-stock.log"          # capability-downgrade
+GUEST = FIX / "baselines/guest-stock-block-and-json.log"  # capability-downgrade, fixable (llama-bench -o json 2>&1)
 HOST = FIX / "metal/m4-2026-08-host-m1-ultra.log"          # healthy, same model: the guest's baseline
 AMD = FIX / "metal/m2-2024-10-amd-egpu-intel-mac.log"       # hardware-limit
 

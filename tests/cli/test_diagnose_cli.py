@@ -12,7 +12,7 @@ STOCK = FIX / "metal/m4-2026-08-guest-stock.log"
 
 RUN_KEYS = {"id", "source", "first_line", "last_line", "program", "backend", "device", "host_chip", "environment",
             "capabilities", "shim", "throughput", "verdict", "fixable", "confidence", "findings", "baseline",
-            "next", "pairing", "prediction"}
+            "next", "pairing", "prediction", "fixable_reason", "proof"}
 DEVICE_KEYS = {"name", "apple_family", "families", "unified_memory", "working_set_mb", "threadgroup_memory"}
 
 
@@ -20,8 +20,10 @@ def test_diagnose_json_matches_the_contract(tmp_path):
     out = run_capscan("diagnose", str(STOCK), "--json", db=tmp_path / "d.db", check=True)
     doc = json.loads(out.stdout)
     assert set(doc) == {"capscan_version", "summary", "runs"}
-    assert doc["summary"] == {"verdict": "capability-downgrade", "runs": 1, "fixable": True}
+    # the stock guest's llama-bench log names no host chip and no arm64 build: a downgrade not yet fixable
+    assert doc["summary"] == {"verdict": "capability-downgrade", "runs": 1, "fixable": False}
     run = doc["runs"][0]
+    assert run["proof"] == [] and run["fixable_reason"] == "nothing in the log shows the host chip"
     assert set(run) == RUN_KEYS
     assert set(run["device"]) == DEVICE_KEYS
     assert run["device"] == {"name": "Apple Paravirtual device", "apple_family": 1005, "families": [1005, 3003],
@@ -38,6 +40,22 @@ def test_diagnose_json_matches_the_contract(tmp_path):
     assert set(f) >= {"rule", "severity", "message", "evidence"}
     assert f["rule"] == "paravirtual-family-clamp" and f["severity"] == "error"
     assert {"line": 6, "text": "ggml_metal_device_init: GPU family: MTLGPUFamilyApple5  (1005)"} in f["evidence"]
+
+
+def test_a_fixable_run_carries_its_proof(tmp_path):
+    """llama-bench -o json 2>&1 in the guest: the block shows the clamp, cpu_info names the host chip."""
+    out = run_capscan("diagnose", str(FIX / "baselines/guest-stock-block-and-json.log"), "--json",
+                      db=tmp_path / "p.db", check=True)
+    doc = json.loads(out.stdout)
+    assert doc["summary"]["fixable"] is True
+    [run] = doc["runs"]
+    assert set(run) == RUN_KEYS
+    assert [p["sign"].split(",")[0] for p in run["proof"]] == [
+        "the paravirtual device's own block reports Apple5 (below the Apple7 llama.cpp's simdgroup kernels need)",
+        "the paravirtual device's own block reports simdgroup reduction = false",
+        "the guest names its host chip"]
+    assert all(set(p) == {"sign", "line", "text"} and isinstance(p["line"], int) and p["text"] for p in run["proof"])
+    assert run["fixable_reason"] == "the guest names its host chip, Apple M1 Ultra (the guest's cpu_info)"
 
 
 def test_summary_verdict_is_the_most_severe_run(tmp_path):
@@ -73,13 +91,14 @@ def test_diagnose_stored_runs_by_id_and_last(tmp_path):
 def test_human_report_leads_with_the_verdict_and_fits_one_screen(tmp_path):
     out = run_capscan(input=STOCK.read_bytes(), db=tmp_path / "h.db", check=True).stdout.decode()
     lines = out.splitlines()
-    assert lines[0].startswith("This VM runs llama.cpp") and lines[0].endswith("capscan can fix that.")  # plain words
+    assert lines[0].startswith("This VM runs llama.cpp") and lines[0].endswith(
+        "capscan offers the fix only once the log shows an Apple-silicon host.")  # plain words
     assert lines[1].startswith("run ")
     assert lines[2].strip().startswith("CAPABILITY-DOWNGRADE")
     assert "Apple5" in lines[3]  # one sentence of why
     ev = lines.index("  evidence:")
     assert lines[ev + 1].split()[0].isdigit()  # numbered evidence lines
-    assert any("capscan remedy plan --run" in l for l in lines[ev:])
+    assert any("capscan probe" in l for l in lines[ev:])  # how to confirm the host, not a remedy
     assert len(lines) <= 40
     assert "\x1b[" not in out  # not a terminal: no colour
 

@@ -55,6 +55,9 @@ def test_the_fix_is_promised_only_when_fixable(tmp_path):
     run = diagnosed(tmp_path, "rules/unsupported-op-paravirtual-listed.log")[0]
     assert run.diagnosis["verdict"] == "capability-downgrade" and not run.diagnosis["fixable"]
     first = report_of(run)[0]
+    assert "can fix" not in first and "the GPU's own capability block" in first
+    run = diagnosed(tmp_path, "metal/m4-2026-08-guest-stock.log")[0]  # the block, but no host shown
+    first = report_of(run)[0]
     assert "can fix" not in first and "Apple-silicon host" in first
 
 

@@ -125,9 +125,17 @@ def env(tmp_path) -> Env:
     return Env(tmp_path)
 
 
-def stock_fake_llama_log(linux: Path) -> str:
-    """A stock fake-llama --bench log, stderr then stdout as `2>&1` in a pipe shows it."""
+# The guest's own proof of an Apple-silicon host that a fixable run needs (issue 21): common_init's build line
+# of an arm64 macOS build (llama-cli prints it first; unified memory alone proves nothing). It names no chip,
+# so `--family auto` still needs the live brand string.
+ARM64_BUILD_LINE = ("build: 10167 (ee3d1b54c) with Apple clang version 17.0.0 (clang-1700.0.13.5) for "
+                    "arm64-apple-darwin25.0.0\n")
+
+
+def stock_fake_llama_log(linux: Path, host_proof: bool = True) -> str:
+    """A stock fake-llama --bench log, stderr then stdout as `2>&1` in a pipe shows it, after the build line
+    that proves an arm64 macOS guest (``host_proof``)."""
     e = {k: v for k, v in os.environ.items() if k not in SHIM_VARS}
     r = subprocess.run([str(linux / "fake-llama"), "--bench"], capture_output=True, text=True, env=e, timeout=60)
     assert r.returncode == 0, r.stderr
-    return r.stderr + r.stdout
+    return (ARM64_BUILD_LINE if host_proof else "") + r.stderr + r.stdout

@@ -19,8 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 @pytest.mark.parametrize("logs,family", [
-    (("examples/m1-ultra-guest-stock.log",), "1007"),               # host chip unknown
-    (("tests/fixtures/bench/host-m1-ultra.json", "tests/fixtures/bench/guest-stock.json"), "1007"),  # M1 Ultra named
+    # an arm64 build line proves an Apple-silicon host without naming its chip
+    (("tests/fixtures/metal/m3-2025-06-paravirtual-apple5.log",), "1007"),
+    (("tests/fixtures/bench/host-m1-ultra.json", "tests/fixtures/baselines/guest-stock-block-and-json.log"),
+     "1007"),  # M1 Ultra named
 ])
 def test_plan_and_report_suggest_the_same_working_family(tmp_path, logs, family):
     db = open_db(tmp_path / "c.db")

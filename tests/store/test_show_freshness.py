@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
-GUEST = FIX / "metal/m4-2026-08-guest-stock.log"
+GUEST = FIX / "baselines/guest-stock-block-and-json.log"  # a fixable stock guest (its cpu_info names the host)
 HOST = FIX / "metal/m4-2026-08-host-m1-ultra.log"
 
 # show in a subprocess; stderr's last line says whether the rules ran (the diagnose module loaded)
