@@ -78,8 +78,8 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
         if diag.get("fixable") and diag.get("proof"):
             out.add("  proof:")  # each positive sign the fix rests on, with its line (RunView.remedy_decision)
             for p in diag["proof"]:
-                where = f"{p['line']:>6}" if isinstance(p.get("line"), int) else "     -"
-                out.add((f"    {where}  ", "cyan"), clean(str(p.get("sign") or "")))
+                at = f"{p['line']:>6}" if isinstance(p.get("line"), int) else "     -"
+                out.add((f"    {at}  ", "cyan"), clean(str(p.get("sign") or "")))
         for fnd in diag.get("findings", [])[1:]:
             if fnd["severity"] in ("error", "warning"):
                 out.add((f"  {fnd['severity']}: ", "yellow"), fnd["message"])
