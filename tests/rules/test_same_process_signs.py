@@ -183,37 +183,6 @@ def test_concatenated_logs_keep_their_own_preambles():
     assert diagnose(amd + guest) == [(False, False, "hardware-limit"), (True, True, "capability-downgrade")]
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-LOGS = sorted((FIXTURES / "metal").glob("*.log")) + sorted((FIXTURES / "backends").glob("*.log"))
-
-
-def _text(path: Path) -> bytes:
-    data = path.read_bytes()
-    return data if data.endswith(b"\n") else data + b"\n"
-
-
-def _fixable_count(data: bytes) -> int:
-    with tempfile.TemporaryDirectory() as d:
-        db = open_db(Path(d) / "c.db")
-        ids = ingest(db, Input("c.log", io.BytesIO(data))).run_ids
-        n = sum(run.diagnosis["fixable"] for run in diagnose_runs(db, ids, refresh_peers=False))
-        db.conn.close()
-    return n
-
-
-# Every ordered pair of the bundled logs (about 1,000). Six once merged into a fixable run: a Linux
-# guest's Venus (Vulkan) log beside another machine's Metal symptoms.
-PAIRS = [(a, b) for a in LOGS for b in LOGS if a != b]
-
-
-def test_two_logs_pasted_together_are_never_more_fixable_than_each_alone():
-    """Concatenation may merge two machines' lines into one run (a log without a process-start line);
-    that can only cost a fix, never create one."""
-    alone = {p: _fixable_count(_text(p)) for p in LOGS}
-    worse = [(a.name, b.name) for a, b in PAIRS if _fixable_count(_text(a) + _text(b)) > alone[a] + alone[b]]
-    assert worse == []
-
-
 def _legacy(name: str, fam: str, red: str, mm: str, unified: str, found: tuple[str, ...] = ()) -> list[str]:
     return (["ggml_metal_init: allocating"] + [f"ggml_metal_init: found device: {n}" for n in found or (name,)]
             + [f"ggml_metal_init: picking default device: {name}", "ggml_metal_init: using embedded metal library",
