@@ -106,3 +106,28 @@ def isa_of_target(target: str | None) -> str | None:
 
 def is_intel_cpu(cpu_info: str | None) -> bool:
     return bool(cpu_info and _INTEL_CPU.search(cpu_info) and not _APPLE_CHIP.search(cpu_info))
+
+
+# Unified memory bandwidth of each Apple-silicon Mac chip, in GB/s: the highest published figure of the
+# chip (where bins differ, the faster bin: M3 Max 300 or 400, M4 Max 410 or 546, M5 Max 460 or 614), as the
+# exact LPDDR peak where Apple rounds it down (M1 Pro 204.8 for "200GB/s", M1 Max 409.6 for "400GB/s",
+# M1/M2 Ultra 819.2 for "800GB/s", M2 102.4 for "100GB/s", M3 Pro 153.6 for "150GB/s"): a ceiling, so it
+# must never be lower than what the chip can do. Sources: Apple's newsroom announcements and the Mac
+# technical specifications pages (support.apple.com/specs) of each chip, as reported at launch (M4 Pro
+# 273 and M4 Max 546, 2024-10-30; M3 Ultra 819, 2025-03-05; M5 153, 2025-10-15; M5 Pro 307 and M5 Max
+# 614, 2026-03-03); the exact LPDDR figures as tabulated by Ars Technica's chip comparisons.
+# A chip not listed (A-series, a future M) has no figure: callers fall back to what needs none.
+_BANDWIDTH_GBS: dict[str, float] = {
+    "Apple M1": 68.25, "Apple M1 Pro": 204.8, "Apple M1 Max": 409.6, "Apple M1 Ultra": 819.2,
+    "Apple M2": 102.4, "Apple M2 Pro": 204.8, "Apple M2 Max": 409.6, "Apple M2 Ultra": 819.2,
+    "Apple M3": 102.4, "Apple M3 Pro": 153.6, "Apple M3 Max": 409.6, "Apple M3 Ultra": 819.2,
+    "Apple M4": 120.0, "Apple M4 Pro": 273.0, "Apple M4 Max": 546.0,
+    "Apple M5": 153.0, "Apple M5 Pro": 307.0, "Apple M5 Max": 614.0,
+}
+
+
+def bandwidth_gbs(chip: str | None) -> float | None:
+    """The published unified-memory bandwidth (GB/s) of an Apple chip named anywhere in ``chip``
+    ('Apple M1 Ultra', 'Accelerate, Apple M2 Max (Virtual)'), or None when unknown."""
+    name = apple_chip(chip)
+    return _BANDWIDTH_GBS.get(name) if name else None

@@ -88,7 +88,7 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
             return result
         result.source_id = writer.commit(
             size=source.size, sha256=source.sha256, lines=result.lines, recognised=result.recognised,
-            unrecognised=result.unrecognised, overlong=result.overlong,
+            unrecognised=result.unrecognised, overlong=result.overlong, rejected=result.rejected,
             raw_gzip=source.raw_gzip() if keep_raw else None, before_commit=before_commit)
         result.run_ids = list(order)
         if source.damage:

@@ -3,8 +3,9 @@ lines into events.
 
 A line whose record has the wrong types or impossible values (``Rejected``,
 or a decoder's own error on hostile input: JSON nested 100,000 deep, a number
-of 400 digits) is skipped and counted in ``rejected``; it never stops the
-source and never reaches the store.
+of 400 digits), or a speed no machine can have (analyzer.parsers.plausible), is
+skipped and counted in ``rejected``; it never stops the source and never
+reaches the store.
 
 The union of the formats' literals is the prefilter: a line that contains
 none of them never reaches a regex (see ``analyzer.parsers.scanner``).
@@ -12,7 +13,7 @@ none of them never reaches a regex (see ``analyzer.parsers.scanner``).
 
 from __future__ import annotations
 
-from analyzer.parsers.base import Collector, Event, Format, Rejected
+from analyzer.parsers.base import REJECTED_KEY, Collector, Event, Format, Rejected
 from analyzer.parsers.bench import BENCH, JSONL_PREFIX, JsonlRows
 from analyzer.parsers.context import CONTEXT
 from analyzer.parsers.gpu_backends import CUDA, VULKAN
@@ -31,6 +32,10 @@ __all__ = ["Dispatcher", "Event", "FORMATS", "LITERALS", "LITERAL_BYTES", "Rejec
 
 # What hostile input makes a parser raise: a bad record is skipped and counted, never a traceback.
 BAD_RECORD = (ValueError, TypeError, OverflowError, RecursionError, UnicodeError)
+
+
+def _records(exc: BaseException) -> int:
+    return exc.records if isinstance(exc, Rejected) else 1
 
 
 class Dispatcher:
@@ -52,8 +57,8 @@ class Dispatcher:
         if self.collector is None and raw.startswith(JSONL_PREFIX):
             try:
                 row = self._jsonl.row(raw)
-            except BAD_RECORD:
-                self.rejected += 1
+            except BAD_RECORD as exc:
+                self.rejected += _records(exc)
                 return []
             if row is not None:
                 self.recognised += 1
@@ -67,9 +72,10 @@ class Dispatcher:
             if self.collector is not None:
                 try:
                     got = self.collector.feed(line_no, text)
-                except BAD_RECORD:
-                    self.rejected += 1  # the block's record is dropped, the line with it
-                    self.collector = None
+                except BAD_RECORD as exc:
+                    self.rejected += _records(exc)  # the block's record is dropped, the line with it
+                    if not getattr(self.collector, "survives_rejects", False):
+                        self.collector = None  # (a table of one row a line goes on)
                     continue
                 if got is not None:
                     for ev in got:
@@ -83,8 +89,8 @@ class Dispatcher:
             before = len(events)
             try:
                 self._dispatch(line_no, text, events)
-            except BAD_RECORD:
-                self.rejected += 1
+            except BAD_RECORD as exc:
+                self.rejected += _records(exc)
                 del events[before:]
                 continue
             if len(events) > before:
@@ -137,6 +143,8 @@ class Dispatcher:
             if hit is None:
                 continue
             pattern, data = hit
+            if REJECTED_KEY in data:  # some of the line's records were refused, the rest stand
+                self.rejected += data.pop(REJECTED_KEY)
             events.append(Event(pattern.kind, line_no, text, data))
             if pattern.collector is not None:
                 self.collector = pattern.collector(data, line_no, text)

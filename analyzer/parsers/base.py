@@ -23,8 +23,19 @@ from analyzer.safe_text import clean
 class Rejected(ValueError):
     """A line that is recognisably a record of some format, whose fields have
     the wrong types or impossible values (a ``cpu_info`` that is a list, an
-    integer SQLite cannot hold). The dispatcher skips it and counts it, so one
-    bad row never reaches the store."""
+    integer SQLite cannot hold, a speed no machine can have: see
+    analyzer.parsers.plausible). The dispatcher skips it and counts it, so one
+    bad row never reaches the store. ``records``: how many records the line held
+    (a one-line JSON array of llama-bench rows, all refused)."""
+
+    def __init__(self, message: str = "", records: int = 1):
+        super().__init__(message)
+        self.records = records
+
+
+# An event's data may say how many of the records on its line were refused (the rest stand):
+# the dispatcher adds them to its count and removes the key.
+REJECTED_KEY = "_rejected"
 
 
 SQLITE_INT_MAX = 2**63 - 1
@@ -93,6 +104,8 @@ class Sample:
     # For lines only seen inside a block (a collector's continuation lines):
     # the pattern that parses them there.
     via: "Pattern | None" = None
+    # A line of this format that the parser refuses and counts (a speed no machine can have).
+    rejected: bool = False
 
 
 @dataclass(frozen=True)

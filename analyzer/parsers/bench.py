@@ -7,10 +7,14 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import math
 import re
 from typing import Any
 
+from analyzer import chips
+from analyzer.parsers import plausible
 from analyzer.parsers.base import (
+    REJECTED_KEY,
     SQLITE_INT_MAX,
     Event,
     Format,
@@ -80,7 +84,35 @@ def row_from_fields(fields: dict[str, Any], fmt: str) -> dict | None:
     """Map one llama-bench record (any era, any serialisation) to a bench row:
     its measurement plus its configuration."""
     m = _measurement(fields)
-    return None if m is None else _row(_configuration(fields, fmt), m)
+    if m is None:
+        return None
+    config = _configuration(fields, fmt)
+    return _row(config, _plausible(m, config["limits"]))
+
+
+def _plausible(m: tuple, limits: tuple[float, float]) -> tuple:
+    """The measurement ``m`` if its speed is one the row's hardware can have (the prompt or the
+    generation ceiling of ``limits``, see analyzer.parsers.plausible); ``Rejected`` otherwise."""
+    test, tok_s, _, n_prompt, n_gen, _ = m
+    ceiling = limits[1] if not n_prompt else limits[0]
+    if not 0.0 < tok_s <= ceiling:
+        plausible.check(tok_s, (n_prompt or 0) + (n_gen or 0), ceiling, test)  # raises: the row has tokens
+    return m
+
+
+def _limits(fields: dict[str, Any], cpu_info: str | None, gpu_info: str | None, backend: str | None,
+            model: str | None) -> tuple[float, float]:
+    """(prompt, generation) ceilings of a configuration's rows: from the Apple chip the row names
+    (a discrete GPU's row has none) and the model's size and parameters, where shown."""
+    chip = chips.apple_chip(cpu_info) or chips.apple_chip(gpu_info)
+    if chip is not None and chips.vendor(gpu_info) in ("nvidia", "amd", "intel", "software"):
+        chip = None
+    size, n_params = fields.get("model_size"), fields.get("model_n_params")
+    if type(size) is not int:
+        size = _int(size)
+    if type(n_params) is not int:
+        n_params = _int(n_params)
+    return plausible.ceilings(chip, size, n_params, model, backend)
 
 
 def _configuration(fields: dict[str, Any], fmt: str) -> dict[str, Any]:
@@ -102,7 +134,9 @@ def _configuration(fields: dict[str, Any], fmt: str) -> dict[str, Any]:
     return {"format": fmt, "model": model, "backend": backend, "cpu_info": cpu_info,
             "gpu_info": gpu_info, "n_gpu_layers": ngl, "build_commit": commit,
             # what makes two rows the same benchmark (see assembly: rows with another key start a run)
-            "key": (cpu_info, gpu_info, backend, commit)}
+            "key": (cpu_info, gpu_info, backend, commit),
+            # the most tok/s its rows can show: (prompt, generation)
+            "limits": _limits(fields, cpu_info, gpu_info, backend, model)}
 
 
 JSONL_PREFIX = b'{"build_commit"'
@@ -135,7 +169,8 @@ class JsonlRows:
             return None
         try:
             tail = _loads(b"{" + raw[len(prefix):])
-            return _measurement(tail) if isinstance(tail, dict) else None
+            m = _measurement(tail) if isinstance(tail, dict) else None
+            return None if m is None else _plausible(m, self._config["limits"])  # type: ignore[index]
         except ValueError:  # not JSON, or Rejected: the full path (``row``) counts it
             return None
 
@@ -179,6 +214,8 @@ class JsonlRows:
         append = out.append
         loads, measurement, name = _loads, _measurement, test_name
         lo, hi = _INT_MIN, _INT_MAX
+        limits = self._config["limits"]  # type: ignore[index]
+        prompt_cap, gen_cap = limits
         head = prefix + cut  # one comparison a row
         size, at = len(window), 0
         try:
@@ -193,13 +230,15 @@ class JsonlRows:
                     break
                 if type(obj) is not dict:
                     break
-                # _measurement's fast case inline (the million-row case: typed JSON); any other row goes to it
+                # _measurement's fast case inline (the million-row case: typed JSON), with _plausible's
+                # accepting test; any other row goes to them (and a row they refuse to the ordinary path)
                 get = obj.get
                 tok_s, stddev = get("avg_ts"), get("stddev_ts")
                 n_prompt, n_gen, n_depth = get("n_prompt"), get("n_gen"), get("n_depth")
                 if (type(tok_s) is float and type(n_prompt) is int and type(n_gen) is int and type(n_depth) is int
                         and (type(stddev) is float or stddev is None)
-                        and lo <= n_prompt <= hi and lo <= n_gen <= hi and lo <= n_depth <= hi):
+                        and lo <= n_prompt <= hi and lo <= n_gen <= hi and lo <= n_depth <= hi
+                        and 0.0 < tok_s <= (prompt_cap if n_prompt else gen_cap)):
                     test = name(n_prompt, n_gen, n_depth)
                     if test is None:
                         break
@@ -209,6 +248,8 @@ class JsonlRows:
                     continue
                 try:
                     m = measurement(obj)
+                    if m is not None:
+                        m = _plausible(m, limits)
                 except ValueError:  # Rejected: the ordinary path counts it
                     break
                 if m is None:
@@ -238,7 +279,7 @@ class JsonlRows:
         config = _configuration(obj, "jsonl")
         if cut > 0:
             self._prefix, self._config = raw[:cut], config
-        return _row(config, m)
+        return _row(config, _plausible(m, config["limits"]))
 
 
 _INT_MIN, _INT_MAX = -SQLITE_INT_MAX - 1, SQLITE_INT_MAX
@@ -258,7 +299,9 @@ def _measurement(tail: dict[str, Any]) -> tuple | None:
         test = test_name(n_prompt, n_gen, n_depth)  # a JSON row: typed already (the million-row case)
         return None if test is None else (test, tok_s, stddev, n_prompt, n_gen, n_depth)
     if type(tok_s) is not float:
-        tok_s = _float(tok_s)
+        printed, tok_s = tok_s, _float(tok_s)
+        if tok_s is None and type(printed) is str and printed.strip().lower() in ("nan", "-nan", "+nan"):
+            tok_s = math.nan  # a CSV/SQL 'nan': a speed, refused by _plausible (counted, not dropped unseen)
     if type(n_prompt) is not int:
         n_prompt = _int(n_prompt)
     if type(n_gen) is not int:
@@ -295,8 +338,21 @@ def _json_array(m: re.Match) -> dict | None:
         return None
     if not isinstance(obj, list):
         return None
-    rows = [row for item in obj if isinstance(item, dict) and (row := row_from_fields(item, "json")) is not None]
-    return {"rows": rows} if rows else None
+    rows, rejected = [], 0
+    for item in obj:
+        if isinstance(item, dict):
+            try:
+                row = row_from_fields(item, "json")
+            except Rejected:  # this row only: the others of the array stand
+                rejected += 1
+                continue
+            if row is not None:
+                rows.append(row)
+    if not rows:
+        if rejected:
+            raise Rejected(f"{rejected} llama-bench row(s) refused", rejected)
+        return None
+    return {"rows": rows, REJECTED_KEY: rejected} if rejected else {"rows": rows}
 
 
 def _json_row(m: re.Match) -> dict | None:
@@ -362,6 +418,8 @@ class _JsonObjectCollector:
 
 
 class _CsvCollector:
+    survives_rejects = True  # one row a line: a refused row ends no table
+
     def __init__(self, header: str):
         try:
             self.columns = next(csv.reader([header]))
@@ -404,8 +462,22 @@ def _md_header(m: re.Match) -> dict:
     return {"columns": cells}
 
 
+_MD_TEST = re.compile(r"^(pp|tg)(\d+)")
+_MD_RATE = re.compile(r"^\s*([-\d.,]+(?:e[+-]?\d+)?) \u00b1 ([-\d.,]+(?:e[+-]?\d+)?)")
+
+
 def _md_row(m: re.Match) -> dict | None:
     cells = [c.strip() for c in m.group(0).strip().strip("|").split("|")]
+    # A row of a llama-bench table (a pp/tg test cell) whose speed is none: refused here, where it is counted.
+    for cell in cells:
+        t = _MD_TEST.match(cell.replace(" ", ""))
+        if t:
+            rate = _MD_RATE.match(cells[-1])
+            if rate:
+                gen = t.group(1) == "tg"
+                plausible.check(to_float(rate.group(1)), to_int(t.group(2)),
+                                plausible.MAX_GEN_TOK_S if gen else plausible.MAX_PROMPT_TOK_S, cell)
+            break
     return {"cells": cells}
 
 
@@ -458,7 +530,7 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
         return None
     rec = dict(zip(columns, cells, strict=False))
     ts = rec.get("t/s", "")
-    m = re.match(r"^\s*([-\d.,]+(?:e[+-]?\d+)?) \u00b1 ([-\d.,]+(?:e[+-]?\d+)?)", ts)
+    m = _MD_RATE.match(ts)
     if "test" not in rec and "n_prompt" in rec and "n_gen" in rec:  # the first layout (2023-08): no test column
         rec["test"] = test_name(to_int(rec["n_prompt"]), to_int(rec["n_gen"])) or ""
         rec.setdefault("ngl", rec.get("n_gpu_layers", ""))
@@ -477,13 +549,20 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
     n_prompt, n_gen, n_depth = to_int(p.group(1)) if p else 0, to_int(g.group(1)) if g else 0, to_int(d.group(1)) if d else None
     if n_prompt is None or n_gen is None or (d and n_depth is None):
         return None  # a token count too large to store
+    try:  # the parser refused (and counted) such a row already, unless its table has no test column
+        tok_s = plausible.check(to_float(m.group(1)), n_prompt + n_gen,
+                                plausible.MAX_PROMPT_TOK_S if n_prompt else plausible.MAX_GEN_TOK_S, test)
+    except Rejected:
+        return None
+    if tok_s is None:
+        return None
     return {
         "format": "md",
         "test": test,
         "n_prompt": n_prompt,
         "n_gen": n_gen,
         "n_depth": n_depth,
-        "tok_s": to_float(m.group(1)),
+        "tok_s": tok_s,
         "stddev": to_float(m.group(2)),
         "model": rec.get("model") or None,
         "backend": backend,

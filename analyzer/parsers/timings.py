@@ -1,15 +1,22 @@
 """Throughput lines printed at the end of a run: llama.cpp's timing blocks of
 every era, llama-server slots and JSON ``timings``, ollama --verbose, mlx_lm,
-whisper.cpp. Locale commas and ``inf`` are read as printed."""
+whisper.cpp. Locale commas and ``inf`` are read as printed; every prompt and
+generation rate then passes analyzer.parsers.plausible (a timing line names
+neither chip nor model size: the absolute caps), so an ``inf``, ``nan``,
+negative or zero rate for tokens processed is refused and counted."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 
+from analyzer.parsers import plausible
 from analyzer.parsers.base import (
+    REJECTED_KEY,
     Format,
     Pattern,
+    Rejected,
     Sample,
     fits_sqlite,
     rx,
@@ -29,26 +36,59 @@ def _phase(word: str) -> str:
     return "sample"
 
 
+def _rate(text: str | None) -> float | None:
+    """A printed rate: as ``to_float`` reads it, and ``nan``/``-nan`` as NaN (for the check to refuse)."""
+    if text is not None and text.strip().lower() in ("nan", "-nan"):
+        return math.nan
+    return to_float(text)
+
+
+def _checked(phase: str, tok_s: float | None, tokens: int | None = None) -> float | None:
+    """A prompt or generation rate through the one check (sampling rates are not throughput)."""
+    if phase == "sample" or tok_s is None:
+        return tok_s
+    return plausible.check(tok_s, tokens, plausible.MAX_PROMPT_TOK_S if phase == "prompt" else plausible.MAX_GEN_TOK_S,
+                           f"{phase} rate")
+
+
 def _llama_timing(m: re.Match) -> dict | None:
-    tps = to_float(m.group("tps"))
-    if tps is None:
+    phase, tokens = _phase(m.group("phase")), to_int(m.group("n"))
+    tps = _checked(phase, _rate(m.group("tps")), tokens)
+    if tps is None or math.isnan(tps):
         return None
     func = m.group("func") or ""
     return {
-        "phase": _phase(m.group("phase")),
+        "phase": phase,
         "tok_s": tps,
-        "tokens": to_int(m.group("n")),
+        "tokens": tokens,
         "ms": to_float(m.group("ms")),
         "source": func.rstrip(":").strip() or "server-slot",
     }
 
 
+def _both(p: float | None, g: float | None, p_n: int | None = None, g_n: int | None = None) -> tuple:
+    """A line's prompt and generation rates, each checked: a refused one is left out and counted
+    (``REJECTED_KEY``), the other stands; both refused, the line is."""
+    refused = 0
+    try:
+        p = _checked("prompt", p, p_n)
+    except Rejected:
+        p, refused = None, refused + 1
+    try:
+        g = _checked("eval", g, g_n)
+    except Rejected:
+        g, refused = None, refused + 1
+    if refused and p is None and g is None:
+        raise Rejected("no plausible rate on the line", refused)
+    return p, g, ({REJECTED_KEY: refused} if refused else {})
+
+
 def _pair(prompt: str, gen: str, source: str):
     def build(m: re.Match) -> dict | None:
-        p, g = to_float(m.group(prompt)), to_float(m.group(gen))
+        p, g, refused = _both(_rate(m.group(prompt)), _rate(m.group(gen)))
         if p is None and g is None:
             return None
-        return {"prompt_tok_s": p, "eval_tok_s": g, "source": source}
+        return {"prompt_tok_s": p, "eval_tok_s": g, "source": source, **refused}
     return build
 
 
@@ -71,11 +111,23 @@ def _server_timings(m: re.Match) -> dict | None:
         v = obj.get(key)
         return v if type(v) is int and fits_sqlite(v) else None
 
-    p, g = num("prompt_per_second"), num("predicted_per_second")
+    p, g, refused = _both(num("prompt_per_second"), num("predicted_per_second"), count("prompt_n"),
+                          count("predicted_n"))
     if p is None and g is None:
         return None
     return {"prompt_tok_s": p, "eval_tok_s": g, "prompt_n": count("prompt_n"), "eval_n": count("predicted_n"),
-            "source": "server-json"}
+            "source": "server-json", **refused}
+
+
+def _single(m: re.Match, phase: str, source: str, tokens: int | None = None) -> dict | None:
+    """One rate on its line (server JSON key, ollama, mlx_lm), checked; its token count when printed with it."""
+    tps = _checked(phase, _rate(m.group("tps")), tokens)
+    if tps is None or math.isnan(tps):
+        return None
+    out = {"phase": phase, "tok_s": tps, "source": source}
+    if tokens is not None:
+        out["tokens"] = tokens
+    return out
 
 
 def _count(phase_group: str):
@@ -110,9 +162,7 @@ TIMINGS = Format(
         Pattern(
             "timing",
             rx(rf'"(?P<key>prompt_per_second|predicted_per_second)"\s*:\s*(?P<tps>{_NUM}|null)'),
-            lambda m: (None if to_float(m.group("tps")) is None else
-                       {"phase": "prompt" if m.group("key").startswith("prompt") else "eval",
-                        "tok_s": to_float(m.group("tps")), "source": "server-json"}),
+            lambda m: _single(m, "prompt" if m.group("key").startswith("prompt") else "eval", "server-json"),
         ),
         # Token counts printed on their own line before the rate (ollama --verbose, multi-line server JSON).
         Pattern("timing.count", rx(r"^(?P<phase>prompt eval|eval) count:\s+(?P<n>\d+) token"), _count("phase")),
@@ -124,10 +174,9 @@ TIMINGS = Format(
                 rx(rf"^Trial (?P<trial>\d+):\s+prompt_tps\s*[=:]\s*(?P<p>{_NUM}),?\s+generation_tps\s*[=:]\s*(?P<g>{_NUM})"),
                 lambda m: {"trial": int(m.group("trial")), **(_pair("p", "g", "mlx_lm")(m) or {})}),
         Pattern("timing", rx(rf"^(?P<phase>prompt eval|eval) rate:\s+(?P<tps>{_NUM}) tokens/s"),
-                lambda m: {"phase": _phase(m.group("phase")), "tok_s": to_float(m.group("tps")), "source": "ollama"}),
+                lambda m: _single(m, _phase(m.group("phase")), "ollama")),
         Pattern("timing", rx(rf"^(?P<phase>Prompt|Generation): (?P<n>\d+) tokens, (?P<tps>{_NUM}) tokens-per-sec"),
-                lambda m: {"phase": _phase(m.group("phase")), "tok_s": to_float(m.group("tps")),
-                           "tokens": int(m.group("n")), "source": "mlx_lm"}),
+                lambda m: _single(m, _phase(m.group("phase")), "mlx_lm", to_int(m.group("n")))),
         Pattern("timing.pair", rx(rf"prompt_tps\s*[=:]\s*(?P<p>{_NUM}),?\s+generation_tps\s*[=:]\s*(?P<g>{_NUM})"),
                 _pair("p", "g", "mlx_lm")),
         Pattern("timing.pair", rx(rf"\[ Prompt: (?P<p>{_NUM}) t/s \| Generation: (?P<g>{_NUM}) t/s \]"),
@@ -141,8 +190,9 @@ TIMINGS = Format(
                                                 "source": "llama_perf_context_print"}),
         Sample("llama_print_timings:        eval time =    7262,21 ms /    99 runs   (   73,36 ms per token,    13,77 tokens "
                "per second)", "timing", {"phase": "eval", "tok_s": 13.77, "tokens": 99}),
+        # 0.00 ms measured for a token: no speed, refused (and counted)
         Sample("llama_print_timings: prompt eval time =       0.00 ms /     1 tokens (    0.00 ms per token,      inf tokens "
-               "per second)", "timing", {"phase": "prompt", "tok_s": float("inf")}),
+               "per second)", "timing", {}, rejected=True),
         Sample("       eval time =     572.42 ms /    50 tokens (   11.45 ms per token,    87.35 tokens per second)", "timing",
                {"phase": "eval", "tok_s": 87.35, "source": "server-slot"}),
         Sample("slot print_timing: id  0 | task 0 | ", "server.slot", {"slot": "0", "task": "0"}),

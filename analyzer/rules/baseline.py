@@ -10,13 +10,20 @@ nearest in time, then the newest.
 
 Because only runs of the guest's own hardware can match, storing runs of other
 hardware never changes a verdict (tests/rules/test_baselines.py).
+
+A baseline's speeds are real ones only: a speed that is not finite and positive, or is above
+the physical ceiling of its hardware and model (analyzer.parsers.plausible), is left out of
+the peer before it is compared (a row an older capscan stored before speeds were checked at
+the parser boundary); a peer left with no speed of the guest's tests is no baseline.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from analyzer.parsers.plausible import stored_ceiling
 from analyzer.rules.view import Peer, RunView
 
 HOW_TO_NAME_THE_HOST = ("llama-bench -o json in the guest names it in cpu_info, e.g. 'Apple M1 Ultra (Virtual)'; "
@@ -56,6 +63,13 @@ def matches(view: RunView, peer: Peer) -> bool:
             and peer.model == f.model and peer.quant == f.quant)
 
 
+def _real_speeds(peer: Peer) -> Peer:
+    """``peer`` with only the speeds its hardware can have (see the module's docstring)."""
+    kept = {t: v for t, v in peer.throughput.items()
+            if isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= stored_ceiling(t, peer.host_chip, peer.model)}
+    return peer if len(kept) == len(peer.throughput) else replace(peer, throughput=kept)
+
+
 def choose(view: RunView) -> Baseline | None:
     """The baseline of a VM run (None for runs that are not guests)."""
     if view.environment != "vm":
@@ -68,7 +82,8 @@ def choose(view: RunView) -> Baseline | None:
         return Baseline(None, "the host chip of this guest is unknown (" + HOW_TO_NAME_THE_HOST
                         + "), and capscan never compares with another machine")
     mine = view.best()
-    found = [p for p in view.peers if matches(view, p) and any(p.throughput.get(t, 0) > 0 for t in mine)]
+    found = [p for p in (_real_speeds(p) for p in view.peers if matches(view, p))
+             if any(t in p.throughput for t in mine)]
     if not found:
         return Baseline(None, f"no bare-metal run of {model_label(view)} on {chip} is stored")
     me = _when(view.created_at)

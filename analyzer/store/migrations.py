@@ -271,3 +271,12 @@ def m007_diagnosis_inputs(db: Database) -> None:
               OR old.host_chip IS NOT new.host_chip OR old.run_id IS NOT new.run_id {bump};
         """
     )
+
+
+@MIGRATIONS()
+def m008_sources_rejected(db: Database) -> None:
+    """How many records of a source were refused at the parser boundary (wrong types, impossible values,
+    speeds no machine can have: analyzer.parsers.plausible), beside its other line counts. Sources
+    stored before are 0: what was refused then is unknown."""
+    if "rejected_records" not in {r[1] for r in db.execute("PRAGMA table_info(sources)").fetchall()}:
+        db.execute("ALTER TABLE sources ADD COLUMN rejected_records INTEGER NOT NULL DEFAULT 0")

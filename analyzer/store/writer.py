@@ -125,14 +125,14 @@ class SourceWriter:
         return row[0], runs
 
     def commit(self, *, size: int, sha256: str, lines: int, recognised: int, unrecognised: int, overlong: int,
-               raw_gzip: tuple[BinaryIO, int] | None, before_commit=None) -> int:
+               raw_gzip: tuple[BinaryIO, int] | None, before_commit=None, rejected: int = 0) -> int:
         self._begin()
         if before_commit is not None:
             before_commit()
         self.conn.execute(
-            "UPDATE sources SET size=?, sha256=?, lines=?, recognised_lines=?, unrecognised_lines=?, overlong_lines=? "
-            "WHERE id=?",
-            (size, sha256, lines, recognised, unrecognised, overlong, self.source_id),
+            "UPDATE sources SET size=?, sha256=?, lines=?, recognised_lines=?, unrecognised_lines=?, overlong_lines=?, "
+            "rejected_records=? WHERE id=?",
+            (size, sha256, lines, recognised, unrecognised, overlong, rejected, self.source_id),
         )
         if raw_gzip is not None:
             self._write_blob(*raw_gzip)
