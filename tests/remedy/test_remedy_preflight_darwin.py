@@ -251,3 +251,42 @@ def test_fake_llama_log_family_from_the_guest_cpu(env, linux_build, macos_build)
     assert doc["family"] == 1008
     fam = next(c for c in doc["preflight"] if c["name"] == "family")
     assert "Apple M2 Max (Virtual)" in fam["reason"]
+
+
+# -- a log that lacks only the host's proof: the live guest is checked (issue 21) ----------------------
+
+
+def test_a_host_less_log_is_remedied_when_the_live_guest_proves_its_host(env, linux_build, macos_build):
+    """The stock llama-bench log names no host chip and no arm64 build: not fixable from the log, but
+    `remedy run` runs here, so this guest's own brand string (Apple M1 Ultra (Virtual)) is the proof."""
+    env.darwin()
+    stock = env.ingest_text(stock_fake_llama_log(linux_build, host_proof=False))
+    shown = json.loads(env.capscan("show", str(stock), "--json").stdout)
+    assert shown["fixable"] is False and shown["fixable_reason"] == "nothing in the log shows the host chip"
+    doc = json.loads(_run(env, linux_build / "fake-llama", "--bench").stdout)
+    assert doc["refused"] is False and doc["stock_run_id"] == stock
+    assert doc["family"] == 1007  # the brand string's chip: M1 -> Apple7
+    # the plan reads the same decision, with the same live check
+    plan = json.loads(env.capscan("remedy", "plan", "--run", str(stock), "--json").stdout)
+    assert plan["actionable"] is True
+
+
+@pytest.mark.parametrize("brand,machine", [("Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz (Virtual)", "x86_64"),
+                                           ("QEMU Virtual CPU version 2.5+", "x86_64")],
+                         ids=["intel brand", "no chip named, x86_64"])
+def test_a_host_less_log_is_refused_when_the_live_guest_does_not_prove_it(env, linux_build, macos_build, brand,
+                                                                          machine):
+    env.darwin(CAPSCAN_FAKE_BRAND=brand, CAPSCAN_MACHINE=machine)
+    env.ingest_text(stock_fake_llama_log(linux_build, host_proof=False))
+    r = _run(env, linux_build / "fake-llama", "--bench")
+    assert r.returncode == 2, r.stdout.decode() + r.stderr.decode()
+    doc = json.loads(r.stdout)
+    assert doc["refused"] is True and "nothing in the log shows the host chip" in doc["reason"]
+    assert not any(c[:1] == [str(linux_build / "fake-llama")] for c in env.calls())
+
+
+def test_on_linux_a_host_less_log_is_refused(env, linux_build):
+    """Off macOS nothing live can prove the host: only the log's own proof counts."""
+    env.ingest_text(stock_fake_llama_log(linux_build, host_proof=False))
+    r = env.capscan("remedy", "run", "--json", "--", str(linux_build / "fake-llama"), "--bench")
+    assert r.returncode == 2 and json.loads(r.stdout)["refused"] is True
