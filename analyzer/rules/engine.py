@@ -130,6 +130,28 @@ def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisi
     return text
 
 
+def evidence_advice(view: RunView) -> str:
+    """What to run to get the capability block, for the program and era the log shows (issue 22): the
+    flag that prints it, never a generic "pipe the full stderr" to someone who already did."""
+    f = view.facts
+    program = f.program or ""
+    kinds = {e.kind for e in view.evidence}
+    if program in ("llama-cli", "llama-server", "llama-completion") or "timing.pair" in kinds:
+        return ("Since 2026-05 llama-cli and llama-server hide the Metal capability block at their default "
+                "verbosity: run the same command with `-lv 4` (or `-v`) and `2>&1`, or `llama-cli --list-devices`, "
+                "and pipe that into capscan; in a macOS guest, `capscan probe` answers too.")
+    if program == "llama-bench":
+        return ("llama-bench prints the Metal block on stderr: `llama-bench -m MODEL -o json 2>&1 | capscan` (the "
+                "JSON's cpu_info also names the host chip).")
+    if program == "ollama":
+        return ("ollama prints the device lines in its server log: restart it with `OLLAMA_DEBUG=1 ollama serve`, "
+                "load the model once, then `capscan ingest ~/.ollama/logs/server.log` (the app's log; `ollama serve` "
+                "prints to its terminal).")
+    if program == "whisper.cpp":
+        return ("whisper.cpp prints its Metal init lines on stderr: `whisper-cli -m MODEL -f AUDIO 2>&1 | capscan`.")
+    return START_UP_BLOCK
+
+
 START_UP_BLOCK = ("Paste the start-up block too: the ggml_metal_device_init: (or ggml_metal_init:) lines printed before "
                   "the model loads (llama-bench prints them; llama-cli/llama-server need -v), or run `capscan probe` "
                   "on the same machine, then pipe it into capscan.")
@@ -153,7 +175,7 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
                 f"capscan remedy run --family {cap} -- <your llama.cpp command>   (caps the family at "
                 f"{chips.family_name(cap)}, {why})"]
     if verdict == "capability-downgrade" and "clamp" in missing:
-        steps = [START_UP_BLOCK]
+        steps = [evidence_advice(view)]
         if "host" in missing:
             steps.append(f"Confirm the host too: {CONFIRM_HOST}.")
         return steps
@@ -187,10 +209,10 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
         return ["Nothing to fix in capabilities. Fewer, larger dispatches help: bigger batches (-b/-ub), "
                 "larger models amortise the fixed per-token cost."]
     if verdict == "unknown" and "symptoms-without-vm" in findings and view.environment is None:
-        return [START_UP_BLOCK]
+        return [evidence_advice(view)]
     if verdict == "unknown" and not view.gates_on_family:
         return ["Nothing to remedy for MLX. To check llama.cpp on the same machine, run llama-bench and pipe "
                 "it in: llama-bench -m model.gguf 2>&1 | capscan"]
     if verdict == "unknown":
-        return ["Pipe the full stderr (2>&1) so the Metal init lines are included, or run `capscan probe`."]
+        return [evidence_advice(view)]
     return []
