@@ -157,6 +157,12 @@ class DetailScreen(CapscanScreen):
             t.append(speeds)
         t.append("\n" + (diag.get("summary") or "This run has not been diagnosed yet (`capscan show "
                                                   f"{run.id}` diagnoses it)."))
+        if diag.get("fixable") and diag.get("proof"):  # the signs the fix rests on (RunView.remedy_decision)
+            t.append("\nproof:", style="bold")
+            for p in diag["proof"]:
+                line = p.get("line")
+                t.append(f"\n  {line:>6}  " if isinstance(line, int) else "\n       -  ", style="cyan")
+                t.append(clean(str(p.get("sign") or "")))
         return t
 
     def _speeds(self, run: StoredRun) -> Text | None:
