@@ -1,35 +1,39 @@
 """The facts of one run, as stored and as shown.
 
-msgspec Structs: typed, checked when a run's facts are decoded from the store
-(``load_facts``: wrong types are a load error, never a silent value), written as
-JSON in one call (``facts_json``). Chosen over pydantic for what it costs every
-command that reads a run: importing pydantic and building these models took
-about 350 ms on the benchmark machine, msgspec about 30 ms (issue 13)."""
+pydantic models (the design card's library for the typed boundary): typed, checked
+when a run's facts are decoded from the store (``load_facts``: wrong types are a load
+error, never a silent value), written as JSON in one call (``facts_json``). Mutable:
+the run builder fills them in attribute by attribute, unchecked, and the strict test
+(tests/ingest/test_facts_typed.py) proves what it stores decodes back. Only commands
+that read facts import this module (tests/cli/test_import_hygiene.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import msgspec
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
-class _Record(msgspec.Struct, kw_only=True):
-    """Keyword-only fields, mutable (the run builder fills them in), compared field by field."""
+class _Record(BaseModel):
+    """Keyword-only fields, mutable (the run builder fills them in), compared field by field.
+    Fields a newer or older capscan stored and this one does not know are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain data (nested records, tuples as lists), as JSON would hold it."""
-        return msgspec.to_builtins(self)
+        """Plain data (nested records as dicts), what ``facts_from_dict`` reads back."""
+        return self.model_dump(warnings=False)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
-        return cls.__struct_fields__
+        return tuple(cls.model_fields)
 
 
 class Device(_Record):
     name: str | None = None
     apple_family: int | None = None
-    families: list[int] = msgspec.field(default_factory=list)
+    families: list[int] = Field(default_factory=list)
     unified_memory: bool | None = None
     working_set_mb: float | None = None
     threadgroup_memory: int | None = None
@@ -66,7 +70,13 @@ class Throughput(NamedTuple):
 
 
 class Evidence(_Record):
-    line: int
+    """One log line kept as evidence. Read from SQLite rows (Python values, not JSON), so its
+    text is strict: a blob stored where text belongs is a load error, never decoded as text;
+    the line number stays lax (SQLite may hand back '12' for 12)."""
+
+    model_config = ConfigDict(strict=True)
+
+    line: int = Field(strict=False)
     kind: str
     text: str
 
@@ -97,12 +107,12 @@ class RunFacts(_Record):
     program: str | None = None
     backend: str | None = None
     metal_era: str | None = None  # "M4" (ggml_metal_device_init) or "legacy" (ggml_metal_init)
-    device: Device = msgspec.field(default_factory=Device)
+    device: Device = Field(default_factory=Device)
     device_count: int = 0
-    capabilities: Capabilities = msgspec.field(default_factory=Capabilities)
+    capabilities: Capabilities = Field(default_factory=Capabilities)
     use_bfloat: bool | None = None
     shim: Shim | None = None
-    shim_messages: list[str] = msgspec.field(default_factory=list)
+    shim_messages: list[str] = Field(default_factory=list)
     model: str | None = None
     quant: str | None = None  # the model's quantization when printed apart from its name (`model ftype`)
     cpu_info: str | None = None
@@ -112,14 +122,14 @@ class RunFacts(_Record):
     build_commit: str | None = None
     skipped_kernels: int = 0
     skipped_kernels_non_bf16: int = 0
-    unsupported_ops: list[str] = msgspec.field(default_factory=list)
-    metal_errors: list[str] = msgspec.field(default_factory=list)
+    unsupported_ops: list[str] = Field(default_factory=list)
+    metal_errors: list[str] = Field(default_factory=list)
     family_fallback: bool = False
     host_chip_line: str | None = None  # 'Chip:' of a Hardware Overview (system_profiler SPHardwareDataType)
     host_model_name: str | None = None  # its 'Model Name:' ('MacBook Pro', 'Apple Virtual Machine 1')
     # Every processor the run names: a Hardware Overview's 'Processor Name:' (Intel Macs; Apple silicon
     # prints 'Chip:'), system_profiler -json's cpu_type, sysctl's machdep.cpu.brand_string.
-    host_cpus: list[str] = msgspec.field(default_factory=list)
+    host_cpus: list[str] = Field(default_factory=list)
     macos_version: str | None = None
     mmap: bool | None = None  # weights read through memory-mapped buffers (`*_Mapped model buffer`)
     wrapper_virtualised: str | None = None  # an app said the Metal device looks virtualised (and names it)
@@ -127,32 +137,32 @@ class RunFacts(_Record):
     agx_domain: str | None = None  # an AGXMetal* error domain: Apple's own GPU driver answered (bare metal)
     library_load_s: float | None = None
     offload: tuple[int, int] | None = None
-    vulkan_devices: list[dict] = msgspec.field(default_factory=list)
-    cuda_devices: list[dict] = msgspec.field(default_factory=list)
+    vulkan_devices: list[dict] = Field(default_factory=list)
+    cuda_devices: list[dict] = Field(default_factory=list)
     cuda_failed: str | None = None
     listed_devices: list[str] | None = None  # None: no --list-devices output seen
     build_target: str | None = None
     system_backends: list[str] | None = None
     # x86-only CPU features system_info reports on (AVX2, SSE3, F16C...): an Intel CPU or an x86_64
     # build under Rosetta, never a native arm64 process.
-    x86_cpu_features: list[str] = msgspec.field(default_factory=list)
+    x86_cpu_features: list[str] = Field(default_factory=list)
     ollama_library: str | None = None
     ollama_description: str | None = None
     model_device: str | None = None
     probe: dict[int, bool] | None = None  # family code -> supportsFamily answer
-    sysprof_chipsets: list[str] = msgspec.field(default_factory=list)
+    sysprof_chipsets: list[str] = Field(default_factory=list)
     sysprof_metal: str | None = None
-    processes: list[str] = msgspec.field(default_factory=list)
+    processes: list[str] = Field(default_factory=list)
     # Every GPU name the run mentions (device, found/picking device, model device lines): a name that
     # is not the chosen device is still evidence of the machine (an AMD GPU listed beside others).
-    seen_devices: list[str] = msgspec.field(default_factory=list)
+    seen_devices: list[str] = Field(default_factory=list)
     # A flag printed twice in one run with different values (blocks of two machines merged):
     # {"flag", "value", "line", "other", "other_line"}. Never resolved by order.
-    flag_conflicts: list[dict] = msgspec.field(default_factory=list)
+    flag_conflicts: list[dict] = Field(default_factory=list)
     # Every reading, as read (see Observation): the single-valued fields above are for display;
     # "fixable" and contradictions are decided from these. Bounded: one entry per distinct
     # (fact, subject, value), the first line that showed it (runs.builder.MAX_OBSERVATIONS).
-    observations: list[Observation] = msgspec.field(default_factory=list)
+    observations: list[Observation] = Field(default_factory=list)
     # Per (model, test, kind): the speed (median of several rows), n, first line. None in
     # runs stored before it existed: readers then aggregate the throughput table.
     throughput_summary: list[dict] | None = None
@@ -175,32 +185,29 @@ class StoredRun:
     load_error: str | None = None
 
 
-_FACTS_DECODER = msgspec.json.Decoder(RunFacts, strict=False)
-_ENCODER = msgspec.json.Encoder()
-
-
 def facts_json(facts: RunFacts) -> bytes:
-    """The facts as stored (compact JSON, fields in declaration order)."""
-    return _ENCODER.encode(facts)
+    """The facts as stored (compact JSON, fields in declaration order). A value of the wrong
+    type (a handler bug the strict test catches) is written as it is, without a warning."""
+    return facts.model_dump_json(warnings=False).encode()
 
 
 def load_facts(data: str | bytes) -> RunFacts:
     """Stored facts, type-checked (lax as to numbers written as strings or integral floats,
-    which older capscans could store). Raises ``msgspec.DecodeError`` (a ``FactsError``) on
-    anything else."""
-    return _FACTS_DECODER.decode(data)
+    which older capscans could store). Raises ``FactsError`` (pydantic's ``ValidationError``)
+    on anything else, malformed JSON included."""
+    return RunFacts.model_validate_json(data)
 
 
 def facts_from_dict(data: dict[str, Any]) -> RunFacts:
     """Facts from plain data (``as_dict``'s shape), type-checked the same way."""
-    return msgspec.convert(data, RunFacts, strict=False)
+    return RunFacts.model_validate(data)
 
 
 def evidence_from_rows(rows: Any) -> list[Evidence]:
     """Stored (line, kind, text) rows as Evidence, type-checked as ``load_facts`` checks facts
     (a line number stored as text reads as meant; a blob or a word where text or a number
     belongs raises ``FactsError``)."""
-    return msgspec.convert([{"line": n, "kind": k, "text": t} for n, k, t in rows], list[Evidence], strict=False)
+    return [Evidence.model_validate({"line": n, "kind": k, "text": t}) for n, k, t in rows]
 
 
-FactsError = msgspec.MsgspecError
+FactsError = ValidationError

@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "formats": ("analyzer.cli.formats", "formats"), "tui": ("analyzer.cli.tui", "tui"),
     "remedy": ("analyzer.cli.remedy", "remedy"), "probe": ("analyzer.cli.probe", "probe"),
     "sources": ("analyzer.cli.fleet", "sources"), "watch": ("analyzer.cli.fleet", "watch"),
-    "export": ("analyzer.cli.fleet", "export"),
+    "export": ("analyzer.cli.fleet", "export"), "schema": ("analyzer.cli.schema", "schema"),
 }
 
 

@@ -1,6 +1,6 @@
 """How verdicts and numbers look, for the report and the TUI alike.
 
-Imports nothing heavy (no rich, msgspec or sqlite-utils), so the TUI's first
+Imports nothing heavy (no rich, pydantic or sqlite-utils), so the TUI's first
 screen can use it without paying for the report's imports."""
 
 from __future__ import annotations

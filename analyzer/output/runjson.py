@@ -1,4 +1,5 @@
-"""A stored run as the contract's JSON object (``diagnose --json``, ``show --json``)."""
+"""A stored run as the contract's JSON object (``diagnose --json``, ``show --json``). Its shape is
+declared by ``analyzer.output.contract`` (`capscan schema`); a key added here is added there too."""
 
 from __future__ import annotations
 
@@ -34,10 +35,11 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "verdict": diag.get("verdict", "unknown"),
         "fixable": bool(diag.get("fixable", False)),
         "confidence": diag.get("confidence"),
-        # why it is (or is not) fixable, and for a fixable run each positive sign with its line (issue 21)
         "fixable_reason": diag.get("fixable_reason"),
-        "proof": [{"sign": p.get("sign"), "line": p.get("line"), "text": p.get("text")}
-                  for p in diag.get("proof", []) or []],
+        # the rules' proof of a fixable run (each sign with its line) and the estimated ceilings;
+        # a diagnosis stored before they existed has neither: [] as for a run without them
+        "proof": diag.get("proof") or [],
+        "reference": diag.get("reference") or [],
         "findings": diag.get("findings", []),
         # a guest's bare-metal baseline (same model and quantization, same host chip) and why, or why none;
         # null for runs that are not guests

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterator
 
-if TYPE_CHECKING:  # (imported where used: listing runs needs neither msgspec nor sqlite-utils)
+if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
     from analyzer.model import StoredRun
     from analyzer.store.db import Database
 

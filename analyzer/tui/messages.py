@@ -10,7 +10,7 @@ from textual.message import Message
 
 from analyzer.store.browse import Facets, RunFilter, RunRow
 
-StoredRun = Any  # analyzer.store.queries.StoredRun; not imported here, to keep msgspec off the first screen
+StoredRun = Any  # analyzer.store.queries.StoredRun; not imported here, to keep pydantic off the first screen
 
 
 @dataclass

@@ -36,7 +36,7 @@ def test_pipe_mode_does_not_load_textual(tmp_path):
 
 # What a command may not import: start-up is most of what `--version`, `runs`,
 # `show` and `db stats` cost (bench/run.py measures it), so each imports only
-# what it uses. msgspec (the facts model) and sqlite-utils stay off the read-only listing.
+# what it uses. pydantic (the facts model) and sqlite-utils stay off the read-only listing.
 _IMPORTS = ("import sys, runpy, io, contextlib\n"
             "sys.argv = ['capscan'] + sys.argv[1:]\n"
             "out = io.StringIO()\n"
@@ -47,7 +47,7 @@ _IMPORTS = ("import sys, runpy, io, contextlib\n"
             "    assert not exc.code, (exc.code, out.getvalue())\n"
             "sys.stderr.write(out.getvalue()[:200])\n"
             "print(' '.join(sorted(sys.modules)))\n")
-_HEAVY = ("msgspec", "pydantic", "sqlite_utils", "textual", "hyperscan", "orjson", "regex", "numpy", "analyzer.model",
+_HEAVY = ("pydantic", "sqlite_utils", "textual", "hyperscan", "orjson", "regex", "numpy", "analyzer.model",
           "analyzer.parsers", "analyzer.rules", "analyzer.remedy", "analyzer.rules.diagnose", "analyzer.ingest")
 
 
@@ -101,6 +101,22 @@ def test_runs_and_db_stats_import_neither_the_facts_model_nor_sqlite_utils(tmp_p
         mods = _imported("--db", str(db), *argv)
         assert "analyzer.store.queries" in mods  # it did read the database
         assert _offenders(mods, _HEAVY) == [], argv  # (orjson: only for listings of 512 rows and more)
+
+
+def test_commands_that_read_no_facts_never_import_pydantic(tmp_path):
+    """pydantic (and the facts model built on it) is for commands that read a run's facts: the ones
+    that list, count or describe what capscan knows never pay for it, in any output form."""
+    db = tmp_path / "c.db"
+    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
+                           str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    for argv in (["--version"], ["runs"], ["runs", "--json"], ["db", "stats"], ["db", "stats", "--json"],
+                 ["formats"], ["formats", "--json"], ["sources"], ["sources", "--all", "--json"]):
+        mods = _imported("--db", str(db), *argv) if argv != ["--version"] else _imported(*argv)
+        assert _offenders(mods, ("pydantic", "pydantic_core", "analyzer.model")) == [], argv
+    # and the check can see it: the commands that do read facts import it
+    for argv in (["show", "1"], ["schema"]):
+        assert "pydantic" in _imported("--db", str(db), *argv), argv
 
 
 # What the read-only listing commands import of capscan, exactly, and stdlib modules they have no

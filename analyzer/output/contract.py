@@ -1,0 +1,181 @@
+"""The `--json` contract (README, "capscan diagnose --json") as pydantic models: what
+`diagnose --json` (and pipe mode, `probe --json`) prints is a ``DiagnoseDocument``, what
+`show --json` prints one ``RunDocument``. `capscan schema` prints their JSON Schema.
+
+The documents themselves are written by ``analyzer.output.runjson`` as plain dicts, not
+through these models: `show` would otherwise build a second set of models at every start-up
+for no reader's benefit. tests/output/test_json_schema.py holds the two together: every
+bundled log's output validates against the printed schema and against these models, strictly.
+Objects are closed (``extra="forbid"``) so that a key added to the output and not here fails
+that test; a finding's ``data`` and a baseline's extras are the rules' own and stay open."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Verdict = Literal["capability-downgrade", "hardware-limit", "no-gpu-offload", "virtualization-overhead", "healthy",
+                  "unknown"]
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class DeviceJSON(_Closed):
+    """The GPU the run used, as the log printed it (null: not shown)."""
+
+    name: str | None
+    apple_family: int | None = Field(description="the highest MTLGPUFamilyApple code seen (1001-1999)")
+    families: list[int] = Field(description="every GPU family code seen")
+    unified_memory: bool | None
+    working_set_mb: float | None
+    threadgroup_memory: int | None
+
+
+class CapabilitiesJSON(_Closed):
+    """What the runtime found the GPU able to do (printed, or implied by a printed family with a
+    finding saying so)."""
+
+    simdgroup_reduction: bool | None
+    simdgroup_mm: bool | None
+    bfloat: bool | None
+    tensor: bool | None
+
+
+class ShimJSON(_Closed):
+    """An injected capability shim the log shows."""
+
+    name: str
+    apple_family_max: int | None
+
+
+class ThroughputJSON(_Closed):
+    test: str = Field(description="pp512, tg128, ...")
+    # JSON has no infinity: a non-finite figure an older capscan stored is written as null
+    tok_s: float | None = Field(description="tokens per second as printed (null: a non-finite figure)")
+    stddev: float | None
+    model: str | None
+
+
+class EvidenceLineJSON(_Closed):
+    line: int
+    text: str
+
+
+class FindingJSON(_Closed):
+    rule: str
+    severity: Literal["error", "warning", "info"]
+    message: str
+    evidence: list[EvidenceLineJSON]
+    data: dict[str, Any] | None = Field(default=None, description="the rule's own details, when it has any")
+
+
+class ProofJSON(_Closed):
+    """One positive sign that makes a downgrade fixable, with the line that shows it."""
+
+    sign: str
+    line: int | None
+    text: str
+
+
+class ReferenceJSON(_Closed):
+    """An estimate of what the hardware could do: from published figures or the memory-bandwidth
+    ceiling, never a stored baseline and never a reason for `fixable`."""
+
+    test: str
+    ceiling_tok_s: float
+    basis: str
+
+
+class BaselineJSON(_Open):
+    """Which bare-metal run a guest is measured against, and why (or why none)."""
+
+    run: int | None
+    why: str
+    host_chip: str | None
+    candidates: int
+
+
+class PairedTestJSON(_Closed):
+    test: str
+    tok_s: float | None
+    baseline_tok_s: float | None
+    ratio: float | None
+    per_token_s: float | None = Field(description="1/tok_s - 1/baseline_tok_s: the per-token cost of the VM")
+
+
+class PairingJSON(_Closed):
+    run: int
+    why: str
+    tests: list[PairedTestJSON]
+
+
+class PredictionJSON(_Closed):
+    test: str
+    host_tok_s: float | None
+    per_token_s: float | None
+    predicted_tok_s: float | None
+    from_models: list[str]
+
+
+class RunDocument(_Closed):
+    """One diagnosed run (an element of `runs`; all of `show --json`). Fields the log does not
+    show are null, never guessed."""
+
+    id: int
+    source: str
+    first_line: int
+    last_line: int
+    program: str | None
+    backend: str | None
+    device: DeviceJSON
+    host_chip: str | None
+    environment: str | None = Field(description="vm, bare-metal, or null: not shown")
+    capabilities: CapabilitiesJSON
+    shim: ShimJSON | None
+    throughput: list[ThroughputJSON]
+    verdict: Verdict
+    fixable: bool
+    confidence: Literal["high", "medium", "low"] | None
+    fixable_reason: str | None = Field(description="why the run is fixable, or what is missing; null when the "
+                                                   "verdict is not a capability downgrade")
+    proof: list[ProofJSON] = Field(description="each positive sign of a fixable run with its line; [] otherwise")
+    reference: list[ReferenceJSON] = Field(description="estimated ceilings; may be empty")
+    findings: list[FindingJSON]
+    baseline: BaselineJSON | None = Field(description="a guest's bare-metal baseline and why, or why none; "
+                                                      "null for runs that are not guests")
+    next: list[str] = Field(description="the next commands or steps")
+    pairing: PairingJSON | None = Field(description="per shared test, the ratio to the baseline and the per-token "
+                                                    "cost")
+    prediction: list[PredictionJSON] = Field(description="the predicted speed after the remedy, per test")
+
+
+class SummaryJSON(_Closed):
+    verdict: Verdict = Field(description="the most severe verdict of the runs")
+    runs: int
+    fixable: bool
+
+
+class DiagnoseDocument(_Closed):
+    """What `capscan diagnose --json` (and pipe mode with --json) prints."""
+
+    capscan_version: str
+    summary: SummaryJSON
+    runs: list[RunDocument]
+
+
+DOCUMENTS: dict[str, type[BaseModel]] = {"diagnose": DiagnoseDocument, "show": RunDocument}
+
+
+def json_schema(command: str = "diagnose") -> dict[str, Any]:
+    """The JSON Schema (Draft 2020-12) of what `capscan COMMAND --json` prints."""
+    model = DOCUMENTS[command]
+    schema = model.model_json_schema(mode="serialization")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": f"https://github.com/capscan/capscan/schema/{command}.json", **schema}
