@@ -98,8 +98,9 @@ class RunBuilder:
             self.observations_dropped += 1
             return
         self._observed.add(key)
-        self.facts.observations.append(Observation(fact=fact, value=value, line=ev.line, kind=ev.kind, block=block,
-                                                   subject=subject))
+        # model_construct: the parsers' own readings, already typed; no validation per line
+        self.facts.observations.append(Observation.model_construct(fact=fact, value=value, line=ev.line, kind=ev.kind,
+                                                                   block=block, subject=subject))
 
     def registering(self, other: str) -> bool:
         """Is this run a process still registering its backends, so that ``other``'s device list or
