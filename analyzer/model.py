@@ -115,6 +115,7 @@ class RunFacts(_Record):
     shim_messages: list[str] = Field(default_factory=list)
     model: str | None = None
     quant: str | None = None  # the model's quantization when printed apart from its name (`model ftype`)
+    model_size_bytes: int | None = None  # the weights' size: llama-bench's model_size, the loader's model size
     cpu_info: str | None = None
     gpu_info: str | None = None
     bench_backends: str | None = None

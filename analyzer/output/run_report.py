@@ -92,6 +92,8 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
         out.add("  " + line, style="dim" if diag else "")
     for line in baseline_lines(diag):
         out.add("  " + line, style="dim" if diag.get("verdict") != "virtualization-overhead" else "")
+    for line in reference_lines(diag, run.throughput):
+        out.add("  " + line, style="dim")
     evidence = _evidence_for(run, diag)
     if evidence:
         out.add("  evidence:")
@@ -107,6 +109,22 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
         out.add(f"    expected after the remedy: {p['test']} ~{fmt_tps(p['predicted_tok_s'])} tok/s (bare metal "
                 f"{fmt_tps(p['host_tok_s'])}, plus {p['per_token_s'] * 1000:.2f} ms/token of virtual-GPU cost measured "
                 f"on {', '.join(p['from_models'])})", style="dim")
+    return out
+
+
+def reference_lines(diag: dict[str, Any], throughput: list[dict[str, Any]]) -> list[str]:
+    """A guest without a stored host run, against the bandwidth ceiling (an estimate, never a baseline)."""
+    best: dict[str, float] = {}
+    for t in throughput:
+        v = t.get("tok_s")
+        if isinstance(v, (int, float)) and v > 0:
+            best[t["test"]] = max(best.get(t["test"], 0.0), float(v))
+    out = []
+    for r in diag.get("reference") or []:
+        mine, ceiling = best.get(r["test"]), r["ceiling_tok_s"]
+        if mine and ceiling:
+            out.append(f"reference  {r['test']} {fmt_tps(mine)} t/s: {mine / ceiling:.0%} of the {ceiling:,.0f} t/s "
+                       f"the host's memory bandwidth allows ({r['basis']}; an estimate, not a measured host run)")
     return out
 
 

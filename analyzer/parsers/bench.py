@@ -133,6 +133,7 @@ def _configuration(fields: dict[str, Any], fmt: str) -> dict[str, Any]:
     commit, model = text_field(fields, "build_commit"), text_field(fields, "model_type")
     return {"format": fmt, "model": model, "backend": backend, "cpu_info": cpu_info,
             "gpu_info": gpu_info, "n_gpu_layers": ngl, "build_commit": commit,
+            "model_size": _int(fields.get("model_size")),
             # what makes two rows the same benchmark (see assembly: rows with another key start a run)
             "key": (cpu_info, gpu_info, backend, commit),
             # the most tok/s its rows can show: (prompt, generation)
@@ -324,7 +325,7 @@ def _row(config: dict[str, Any], m: tuple) -> dict:
     return {"format": config["format"], "test": test, "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth, "tok_s": tok_s,
             "stddev": stddev, "model": config["model"], "backend": config["backend"], "cpu_info": config["cpu_info"],
             "gpu_info": config["gpu_info"], "n_gpu_layers": config["n_gpu_layers"],
-            "build_commit": config["build_commit"], "key": config["key"]}
+            "build_commit": config["build_commit"], "key": config["key"], "model_size": config.get("model_size")}
 
 
 bench_row_from = _row  # for the dispatcher's batches

@@ -106,12 +106,19 @@ def _kv_line(m: re.Match) -> dict | None:
     return out
 
 
+_UNIT = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _model_size(m: re.Match) -> dict:
+    return {"bytes": int(float(m.group("n")) * _UNIT[m.group("unit")])}
+
+
 SYSTEM = Format(
     name="system",
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
     literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name",
               "using device",
-              "layers to GPU", "model ftype", "file type   ="),
+              "layers to GPU", "model ftype", "file type   =", "model size ", "file size   ="),
     patterns=(
         Pattern("process.start", rx(r"^main: build = (?P<number>\d+) \((?P<commit>[0-9a-f]+)\)\s*$")),
         # llama-bench's last line (md and sql output): closes the run it ends.
@@ -130,6 +137,10 @@ SYSTEM = Format(
         Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S.*?)\s*$")),
         # the quantization, printed apart from the model name (llm_load_print_meta 2023-24, print_info 2025 on)
         Pattern("model.ftype", rx(r"(?:llm_load_print_meta: model ftype|print_info: file type)\s+=\s+(?P<ftype>\S.*?)\s*$")),
+        # the weights' size (llm_load_print_meta 2023-24, print_info 2025 on): with the host's bandwidth, the
+        # ceiling on token generation (rules: reference)
+        Pattern("model.size", rx(r"(?:llm_load_print_meta: model size|print_info: file size)\s+=\s+"
+                                 r"(?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGT])i?B\b"), _model_size),
         Pattern("model.device",
                 rx(r"using device (?P<device>\S+) \((?P<description>[^()]*(?:\([^()]*\))?[^()]*)\)")),
         Pattern("offload", rx(r"offloaded (?P<offloaded>\d+)/(?P<total>\d+) layers to GPU"),
@@ -139,6 +150,8 @@ SYSTEM = Format(
         Sample("main: build = 1015 (226255b)", "process.start", {"number": "1015", "commit": "226255b"}),
         Sample("llm_load_print_meta: model ftype      = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
         Sample("print_info: file type   = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
+        Sample("llm_load_print_meta: model size       = 636.18 MiB (4.85 BPW) ", "model.size", {"bytes": 667083079}),
+        Sample("print_info: file size   = 3.56 GiB (4.54 BPW)", "model.size", {"bytes": 3822520893}),
         Sample("build: ee3d1b54c (10167)", "build.footer", {"commit": "ee3d1b54c", "number": "10167"}),
         Sample("system_info: n_threads = 24 (n_threads_batch = 24) / 32 | Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | "
                "ARM_FMA = 1 | ACCELERATE = 1 | REPACK = 1 |", "system_info", {"n_threads": 24, "backends": ["Metal", "CPU"]}),

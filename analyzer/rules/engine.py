@@ -79,7 +79,8 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "next_steps": next_steps(view, verdict, fixable, why_fixable, {f["rule"] for f in findings}, missing)
         + (["Run with --no-mmap: macOS 14 guests have read stale weights through no-copy mmap buffers."]
            if any(f["rule"] == "macos14-mmap" for f in findings) else []),
-        **_baseline(view),
+        **(base := _baseline(view)),
+        "reference": reference(view) if not (base.get("baseline") or {}).get("run") else [],
         "rules_version": RULES_VERSION,
     }
 
@@ -97,6 +98,24 @@ def _baseline(view: RunView) -> dict[str, Any]:
         for t in mine if t in peer.throughput and peer.throughput[t] > 0 and mine[t] > 0]
     paired = {"run": peer.id, "why": found.why, "tests": tests} if tests and peer is not None else None
     return {"baseline": found.as_dict(view), "paired": paired}
+
+
+# A model this small may sit in the chip's caches: the bandwidth ceiling says nothing about it.
+_REFERENCE_MIN_BYTES = 256 * 2**20
+
+
+def reference(view: RunView) -> list[dict[str, Any]]:
+    """Where a guest stands without a stored host run: token generation reads every weight once per token,
+    so the host chip's published bandwidth over the model's size is a ceiling no run can pass. An estimate,
+    never a baseline and never a reason for "fixable"."""
+    chip, size = view.host_chip, view.facts.model_size_bytes
+    bandwidth = chips.bandwidth_gbs(chip)
+    if view.environment != "vm" or bandwidth is None or not size or size < _REFERENCE_MIN_BYTES:
+        return []
+    ceiling = bandwidth * 1e9 / size
+    basis = f"{chip} {bandwidth:g} GB/s / model {size / 1e9:.2f} GB"
+    return [{"test": test, "ceiling_tok_s": round(ceiling, 1), "basis": basis}
+            for test in view.best() if test.startswith("tg") or test == "generation"]
 
 
 def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | None:

@@ -88,6 +88,8 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
             f.cpu_info = row["cpu_info"]
         if f.gpu_info is None and row.get("gpu_info"):
             f.gpu_info = row["gpu_info"]
+        if f.model_size_bytes is None and row.get("model_size"):
+            f.model_size_bytes = row["model_size"]
         if f.build_commit is None and row.get("build_commit"):
             f.build_commit = row["build_commit"]
         if run.device_source is None and row.get("gpu_info"):

@@ -122,6 +122,13 @@ def on_model_ftype(asm: Assembler, ev: Event) -> None:
     run.touch(ev)
 
 
+def on_model_size(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    if run.facts.model_size_bytes is None:
+        run.facts.model_size_bytes = ev.data["bytes"]
+    run.touch(ev)
+
+
 def on_offload(asm: Assembler, ev: Event) -> None:
     asm.run.facts.offload = (ev.data["offloaded"], ev.data["total"])
     asm.run.touch(ev)
@@ -164,6 +171,7 @@ HANDLERS: dict[str, Handler] = {
     "model.name": on_model_name,
     "model.ftype": on_model_ftype,
     "offload": on_offload,
+    "model.size": on_model_size,
     "ollama.compute": on_ollama_compute,
     "ollama.offload": on_ollama_offload,
 }
