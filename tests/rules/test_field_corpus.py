@@ -77,7 +77,8 @@ def score(name: str) -> dict[str, Any]:
     return {
         "name": name, "program": side["program"], "environment": side["environment"],
         "label": lab["verdict"], "verdict": verdict, "verdict_ok": verdict in accepted,
-        "decisive": lab["verdict"] != "unknown",
+        # decisive: the label commits to a verdict (not unknown, and unknown not accepted)
+        "decisive": "unknown" not in accepted,
         "fixable_label": lab["fixable"], "fixable": fixable,
         "unsafe": fixable and lab["fixable"] is not True,
         "fixable_ok": fixable == bool(lab["fixable"]) if lab["fixable"] is not None else not fixable,
