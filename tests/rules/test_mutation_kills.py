@@ -143,3 +143,102 @@ def test_an_apple5_block_that_also_claims_metal3_is_never_fixable():
     block = GUEST_M4.replace("(1005)\n", "(1005)\nggml_metal_device_init: GPU family: MTLGPUFamilyMetal3  (5001)\n")
     assert block != GUEST_M4
     never_fixable(diagnose(ARM_BUILD + block + RESULT))
+
+
+# -- rules/view.py: contrary signs -------------------------------------------------------------------------
+
+GUEST_JSON = (Path(__file__).resolve().parent / "fixable" / "guest-bench.json").read_text()
+X86_SYSTEM_INFO = ("system_info: n_threads = 8 (n_threads_batch = 8) / 8 | Metal : EMBED_LIBRARY = 1 | CPU : SSE3 = 1 | "
+                   "SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | ACCELERATE = 1 | REPACK = 1 |\n")
+
+
+def test_x86_cpu_features_beside_a_guest_naming_its_apple_host_are_not_fixable():
+    """Kills view-contrary-no-x86-features: the host chip is named (cpu_info 'Apple M1 Ultra (Virtual)') and
+    no build line is printed, so only system_info's x86 features show an x86_64 process (Rosetta, or an Intel
+    Mac's lines pasted in)."""
+    never_fixable(diagnose(X86_SYSTEM_INFO + GUEST_M4 + GUEST_JSON))
+
+
+def test_an_x86_64_build_line_beside_a_guest_naming_its_apple_host_is_not_fixable():
+    """Kills view-contrary-no-x86-target: the only build line is x86_64 (no arm64 one to contradict it) and
+    llama-bench's cpu_info names an Apple host, so only the x86_64 target itself refuses (Rosetta)."""
+    x86 = "build: 4240 (1a2b3c4d) with Apple clang version 15.0.0 (clang-1500.3.9.4) for x86_64-apple-darwin23.4.0\n"
+    never_fixable(diagnose(x86 + GUEST_M4 + GUEST_JSON))
+
+
+def test_a_guest_block_beside_a_macs_own_hardware_overview_is_not_fixable():
+    """Kills view-bare-no-hardware-overview and view-environment-vm-wins: a plain 'Chip: Apple M2 Max' (no
+    '(Virtual)') is a Mac's own Hardware Overview, so the run shows a guest and bare metal: not a VM whose
+    host is proven, whatever the chip."""
+    overview = "Hardware:\n\n    Hardware Overview:\n\n      Model Name: MacBook Pro\n      Chip: Apple M2 Max\n"
+    never_fixable(diagnose(ARM_BUILD + GUEST_M4 + RESULT + overview))
+
+
+def test_a_guest_brand_string_and_bench_cpu_info_naming_two_chips_are_two_machines():
+    """Kills runs-context-no-processor-obs: the brand string (a named processor) says M2 Max, llama-bench's
+    cpu_info M1 Ultra: two hosts, never a family picked by order."""
+    brand = "machdep.cpu.brand_string: Apple M2 Max (Virtual)\n"
+    never_fixable(diagnose(brand + GUEST_M4 + GUEST_JSON))
+
+
+# -- the decision needs the clamp's own block, and offload --------------------------------------------------
+
+
+def test_a_crash_in_an_arm64_guest_without_its_block_is_not_fixable():
+    """Kills view-decision-no-clamp-needed: the host is proven (an arm64 macOS build) and the crash is a
+    clamp's symptom, but without the paravirtual device's own block nothing shows which family it reports."""
+    text = (ARM_BUILD + "Available devices:\n  MTL0: Apple Paravirtual device (11453 MiB, 11453 MiB free)\n"
+            "ggml_metal_op_encode_impl: error: unsupported op 'RMS_NORM'\n")
+    [d] = diagnose(text)
+    assert d["verdict"] == "capability-downgrade" and d["proof_missing"] == ["clamp"]
+    never_fixable([d])
+
+
+def test_a_clamped_guests_bench_with_zero_gpu_layers_is_no_gpu_offload():
+    """Kills catalog-ngl0-off: llama-bench -ngl 0 in a stock guest prints the clamped block too, but ran
+    on the CPU: no capability to restore (no-gpu-offload), never a fixable downgrade."""
+    rows = GUEST_JSON.replace('"n_gpu_layers": 99', '"n_gpu_layers": 0')
+    assert rows != GUEST_JSON
+    [d] = diagnose(GUEST_M4 + rows)
+    assert d["verdict"] == "no-gpu-offload"
+    never_fixable([d])
+
+
+def test_arm_cpu_features_outside_a_metal_process_are_no_host_proof():
+    """Kills view-host-proof-arm-features-anywhere: an app that gave up on the GPU, beside a system_info of
+    Arm features with no Metal (or Accelerate) in it: an arm64 process, but not shown to be macOS (Linux
+    arm64 runs on any Arm server), so the remedy is not offered; the next step asks for the host first."""
+    arm_linux_info = ("system_info: n_threads = 8 (n_threads_batch = 8) / 8 | CPU : NEON = 1 | ARM_FMA = 1 | "
+                      "FP16_VA = 1 | DOTPROD = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |\n")
+    wrapper = (REPO / "tests" / "fixtures" / "shapes" / "wrapper-virtualised-forced-cpu.log").read_text()
+    [d] = diagnose(arm_linux_info + wrapper)
+    assert d["verdict"] == "no-gpu-offload"
+    never_fixable([d])
+    assert any("capscan probe" in s for s in d["next_steps"]), d["next_steps"]
+
+
+def test_a_block_that_names_no_paravirtual_device_is_not_the_clamps_proof():
+    """Kills view-clamp-any-block: the guest is shown (llama-bench's row names the paravirtual device and an
+    M1 Ultra host), but the block names only 'MTL0' (2026 builds print just the id), and no device list says
+    which GPU MTL0 is: the clamp must be read from the paravirtual device's own block."""
+    block = GUEST_M4.replace("MTL0 (Apple Paravirtual device)", "MTL0")
+    assert block != GUEST_M4
+    runs = diagnose(block + GUEST_JSON)
+    never_fixable(runs)
+
+
+def test_a_build_line_for_another_architecture_is_no_host_proof():
+    """Kills view-host-proof-any-build: only an arm64 target shows an arm64 guest; a riscv64 Linux machine's
+    build line pasted beside a host-less guest's block proves nothing about the guest's host."""
+    riscv = "build: 6500 (0320ac526) with cc (GCC) 14.2.0 for riscv64-unknown-linux-gnu\n"
+    [d] = diagnose(riscv + GUEST_M4 + RESULT)
+    assert "host" in d["proof_missing"]
+    never_fixable([d])
+
+
+def test_an_app_that_gave_up_beside_x86_features_is_not_offered_the_remedy_despite_an_arm64_build_line():
+    """Kills engine-wrapper-remedy-despite-veto: the arm64 build line is the host's proof, but system_info's
+    x86 features (an x86_64 process: two builds' lines) veto; the gave-up app is told not to force."""
+    wrapper = (REPO / "tests" / "fixtures" / "shapes" / "wrapper-virtualised-forced-cpu.log").read_text()
+    [d] = diagnose(ARM_BUILD + X86_SYSTEM_INFO + wrapper)
+    assert not any("remedy" in s for s in d["next_steps"]), d["next_steps"]
