@@ -6,7 +6,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 DEMO_DB ?= .demo/capscan.db
 
-.PHONY: demo test test-fast test-floors lint bench native clean
+.PHONY: demo test test-fast test-floors lint bench native clean mutate
 
 # Quickstart 1: install capscan into .venv and pipe the bundled guest log through it.
 demo:
@@ -44,6 +44,11 @@ lint:
 
 bench:
 	$(RUNPY) bench/run.py
+
+# On demand, not in CI: a targeted mutation run over the fixable path (scripts/mutate.py, CONTRIBUTING.md).
+# MUTANTS="id id" runs only those; `$(RUNPY) scripts/mutate.py --list` lists them.
+mutate:
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(RUNPY) scripts/mutate.py $(MUTANTS)
 
 native:
 	$(MAKE) -C native/interposer check
