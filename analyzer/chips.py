@@ -104,6 +104,19 @@ def isa_of_target(target: str | None) -> str | None:
     return first or None
 
 
+def os_of_target(target: str | None) -> str | None:
+    """'arm64-apple-darwin23.4.0' -> 'darwin', 'aarch64-linux-gnu' -> 'linux', 'x86_64-w64-mingw32' ->
+    'windows'; None when the target names no system capscan knows."""
+    t = (target or "").lower()
+    if "apple-darwin" in t or "apple-macos" in t:
+        return "darwin"
+    if "linux" in t:
+        return "linux"
+    if "windows" in t or "mingw" in t or "msvc" in t:
+        return "windows"
+    return None
+
+
 def is_intel_cpu(cpu_info: str | None) -> bool:
     return bool(cpu_info and _INTEL_CPU.search(cpu_info) and not _APPLE_CHIP.search(cpu_info))
 

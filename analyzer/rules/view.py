@@ -213,6 +213,10 @@ class RunView:
             signs.append(("the GPU has no unified memory, which every Apple-silicon host gives (an Intel-Mac GPU, "
                           "or a VM on an Intel host)", [self.line_of(o) for o in no_uma[:1]] or self.lines(
                               "metal.flag", "probe.unified_memory", contains="false", limit=1)))
+        other_os = [o for o in self.readings.of("process.os") if o.value != "darwin"]
+        if other_os and (self.is_metal or f.metal_errors or f.unsupported_ops or f.skipped_kernels):
+            signs.append((f"the program is a {other_os[0].value} build, and Metal runs only on macOS: another "
+                          "machine's lines", [self.line_of(other_os[0])]))
         x86 = [o for o in self.readings.of("process.isa") if o.value == "x86_64"]
         targets = [str(o.value) for o in self.readings.of("build.target") if chips.isa_of_target(str(o.value)) == "x86_64"]
         if targets or (not self.facts.observations and (f.build_target or "").startswith("x86_64")):
@@ -341,15 +345,16 @@ class RunView:
             line = self.line_of(named[0]) if named else next(iter(self.lines(
                 "bench.device", "host.chip", "probe.cpu_brand", "vulkan.device", limit=1)), {"line": None, "text": ""})
             return [{"sign": f"the guest names its host chip, {self.host_chip} ({self.host_chip_basis})", **line}]
-        arm = [o for o in self.readings.of("process.isa") if o.value == "arm64"]
-        target = next((o for o in arm if o.kind == "build.target"), None)
+        # an arm64 macOS build target (an aarch64 Linux one proves nothing: Linux arm64 runs on any Arm machine)
+        target = next((o for o in self.readings.of("build.target") if chips.isa_of_target(str(o.value)) == "arm64"
+                       and chips.os_of_target(str(o.value)) == "darwin"), None)
         if target is not None:
-            built = next((str(o.value) for o in self.readings.of("build.target") if o.line == target.line), "arm64")
-            return [{"sign": f"the guest is an arm64 macOS build ({built}), and arm64 macOS runs only on "
+            return [{"sign": f"the guest is an arm64 macOS build ({target.value}), and arm64 macOS runs only on "
                              "Apple-silicon hosts", **self.line_of(target)}]
-        if arm and self.is_metal:
-            return [{"sign": "system_info reports Arm CPU features in a macOS (Metal) process, and arm64 macOS runs "
-                             "only on Apple-silicon hosts", **self.line_of(arm[0])}]
+        mac = self.readings.of("process.arm64_macos")
+        if mac and self.is_metal:
+            return [{"sign": "system_info reports Arm CPU features beside Accelerate or Metal, so an arm64 macOS "
+                             "process, and arm64 macOS runs only on Apple-silicon hosts", **self.line_of(mac[0])}]
         return []
 
     @cached_property

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from analyzer.chips import ARM_CPU_FEATURES, X86_CPU_FEATURES, isa_of_target
+from analyzer.chips import ARM_CPU_FEATURES, X86_CPU_FEATURES, isa_of_target, os_of_target
 from analyzer.parsers.base import Event
 
 if TYPE_CHECKING:
@@ -59,6 +59,10 @@ def on_system_info(asm: Assembler, ev: Event) -> None:
         run.observe("process.isa", "x86_64", ev)
     if on & ARM_CPU_FEATURES:
         run.observe("process.isa", "arm64", ev)
+        # the same line shows macOS (Accelerate, or a Metal backend): an arm64 macOS process, which runs only
+        # on Apple silicon; Arm features alone could be any Arm machine's
+        if on & {"ACCELERATE", "METAL"} or any(b.lower() == "metal" for b in ev.data.get("backends") or ()):
+            run.observe("process.arm64_macos", True, ev)
     run.touch(ev)
 
 
@@ -105,6 +109,9 @@ def on_build_target(asm: Assembler, ev: Event) -> None:
     isa = isa_of_target(ev.data["target"])
     if isa:
         run.observe("process.isa", isa, ev)
+    system = os_of_target(ev.data["target"])
+    if system:
+        run.observe("process.os", system, ev)
     run.touch(ev)
 
 

