@@ -2,7 +2,7 @@
 
 Users paste logs with timestamps (llama.cpp's common logger), journald and
 NSLog prefixes, Kubernetes' (``kubectl logs --prefix``, CRI container log
-files), LM Studio and ollama framing, JSON log callbacks, ``> ``
+files), docker compose's (``svc-1  | ``), LM Studio and ollama framing, JSON log callbacks, ``> ``
 quoting, stray backticks, ANSI colour codes and CRLF endings. This module
 turns such a line back into the text the program printed, and remembers the
 process name when a prefix names one.
@@ -43,6 +43,9 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bracket-time", re.compile(r"^\[\d{2,4}[-:/][\d\-:/ .T]+Z?\] ")),
     # 2023 ollama: "2023/10/06 16:33:43 llama.go:313: "
     ("go-log", re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (?:\S+\.go:\d+: )?")),
+    # docker compose logs: "llama-server-1  | " (v2, "<service>-<n>", padded), "web_1  | " (v1); colour
+    # codes are gone already (clean). The service name must end in its replica number.
+    ("compose", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}[-_][0-9]{1,4} {1,64}\|(?: |$)")),
     # markdown quote
     ("quote", re.compile(r"^(?:> ?)+")),
     # stray backticks around pasted lines
@@ -75,6 +78,13 @@ PREFIX_SAMPLES: tuple[tuple[str, str, str, str | None], ...] = (
      "ggml_metal_init: GPU name:   Apple M2 Max", None),
     ("go-log", "2023/10/06 16:33:43 llama.go:313: ggml_metal_init: GPU name:   Apple M2 Max",
      "ggml_metal_init: GPU name:   Apple M2 Max", None),
+    ("compose", "llama-server-1  | ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)",
+     "ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)", None),
+    # getumbrel/llama-gpt#129, as pasted
+    ("compose", "llama-gpt-llama-gpt-api-cuda-ggml-1  | llama_model_load_internal: n_ctx      = 4096",
+     "llama_model_load_internal: n_ctx      = 4096", None),
+    ("compose", "ollama_1   | llama_model_loader: - type q4_0:  225 tensors",
+     "llama_model_loader: - type q4_0:  225 tensors", None),
     ("quote", "> > | model | size | params | backend | threads | test | t/s |",
      "| model | size | params | backend | threads | test | t/s |", None),
     ("backticks", "`ggml_metal_init: GPU name:   Apple M2 Max`", "ggml_metal_init: GPU name:   Apple M2 Max", None),
