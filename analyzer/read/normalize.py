@@ -117,7 +117,7 @@ def normalize(raw: str) -> tuple[list[str], str | None]:
 
     A JSON callback's text can hold several lines; everything else yields one.
     """
-    line = clean(raw.rstrip("\r\n")).strip()
+    line = clean(raw.rstrip("\r\n")).strip().lstrip("\ufeff").strip()  # a BOM where files were concatenated
     proc: str | None = None
     inner = _unwrap_json(line)
     if inner is not None:

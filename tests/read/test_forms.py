@@ -5,19 +5,31 @@ read by the real pipeline into a real SQLite file and diagnosed."""
 
 from __future__ import annotations
 
+import codecs
+import io
 from pathlib import Path
 
 import pytest
 
 from analyzer.read.normalize import normalize
+from analyzer.read.reader import Input, text_encoding
 from tests.rules.test_shapes import diagnosed as _diagnosed
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "forms"
+STOCK = dict(verdict="capability-downgrade", environment="vm", device="Apple Paravirtual device",
+             families=[1005, 3003], throughput=[("pp512", 431.86), ("tg128", 12.63)])
 PROBE = dict(verdict="capability-downgrade", environment="vm", device="Apple Paravirtual device",
              families=[1001, 1002, 1003, 1004, 1005, 2002, 3001, 3002, 3003], throughput=[])
 
 # file -> per run (in file order): verdict, environment, device, families, throughput
 CASES: dict[str, list[dict]] = {
+    # a UTF-8 byte-order mark before a probe, and again where a second file was concatenated
+    "utf8-bom-probe.txt": [PROBE],
+    "utf8-bom-concatenated.log": [PROBE, STOCK],
+    # UTF-16: PowerShell's `>` (LE with a mark, CRLF), without a mark, big-endian with a mark
+    "utf16le-bom-powershell.log": [STOCK],
+    "utf16le-no-bom.log": [STOCK],
+    "utf16be-bom.log": [STOCK],
     # docker compose: v2 "<service>-<n>  | ", v1 "<service>_<n>  | ", coloured, with `logs -t` times
     "compose-v2-probe.log": [PROBE],
     "compose-v1-colour-bench-json.log": [dict(verdict="unknown", environment="vm", device="Apple Paravirtual device",
@@ -58,3 +70,54 @@ def test_compose_look_alikes_are_left_alone():
     # a markdown row, a service name without its replica number, a table cell that is a name
     for line in ("| llama-1 | 12.63 |", "web  | build: ee3d1b54c (10167)", "llama-1 |x"):
         assert normalize(line) == ([line], None)
+
+
+TEXT = "ggml_metal_device_init: GPU name:   MTL0 (Apple M2 Max)\r\nbuild: ee3d1b54c (10167) \u00e9\U0001f600\n"
+
+
+class _Trickle(io.RawIOBase):
+    """A stream that hands out ``step`` bytes a read (a pipe): characters are cut across reads."""
+
+    def __init__(self, data: bytes, step: int):
+        self.data, self.step = data, step
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        out, self.data = self.data[:self.step], self.data[self.step:]
+        return out
+
+
+@pytest.mark.parametrize("step", [1, 3, 4096])
+@pytest.mark.parametrize("data", [codecs.BOM_UTF8 + TEXT.encode(), codecs.BOM_UTF16_LE + TEXT.encode("utf-16-le"),
+                                  TEXT.encode("utf-16-le"), codecs.BOM_UTF16_BE + TEXT.encode("utf-16-be"),
+                                  TEXT.encode("utf-16-be")], ids=["utf8-bom", "le-bom", "le", "be-bom", "be"])
+def test_decoded_as_utf8_whatever_the_reads(data, step):
+    src = Input("x", _Trickle(data, step))  # type: ignore[arg-type]
+    assert b"".join(src.chunks()) == TEXT.encode()
+
+
+def test_keep_raw_and_tee_keep_the_bytes_as_read():
+    data = codecs.BOM_UTF16_LE + TEXT.encode("utf-16-le")
+    tee = io.BytesIO()
+    src = Input("x", io.BytesIO(data), keep_raw=True)
+    assert b"".join(src.chunks(tee=tee)) == TEXT.encode()
+    assert tee.getvalue() == data
+    import gzip
+    raw = src.raw_gzip()
+    assert raw is not None and gzip.decompress(raw[0].read()) == data
+
+
+@pytest.mark.parametrize("head", [b"\x00\x01\x02\x03" * 64, b"PK\x03\x04" + b"\x00" * 60, b"a\x00b", b"", b"ab"])
+def test_binary_and_utf8_are_not_utf16(head):
+    assert text_encoding(head) is None
+
+
+def test_binary_is_still_refused():
+    from analyzer.read.reader import InputError
+    with pytest.raises(InputError, match="binary"):
+        list(Input("x", io.BytesIO(b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 100)).chunks())
+    # UTF-16 whose text holds NUL characters is binary too
+    with pytest.raises(InputError, match="binary"):
+        list(Input("x", io.BytesIO(codecs.BOM_UTF16_LE + "ab\x00\x00cd".encode("utf-16-le"))).chunks())
