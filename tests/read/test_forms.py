@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.read.normalize import normalize
+from analyzer.read.normalize import STRING_BUDGET, normalize
 from analyzer.read.reader import Input, text_encoding
 from tests.rules.test_shapes import diagnosed as _diagnosed
 
@@ -23,6 +23,13 @@ PROBE = dict(verdict="capability-downgrade", environment="vm", device="Apple Par
 
 # file -> per run (in file order): verdict, environment, device, families, throughput
 CASES: dict[str, list[dict]] = {
+    # log text inside JSON strings: a CI artifact's pretty "stderr_tail", a wrapper's compact
+    # {"stderr": ...} records (one a line), a value with \r\n and \u001b colour escapes
+    "json-ci-artifact-stderr-tail.json": [STOCK],
+    "json-wrapper-compact.jsonl": [dict(verdict="healthy", environment="bare-metal", device="Apple M1 Ultra",
+                                        families=[1007, 3003, 5002], throughput=[("pp512", 4871.99), ("tg128", 286.71)])],
+    "json-escaped-ansi-crlf.json": [dict(verdict="capability-downgrade", environment="vm",
+                                         device="Apple Paravirtual device", families=[3003], throughput=[])],
     # a UTF-8 byte-order mark before a probe, and again where a second file was concatenated
     "utf8-bom-probe.txt": [PROBE],
     "utf8-bom-concatenated.log": [PROBE, STOCK],
@@ -121,3 +128,46 @@ def test_binary_is_still_refused():
     # UTF-16 whose text holds NUL characters is binary too
     with pytest.raises(InputError, match="binary"):
         list(Input("x", io.BytesIO(codecs.BOM_UTF16_LE + "ab\x00\x00cd".encode("utf-16-le"))).chunks())
+
+
+def test_embedded_lines_keep_the_record_line_number(tmp_path):
+    from tests.ingest_util import ingest_bytes, stored_runs
+
+    data = (FIX / "json-ci-artifact-stderr-tail.json").read_bytes()
+    at = next(i for i, line in enumerate(data.splitlines(), 1) if b'"stderr_tail"' in line)
+    result = ingest_bytes(tmp_path / "j.db", data, name="artifact.json")
+    (run,) = stored_runs(tmp_path / "j.db", result.run_ids)
+    assert {row[-1] for row in run["throughput"]} == {at}
+    assert run["evidence"] and {ev.line for ev in run["evidence"]} == {at}
+
+
+def test_embedded_lines_are_unescaped_and_split():
+    line = ('  "stderr": "main: build = 3428 (2f4a3aa5)\\r\\n\\u001b[32mggml_metal_init: GPU name:   Apple M2 Max'
+            '\\u001b[0m\\nggml_metal_init: GPU family: MTLGPUFamilyApple8  (1008)\\n",')
+    assert normalize(line) == (["main: build = 3428 (2f4a3aa5)", "ggml_metal_init: GPU name:   Apple M2 Max",
+                                "ggml_metal_init: GPU family: MTLGPUFamilyApple8  (1008)"], None)
+
+
+def test_strings_without_log_lines_and_log_lines_quoting_strings_stay_themselves():
+    for line in ('{"prompt": "Hello\\nworld\\n", "n_predict": 8}',
+                 'llama_model_loader: - kv  21:  tokenizer.chat_template str  = "{% for m %}\\nsystem: x\\n"',
+                 '"content": "a: \\"broken\\n'):
+        assert normalize(line) == ([line], None)
+
+
+def test_a_value_over_the_budget_is_read_up_to_it():
+    head = "ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)\\n"
+    filler = "x" * 60 + "\\n"
+    line = '{"stderr": "' + head + filler * (STRING_BUDGET // len(filler) + 10) + 'build: 1 (tail)\\n"}'
+    texts, _ = normalize(line)
+    assert texts[0] == "ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)"
+    assert "build: 1 (tail)" not in texts and len(texts) <= STRING_BUDGET // len(filler) + 1
+
+
+def test_hostile_strings_cost_linear_time():
+    import time
+
+    for line in ('["' + "\\" * 400_000 + '\\n', '{"a": "' + '\\n\\"' * 200_000 + '"}', '"' + '"\\n' * 300_000):
+        t = time.perf_counter()
+        normalize(line)
+        assert time.perf_counter() - t < 2.0
