@@ -2,7 +2,8 @@
 
 Users paste logs with timestamps (llama.cpp's common logger), journald and
 NSLog prefixes, Kubernetes' (``kubectl logs --prefix``, CRI container log
-files), LM Studio and ollama framing, JSON log callbacks, ``> ``
+files), docker compose's (``svc-1  | ``), CI artifacts that keep stderr as
+one escaped JSON string, LM Studio and ollama framing, JSON log callbacks, ``> ``
 quoting, stray backticks, ANSI colour codes and CRLF endings. This module
 turns such a line back into the text the program printed, and remembers the
 process name when a prefix names one.
@@ -43,6 +44,9 @@ _PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bracket-time", re.compile(r"^\[\d{2,4}[-:/][\d\-:/ .T]+Z?\] ")),
     # 2023 ollama: "2023/10/06 16:33:43 llama.go:313: "
     ("go-log", re.compile(r"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (?:\S+\.go:\d+: )?")),
+    # docker compose logs: "llama-server-1  | " (v2, "<service>-<n>", padded), "web_1  | " (v1); colour
+    # codes are gone already (clean). The service name must end in its replica number.
+    ("compose", re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}[-_][0-9]{1,4} {1,64}\|(?: |$)")),
     # markdown quote
     ("quote", re.compile(r"^(?:> ?)+")),
     # stray backticks around pasted lines
@@ -75,12 +79,28 @@ PREFIX_SAMPLES: tuple[tuple[str, str, str, str | None], ...] = (
      "ggml_metal_init: GPU name:   Apple M2 Max", None),
     ("go-log", "2023/10/06 16:33:43 llama.go:313: ggml_metal_init: GPU name:   Apple M2 Max",
      "ggml_metal_init: GPU name:   Apple M2 Max", None),
+    ("compose", "llama-server-1  | ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)",
+     "ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)", None),
+    # getumbrel/llama-gpt#129, as pasted
+    ("compose", "llama-gpt-llama-gpt-api-cuda-ggml-1  | llama_model_load_internal: n_ctx      = 4096",
+     "llama_model_load_internal: n_ctx      = 4096", None),
+    ("compose", "ollama_1   | llama_model_loader: - type q4_0:  225 tensors",
+     "llama_model_loader: - type q4_0:  225 tensors", None),
     ("quote", "> > | model | size | params | backend | threads | test | t/s |",
      "| model | size | params | backend | threads | test | t/s |", None),
     ("backticks", "`ggml_metal_init: GPU name:   Apple M2 Max`", "ggml_metal_init: GPU name:   Apple M2 Max", None),
 )
 _TRAILING_BACKTICKS = re.compile(r"`+$")
 _JSON_TEXT_KEYS = ("text", "msg", "message", "content")
+
+# Log text stored as one escaped JSON string ("stderr_tail": "...\nggml_metal_device_init: ...\n..."),
+# as CI artifacts and wrappers keep a program's stderr: each string literal of the line (a run of
+# non-quote, non-backslash characters and escape pairs, unrolled: linear) that holds an escaped newline is
+# decoded and read as lines when one of them opens like a log line. At most STRING_BUDGET
+# characters of a value are read (cut at its last escaped newline before that).
+STRING_BUDGET = 256 << 10
+_JSON_STRING = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"')
+_LOG_OPENING = re.compile(r"^(?:[a-z][a-z0-9_]{0,63}: |\| |build: |system_info: |main: |\[ Prompt: )")
 
 
 def _unwrap_json(line: str) -> str | None:
@@ -102,16 +122,45 @@ def _unwrap_json(line: str) -> str | None:
     return None
 
 
+def _embedded_lines(line: str) -> list[str] | None:
+    """The log lines held in the line's JSON string values, or None when it holds none."""
+    if not line.startswith(("{", "[", '"')) or "\\n" not in line:
+        return None  # a JSON record or member line; a log line quoting an escaped string stays itself
+    out: list[str] = []
+    for m in _JSON_STRING.finditer(line):
+        body = m.group(1)
+        if "\\n" not in body:
+            continue
+        if len(body) > STRING_BUDGET:
+            cut = body.rfind("\\n", 0, STRING_BUDGET)
+            body = body[:cut] if cut > 0 else ""
+            if body.endswith("\\") and not body.endswith("\\\\"):
+                body = body[:-1]
+        try:
+            value = json.loads(f'"{body}"')
+        except (ValueError, RecursionError):
+            continue
+        parts = [_strip_prefixes(clean(p))[0] for p in value.splitlines()]
+        parts = [p for p in parts if p]
+        if any(_LOG_OPENING.match(p) for p in parts):
+            out.extend(parts)
+    return out or None
+
+
 def normalize(raw: str) -> tuple[list[str], str | None]:
     """Return the printed line(s) inside ``raw`` and a process name if seen.
 
-    A JSON callback's text can hold several lines; everything else yields one.
+    A JSON callback's text, or a JSON string value holding a program's output,
+    can hold several lines; everything else yields one.
     """
-    line = clean(raw.rstrip("\r\n")).strip()
+    line = clean(raw.rstrip("\r\n")).strip().lstrip("\ufeff").strip()  # a BOM where files were concatenated
     proc: str | None = None
     inner = _unwrap_json(line)
     if inner is not None:
         return [part for part in (_strip_prefixes(clean(p))[0] for p in inner.splitlines()) if part], None
+    embedded = _embedded_lines(line)
+    if embedded is not None:
+        return embedded, None
     line, proc = _strip_prefixes(line)
     return ([line] if line else []), proc
 

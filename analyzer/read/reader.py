@@ -8,6 +8,7 @@ computed over the (decompressed) content while it streams.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import os
@@ -21,6 +22,28 @@ from typing import BinaryIO, Callable, Iterator
 
 CHUNK = 4 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
+_SNIFF = 4096  # bytes the encoding is judged on
+
+
+def text_encoding(head: bytes) -> str | None:
+    """The encoding of an input that is not UTF-8, judged from its first bytes: UTF-16 by its
+    byte-order mark, or without one by its shape (nearly every other byte NUL, the other half
+    printable: text of a Windows tool, PowerShell's ``>``). None for UTF-8 and for binary."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"  # the codec reads the mark and drops it
+    sample = head[: _SNIFF - (min(len(head), _SNIFF) % 2)]
+    pairs = len(sample) // 2
+    if pairs < 2:
+        return None
+    even_nul = sample[0::2].count(0)
+    odd_nul = sample[1::2].count(0)
+    stray = pairs // 20  # the other byte of a code unit is NUL too in U+0100, U+0200 ... (a low surrogate's)
+    if odd_nul >= 0.9 * pairs and even_nul <= stray:
+        return "utf-16-le"
+    if even_nul >= 0.9 * pairs and odd_nul <= stray:
+        return "utf-16-be"
+    return None
 
 
 class InputError(Exception):
@@ -201,14 +224,31 @@ class Input:
         return spool, size  # type: ignore[return-value]  # a SpooledTemporaryFile is a binary file
 
     def chunks(self, tee: BinaryIO | None = None) -> Iterator[bytes]:
+        """The input's bytes as UTF-8: a UTF-8 byte-order mark is dropped, UTF-16 (with or
+        without a mark) decoded on the fly; --tee and --keep-raw keep the bytes as read."""
         stream = self._stream
         first = True
+        decoder: codecs.IncrementalDecoder | None = None
+        sniffed = False
         if isinstance(stream, _GunzipStream):
             # --tee passes the input through byte for byte: a gzip stays compressed
             stream.tee, tee = tee, None
         try:
             while True:
                 chunk = stream.read(CHUNK)
+                if not sniffed and chunk and len(chunk) < _SNIFF:
+                    while len(chunk) < _SNIFF and (more := stream.read(CHUNK)):
+                        chunk += more  # a pipe's first reads can be short: judge on enough bytes
+                raw = chunk
+                if not sniffed:
+                    sniffed = True
+                    encoding = text_encoding(chunk[:_SNIFF])
+                    if encoding is not None:
+                        decoder = codecs.getincrementaldecoder(encoding)("replace")
+                if decoder is not None:
+                    chunk = decoder.decode(chunk, final=not chunk).encode("utf-8", "replace")
+                    if not chunk and raw:
+                        continue  # half a character: it completes with the next read
                 if not chunk:
                     self._check_not_shrunk()
                     damage = getattr(stream, "damage", None)
@@ -221,12 +261,14 @@ class Input:
                     first = False
                     if b"\x00" in chunk[:65536]:
                         raise InputError(f"{self.path}: binary file (NUL bytes), not a text log")
+                    if chunk.startswith(_UTF8_BOM):
+                        chunk = chunk[len(_UTF8_BOM):]
                 self.size += len(chunk)
                 self._sha.update(chunk)
                 if self._raw is not None and self._raw_spool is not None:
-                    self._raw_spool.write(self._raw.compress(chunk))
+                    self._raw_spool.write(self._raw.compress(raw))
                 if tee is not None:
-                    tee.write(chunk)
+                    tee.write(raw)
                     tee.flush()
                 yield chunk
         except EOFError:
