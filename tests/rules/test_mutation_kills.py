@@ -247,3 +247,12 @@ def test_an_app_that_gave_up_beside_x86_features_is_not_offered_the_remedy_despi
     wrapper = (REPO / "tests" / "fixtures" / "shapes" / "wrapper-virtualised-forced-cpu.log").read_text()
     [d] = diagnose(ARM_BUILD + X86_SYSTEM_INFO + wrapper)
     assert not any("remedy" in s for s in d["next_steps"]), d["next_steps"]
+
+
+def test_a_build_target_of_no_known_system_is_no_host_proof():
+    """Kills view-host-proof-any-os and view-host-proof-any-build: only an arm64 *macOS* target shows the guest's
+    host; a FreeBSD arm64 or ppc64 build line (no Linux veto applies) pasted beside a guest proves nothing."""
+    for target in ("aarch64-unknown-freebsd14.1", "powerpc64-unknown-freebsd13.2"):
+        build = f"build: 6500 (0320ac526) with FreeBSD clang version 18.1.6 for {target}\n"
+        [d] = diagnose(build + GUEST_M4 + RESULT)
+        assert d["fixable"] is False and "host" in d["proof_missing"], (target, d["proof_missing"])
