@@ -228,7 +228,9 @@ MUTANTS: tuple[Mutant, ...] = (
            '                       ), None)',
            "host proof widened: an aarch64 Linux build target accepted as an arm64 macOS guest"),
     Mutant("view-host-proof-arm-features-anywhere", V, "        if mac and self.is_metal:\n",
-           "        if mac:\n", "host proof widened: Arm CPU features accepted in a process not shown to be macOS"),
+           "        if mac:\n", "host proof widened: Arm CPU features accepted in a process not shown to be macOS",
+           equivalent="process.arm64_macos is observed only from a system_info line that itself shows Accelerate or "
+                      "Metal (runs-system-arm-features-any-os guards that): the is_metal check is a second guard"),
     Mutant("runs-system-arm-features-any-os", "analyzer/runs/system.py",
            '        if on & {"ACCELERATE", "METAL"} or any(', '        if on or any(',
            "host proof widened: NEON/ARM_FMA without Accelerate or Metal read as an arm64 macOS process"),
