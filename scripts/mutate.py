@@ -223,7 +223,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "host proof widened: unified memory accepted as proof of an Apple-silicon host"),
     Mutant("view-host-proof-any-build", V, 'if chips.isa_of_target(str(o.value)) == "arm64"\n',
            'if chips.isa_of_target(str(o.value)) is not None\n',
-           "host proof widened: any build target (x86_64, riscv64 too) accepted as the guest being arm64"),
+           "host proof widened: any build target (x86_64, riscv64 too) accepted as the guest being arm64",
+           equivalent="the target must still be a macOS one (os_of_target == 'darwin'), and an x86_64 macOS target "
+                      "is a contrary sign; no llama.cpp build targets another macOS ISA (powerpc-apple-darwin)"),
     Mutant("view-host-proof-any-os", V, '                       and chips.os_of_target(str(o.value)) == "darwin"), None)',
            '                       ), None)',
            "host proof widened: an aarch64 Linux build target accepted as an arm64 macOS guest"),
