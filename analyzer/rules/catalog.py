@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from analyzer import chips
+from analyzer.model import like_pairs
 from analyzer.rules import baseline
 from analyzer.rules.view import RunView
 
@@ -269,11 +270,12 @@ def _slower_than_cpu(v: RunView) -> Finding | None:
     for p in v.peers:
         if p.environment == "vm" and not p.gpu_offload and p.model == v.facts.model and p.quant == v.facts.quant \
                 and v.host_chip is not None and p.host_chip == v.host_chip:
-            slower = [t for t in mine if t in p.throughput and mine[t] < p.throughput[t]]
+            slower = [(t, o) for t, o in like_pairs(mine, p.throughput, ignore=("ngl",))
+                      if mine[t] < p.throughput[o]]
             if slower:
-                t = slower[0]
+                t, o = slower[0]
                 return finding(f"On Metal this guest is slower than on its CPU ({t}: {mine[t]:.2f} vs "
-                               f"{p.throughput[t]:.2f} tok/s in run {p.id}): Metal is crippled, not slow.",
+                               f"{p.throughput[o]:.2f} tok/s in run {p.id}): Metal is crippled, not slow.",
                                v.lines("bench.device", limit=1), peer=p.id)
     return None
 
@@ -289,7 +291,7 @@ def _gap_to_host(v: RunView) -> Finding | None:
     base = bare_metal_baseline(v)
     if base is None:
         return None
-    peer, test, ratio = base
+    peer, test, _, ratio = base
     if ratio >= 0.25:
         return None
     return finding(f"{test} runs at {ratio:.1%} of the bare-metal run {peer.id} of the same model: far beyond the "
@@ -302,9 +304,9 @@ def _near_bare_metal(v: RunView) -> Finding | None:
     if v.environment != "vm" or not v.paravirtual or v.caps.simdgroup_reduction is not None or not v.gpu_offload:
         return None
     base = bare_metal_baseline(v)
-    if base is None or base[2] < 0.5:
+    if base is None or base[3] < 0.5:
         return None
-    peer, test, ratio = base
+    peer, test, _, ratio = base
     return finding(f"{test} reaches {ratio:.1%} of bare-metal run {peer.id} of the same model: a clamped guest "
                    "manages 4-15%, so this guest's capabilities are probably already restored; the log does not "
                    "show them (pipe stderr too, 2>&1, to know).", v.lines("bench.device", limit=1), peer=peer.id,
@@ -400,18 +402,19 @@ def _venus(v: RunView) -> Finding | None:
 
 def bare_metal_baseline(v: RunView):
     """The guest's bare-metal baseline (same model and quantization, same host chip; see
-    analyzer.rules.baseline): (peer, test, my_tok_s / its_tok_s) on the first shared test
-    (generation first), or None."""
+    analyzer.rules.baseline): (peer, my figure, its figure, my_tok_s / its_tok_s) on the first
+    figure both have, like for like (same test and stated configuration, model.like_pairs;
+    generation first), or None."""
     found = baseline.choose(v)
     if found is None or found.peer is None:
         return None
     peer, mine = found.peer, v.best()
-    shared = [t for t in mine if t in peer.throughput and peer.throughput[t] > 0]
-    gen = [t for t in shared if t.startswith("tg") or t == "generation"]
+    shared = [(t, o) for t, o in like_pairs(mine, peer.throughput) if peer.throughput[o] > 0]
+    gen = [(t, o) for t, o in shared if t.startswith("tg") or t == "generation"]
     if not shared:
         return None
-    t = (gen or shared)[0]
-    return peer, t, mine[t] / peer.throughput[t]
+    t, o = (gen or shared)[0]
+    return peer, t, o, mine[t] / peer.throughput[o]
 
 
 def _virtualization_overhead(v: RunView) -> Finding | None:
@@ -422,11 +425,11 @@ def _virtualization_overhead(v: RunView) -> Finding | None:
     base = bare_metal_baseline(v)
     if base is None:
         return None
-    peer, test, ratio = base
+    peer, test, other, ratio = base
     if ratio >= 0.97:
         return None
     mine = v.best()[test]
-    theirs = peer.throughput[test]
+    theirs = peer.throughput[other]
     cost = 1 / mine - 1 / theirs
     return finding(f"Full capabilities, yet {test} reaches {ratio:.1%} of bare-metal run {peer.id} ({mine:.2f} vs "
                    f"{theirs:.2f} tok/s): about {cost * 1000:.2f} ms per token is the virtual GPU's per-dispatch "

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from analyzer import chips
-from analyzer.model import Capabilities, Evidence, Observation, RunFacts
+from analyzer.model import Capabilities, Evidence, Observation, RunFacts, figure_key
 from analyzer.rules.observed import Block, Readings, word
 from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
@@ -33,7 +33,7 @@ class Peer:
     model: str | None
     backend: str | None
     gpu_offload: bool
-    throughput: dict[str, float]  # test -> best tok/s
+    throughput: dict[str, float]  # figure (test and configuration, model.figure_key) -> best tok/s
     host_chip: str | None = None  # the hardware: a guest's host chip, a bare-metal run's own GPU
     quant: str | None = None
     build: str | None = None
@@ -564,13 +564,16 @@ class RunView:
         return True
 
     def best(self) -> dict[str, float]:
-        """test -> best tok/s. Only real rates: '0.00 t/s', inf and NaN are not
-        measurements (and a zero would divide every ratio and per-token cost)."""
+        """figure -> best tok/s, per test and configuration (``tg128``, ``tg128 [threads=8]``: see
+        model.figure_key; compare with another run through model.like_pairs). Only real rates:
+        '0.00 t/s', inf and NaN are not measurements (and a zero would divide every ratio and
+        per-token cost)."""
         out: dict[str, float] = {}
         for t in self.throughput:
             v = t["tok_s"]
             if v is not None and 0 < v < math.inf:
-                out[t["test"]] = max(out.get(t["test"], 0.0), v)
+                key = figure_key(t["test"], t.get("config"))
+                out[key] = max(out.get(key, 0.0), v)
         return out
 
     def peer(self) -> Peer:
