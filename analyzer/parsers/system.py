@@ -121,7 +121,8 @@ SYSTEM = Format(
         Pattern("backend.loaded", rx(r"load_backend: loaded (?P<name>\S+) backend from (?P<path>\S.*?)\s*$")),
         Pattern("devices.header", rx(r"^Available devices:\s*$"),
                 collector=lambda m, n, t: _DeviceListCollector(n, t)),
-        Pattern("build.target", rx(r"built with (?P<compiler>.+?) for (?P<target>[\w.-]+)\s*$")),
+        # (the CMake form of llama-cli --version, 2026: 'built with AppleClang 17.0.0.17000319 for Darwin x86_64')
+        Pattern("build.target", rx(r"built with (?P<compiler>.+?) for (?P<target>[\w.-]+(?: (?:x86_64|arm64|aarch64))?)\s*$")),
         # common_init() since 2024-09: LOG_INF("build: %d (%s) with %s for %s%s\n", number, commit, compiler, target,
         # build_type), build_type "" or " (debug)"
         Pattern("build.target", rx(r"\bbuild: (?P<number>\d+) \((?P<commit>[0-9a-f]+)\) with (?P<compiler>.+?) "
@@ -155,6 +156,7 @@ SYSTEM = Format(
                {"id": "CUDA0", "description": "NVIDIA GeForce RTX 4090"}, via=DEVICE_ITEM),
         Sample("  Vulkan0: AMD Radeon RX 5700 XT (RADV NAVI10) (8176 MiB, 8176 MiB free)", "devices.item",
                {"id": "Vulkan0", "description": "AMD Radeon RX 5700 XT (RADV NAVI10)"}, via=DEVICE_ITEM),
+        Sample("built with AppleClang 17.0.0.17000319 for Darwin x86_64", "build.target", {"target": "Darwin x86_64"}),
         Sample("main: built with Apple clang version 16.0.0 (clang-1600.0.26.6) for x86_64-apple-darwin23.6.0",
                "build.target", {"target": "x86_64-apple-darwin23.6.0"}),
         Sample("build: 4240 (1a2b3c4d) with Apple clang version 15.0.0 (clang-1500.3.9.4) for x86_64-apple-darwin23.4.0",

@@ -133,14 +133,18 @@ def _intel_host_vm(v: RunView) -> Finding | None:
 
 def _no_metal_device(v: RunView) -> Finding | None:
     f = v.facts
-    target = f.build_target or ""
+    x86 = v.x86_build is not None
     if f.listed_devices == [] and not v.device_names:
-        why = " (an x86_64 build running under Rosetta cannot use Metal)" if target.startswith("x86_64-apple") else ""
+        why = ""
+        if x86:
+            why = (" (an x86_64 build: under Rosetta on Apple silicon it cannot use Metal, install an arm64 build; on an "
+                   "Intel Mac it lists the AMD or Intel GPU when it has Metal)")
         return finding("No GPU device was found: everything ran on the CPU" + why + ".",
                        v.lines("devices.header", "build.target", limit=2))
-    if target.startswith("x86_64-apple") and not v.device_names and f.metal_era is None:
-        return finding("An x86_64 build on macOS (Rosetta on Apple silicon): Metal is unavailable, everything ran on "
-                       "the CPU. Install an arm64 build.", v.lines("build.target", limit=1))
+    if x86 and not v.device_names and f.metal_era is None and v.apple_silicon_signs and not v.intel_mac_signs:
+        return finding(f"An x86_64 build on Apple silicon ({v.apple_silicon_signs[0]}): it runs under Rosetta, where "
+                       "Metal is unavailable, so everything ran on the CPU. Install an arm64 build.",
+                       v.lines("build.target", limit=1))
     if f.cuda_failed and not v.device_names:
         return finding(f"The CUDA backend found no device ({f.cuda_failed}): everything ran on the CPU.",
                        v.lines("cuda.failed", limit=1))
@@ -148,6 +152,25 @@ def _no_metal_device(v: RunView) -> Finding | None:
         return finding("The only Vulkan device is a software rasterizer (llvmpipe/lavapipe): the GPU is not used.",
                        v.lines("vulkan.device", "vulkan.cpu_device", limit=2))
     return None
+
+
+def _x86_build(v: RunView) -> Finding | None:
+    """An x86_64 macOS build is an Intel Mac's (or a Hackintosh's), or Rosetta's on Apple silicon: which,
+    the machine the log names decides. Its AMD or Intel GPU is amd-intel-gpu's (a hardware limit, not
+    "no offload under Rosetta"); with nothing that names the machine, this says what would."""
+    target = v.x86_build
+    if target is None:
+        return None
+    if v.intel_mac_signs:
+        return finding(f"An x86_64 build ({target}) on an Intel Mac or a Hackintosh ({', '.join(v.intel_mac_signs[:2])}): "
+                       "not Rosetta; Metal runs here, on a GPU without Apple7 features.",
+                       v.lines("build.target", limit=1))
+    if v.apple_silicon_signs or v.device_names or v.facts.metal_era is not None:
+        return None
+    return finding(f"An x86_64 build ({target}): on an Intel Mac it can use the AMD or Intel GPU through Metal, under "
+                   "Rosetta on Apple silicon it cannot use Metal at all; the log names neither the GPU nor the CPU. "
+                   "`sysctl -n machdep.cpu.brand_string` names the CPU; on Apple silicon install an arm64 build.",
+                   v.lines("build.target", limit=1))
 
 
 def _metal_library_failed(v: RunView) -> Finding | None:
@@ -180,7 +203,9 @@ def _cpu_only_build(v: RunView) -> Finding | None:
         p.strip().upper() in ("CPU", "BLAS", "ACCELERATE") for p in f.bench_backends.split(","))
     sys_cpu = f.system_backends is not None and f.system_backends and all(
         b.upper() in ("CPU", "BLAS", "ACCELERATE") for b in f.system_backends)
-    rosetta = (f.build_target or "").startswith("x86_64-apple")  # no-metal-device says why, and not "no backend"
+    # an x86_64 build not shown to be an Intel Mac's: no-metal-device or x86-build says why (Rosetta, or
+    # which machine it is), not "no backend"; on an Intel Mac a CPU-only build is one
+    rosetta = v.x86_build is not None and not v.intel_mac_signs
     if (bench_cpu or sys_cpu) and not v.device_names and f.metal_era is None and not rosetta:
         return finding("A CPU-only build: no GPU backend is compiled in.",
                        v.lines("system_info", "bench.device", limit=1))
@@ -460,6 +485,7 @@ RULES: tuple[Rule, ...] = (
     Rule("amd-intel-gpu", "hardware-limit", "error", _non_apple_gpu),
     Rule("old-apple-gpu", "hardware-limit", "error", _old_apple_gpu),
     Rule("intel-host-vm", "hardware-limit", "error", _intel_host_vm),
+    Rule("x86-build", None, "info", _x86_build),
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
     Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),

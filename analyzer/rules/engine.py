@@ -119,7 +119,8 @@ def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | Non
     return "high"
 
 
-_EXPLAINS_UNKNOWN = ("contradictory-evidence", "symptoms-without-vm", "mlx-unaffected", "near-bare-metal", "venus-guest")
+_EXPLAINS_UNKNOWN = ("contradictory-evidence", "symptoms-without-vm", "mlx-unaffected", "near-bare-metal", "venus-guest",
+                     "x86-build")
 
 
 def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisive: dict | None,

@@ -223,6 +223,36 @@ class RunView:
         return signs
 
     @cached_property
+    def x86_build(self) -> str | None:
+        """The x86_64 macOS build target the log prints, if any."""
+        targets = [str(o.value) for o in self.readings.of("build.target") if str(o.value).startswith("x86_64-apple")]
+        target = self.facts.build_target or ""
+        return targets[0] if targets else target if target.startswith("x86_64-apple") else None
+
+    @cached_property
+    def intel_mac_signs(self) -> list[str]:
+        """What says this x86_64 build ran on an Intel Mac (or a Hackintosh), not under Rosetta: an AMD or
+        Intel GPU registered (named, or a Metal block with no Apple family), an Intel CPU named."""
+        f = self.facts
+        signs = [f"the {name} GPU" for name in self.device_names if chips.vendor(name) in ("amd", "intel")]
+        if self.non_apple_blocks or self.unnamed_non_apple_gpu:
+            signs.append("a Metal device with no Apple family")
+        if chips.is_intel_cpu(f.cpu_info) or self.intel_cpus:
+            signs.append(f"the Intel CPU ({f.cpu_info if chips.is_intel_cpu(f.cpu_info) else self.intel_cpus[0]})")
+        return signs
+
+    @cached_property
+    def apple_silicon_signs(self) -> list[str]:
+        """What says this machine is Apple silicon (so an x86_64 build there runs under Rosetta): an Apple
+        GPU or chip named, an arm64 process."""
+        f = self.facts
+        signs = [f"the {name} GPU" for name in self.device_names if chips.vendor(name) == "apple"]
+        if chips.apple_chip(f.cpu_info):
+            signs.append(f"the {chips.apple_chip(f.cpu_info)} CPU")
+        signs += [f"the {c} CPU" for c in f.host_cpus if chips.apple_chip(c)]
+        return signs
+
+    @cached_property
     def non_apple_blocks(self) -> list[Block]:
         """Metal blocks that report Metal3/Metal4 and no Apple family: an AMD or Intel GPU's own block, whatever
         another line calls the device."""

@@ -100,9 +100,13 @@ def on_build_target(asm: Assembler, ev: Event) -> None:
         run = asm.new_run()
     if ev.data.get("commit"):
         run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
-    run.facts.build_target = run.facts.build_target or ev.data["target"]  # shown; every one is observed
-    run.observe("build.target", ev.data["target"], ev)
-    isa = isa_of_target(ev.data["target"])
+    target = ev.data["target"]
+    system, _, arch = target.partition(" ")
+    if system == "Darwin" and arch:  # CMake's 'Darwin x86_64': the triple clang prints elsewhere
+        target = f"{arch}-apple-darwin"
+    run.facts.build_target = run.facts.build_target or target  # shown; every one is observed
+    run.observe("build.target", target, ev)
+    isa = isa_of_target(target)
     if isa:
         run.observe("process.isa", isa, ev)
     run.touch(ev)
