@@ -189,6 +189,8 @@ class RunFacts(_Record):
     x86_cpu_features: list[str] = Field(default_factory=list)
     ollama_library: str | None = None
     ollama_description: str | None = None
+    # the official Ollama.app (signed with the hardened runtime: DYLD_* is dropped), named by its runner's path
+    ollama_app: bool | None = None
     model_device: str | None = None
     probe: dict[int, bool] | None = None  # family code -> supportsFamily answer
     sysprof_chipsets: list[str] = Field(default_factory=list)

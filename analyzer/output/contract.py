@@ -139,6 +139,8 @@ class RunDocument(_Closed):
     first_line: int
     last_line: int
     program: str | None
+    ollama_app: bool | None = Field(default=None, description="true: the official Ollama.app (signed with the "
+                                    "hardened runtime), named by its runner's path; null: not shown")
     backend: str | None
     device: DeviceJSON
     host_chip: str | None

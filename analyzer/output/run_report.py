@@ -34,6 +34,8 @@ def facts_lines(run: StoredRun) -> list[str]:
         extra.append(f"cpu_info {f.cpu_info!r}")
     if f.gpu_info:
         extra.append(f"gpu_info {f.gpu_info!r}")
+    if f.ollama_app:
+        extra.append("the official Ollama.app (hardened runtime: it drops DYLD_* variables)")
     if f.shim:
         extra.append(f"shim {f.shim.name} (apple_family_max={f.shim.apple_family_max})")
     if f.skipped_kernels:

@@ -17,6 +17,7 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "first_line": f.first_line,
         "last_line": f.last_line,
         "program": f.program,
+        "ollama_app": f.ollama_app,
         "backend": f.backend,
         "device": {
             "name": f.device.name,

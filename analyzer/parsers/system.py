@@ -176,9 +176,11 @@ SYSTEM = Format(
 OLLAMA = Format(
     name="ollama",
     description="ollama server.log device summary (msg=\"inference compute\" library=metal|cpu|cuda|rocm)",
-    literals=("inference compute", "layers.offload="),
+    literals=("inference compute", "layers.offload=", "msg=\"starting "),
     patterns=(Pattern("ollama.compute", rx(r"inference compute"), _kv_line),
-              Pattern("ollama.offload", rx(r"msg=\"?offload\b.*layers\.offload=\d+"), _offload_line)),
+              Pattern("ollama.offload", rx(r"msg=\"?offload\b.*layers\.offload=\d+"), _offload_line),
+              # each model load starts a runner process (0.1.3x-0.5 'starting llama server', 0.9+ 'starting runner')
+              Pattern("ollama.runner", rx(r"msg=\"starting (?:llama server|runner)\" cmd=\"(?P<cmd>[^\"]+)"))),
     samples=(
         Sample('time=2025-02-16T20:51:57.943-06:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
                'library=metal variant="" compute="" driver=0.0 name="" total="16.0 GiB" available="16.0 GiB"',
@@ -192,5 +194,10 @@ OLLAMA = Format(
         Sample('time=2025-04-02T08:15:31.779-04:00 level=INFO source=server.go:138 msg=offload library=cpu '
                'layers.requested=0 layers.model=29 layers.offload=0 layers.split="" memory.available="[9.1 GiB]"',
                "ollama.offload", {"library": "cpu", "offloaded": 0, "total": 29, "requested": "0"}),
+        Sample('time=2025-02-16T20:52:03.516-06:00 level=INFO source=server.go:380 msg="starting llama server" '
+               'cmd="/Applications/Ollama.app/Contents/Resources/ollama runner --model /Users/rae/.ollama/models/blobs/'
+               'sha256-dde5aa3fc5ff --ctx-size 8192"', "ollama.runner",
+               {"cmd": "/Applications/Ollama.app/Contents/Resources/ollama runner --model /Users/rae/.ollama/models/"
+                       "blobs/sha256-dde5aa3fc5ff --ctx-size 8192"}),
     ),
 )

@@ -79,6 +79,7 @@ class RunBuilder:
         # (model, test, kind, config) -> speeds: a figure per configuration (threads, batch, type_k, fa, ngl ...
         # as the row states them, see analyzer.parsers.bench), never a mean over several
         self._series: dict[tuple, tuple[array, int | None, float | None]] = {}
+        self.ollama_steps: set[str] = set()  # the steps of the ollama model load being read (runs/system)
         self.timing_closed_at: int | None = None  # the eval line of a once-per-process timing block (runs/timings)
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
         self.unsupported_seen: set[str] = set()  # facts.unsupported_ops as a set (O(1) membership)

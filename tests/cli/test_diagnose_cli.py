@@ -10,7 +10,7 @@ from tests.conftest import run_capscan
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 STOCK = FIX / "metal/m4-2026-08-guest-stock.log"
 
-RUN_KEYS = {"id", "source", "first_line", "last_line", "program", "backend", "device", "host_chip", "environment",
+RUN_KEYS = {"id", "source", "first_line", "last_line", "program", "ollama_app", "backend", "device", "host_chip", "environment",
             "capabilities", "shim", "throughput", "verdict", "fixable", "confidence", "fixable_reason", "proof",
             "reference", "findings", "baseline", "next", "pairing", "prediction"}
 DEVICE_KEYS = {"name", "apple_family", "families", "unified_memory", "working_set_mb", "threadgroup_memory"}
