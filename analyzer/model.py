@@ -69,6 +69,47 @@ class Throughput(NamedTuple):
     n_depth: int | None = None
 
 
+def figure_key(test: str, config: str | None) -> str:
+    """One figure's name: the test, and the configuration its row states (``tg128 [threads=8]``)."""
+    return f"{test} [{config}]" if config else test
+
+
+def figure_parts(key: str) -> tuple[str, str | None]:
+    """``figure_key`` read back: (test, configuration label or None)."""
+    if key.endswith("]") and " [" in key:
+        test, _, config = key[:-1].partition(" [")
+        return test, config
+    return key, None
+
+
+def split_figure(key: str) -> tuple[str, dict[str, str]]:
+    """``figure_key`` read back: (test, {parameter: value})."""
+    test, config = figure_parts(key)
+    return test, dict(part.partition("=")[::2] for part in config.split()) if config else {}
+
+
+def like_pairs(mine: dict[str, float], theirs: dict[str, float], ignore: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """Each of my figures with the one of theirs it compares with like for like: the same test, and
+    the same value of every parameter both state (8 threads with 8 threads; a side that states no
+    threads pairs with any). Of several candidates, the one agreeing on the most stated parameters,
+    then the fastest. ``ignore``: parameters that are what the comparison is about (ngl of a GPU
+    against a CPU run)."""
+    parsed = {k: split_figure(k) for k in theirs}
+    out = []
+    for key in mine:
+        test, config = split_figure(key)
+        for p in ignore:
+            config.pop(p, None)
+        found = []
+        for other, (t, c) in parsed.items():
+            if t != test or any(c[p] != v for p, v in config.items() if p in c):
+                continue
+            found.append((sum(1 for p in config if p in c), theirs[other], other))
+        if found:
+            out.append((key, max(found)[2]))
+    return out
+
+
 class Evidence(_Record):
     """One log line kept as evidence. Read from SQLite rows (Python values, not JSON), so its
     text is strict: a blob stored where text belongs is a load error, never decoded as text;
@@ -149,6 +190,8 @@ class RunFacts(_Record):
     x86_cpu_features: list[str] = Field(default_factory=list)
     ollama_library: str | None = None
     ollama_description: str | None = None
+    # the official Ollama.app (signed with the hardened runtime: DYLD_* is dropped), named by its runner's path
+    ollama_app: bool | None = None
     model_device: str | None = None
     probe: dict[int, bool] | None = None  # family code -> supportsFamily answer
     sysprof_chipsets: list[str] = Field(default_factory=list)

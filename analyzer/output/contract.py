@@ -61,6 +61,9 @@ class ThroughputJSON(_Closed):
     tok_s: float | None = Field(description="tokens per second as printed (null: a non-finite figure)")
     stddev: float | None
     model: str | None
+    config: str | None = Field(default=None, description="the configuration its rows state, 'threads=8 fa=1' "
+                               "(llama-bench display names); null where they state none")
+    line: int | None = Field(default=None, description="the line of its first row")
 
 
 class EvidenceLineJSON(_Closed):
@@ -104,8 +107,11 @@ class BaselineJSON(_Open):
 
 class PairedTestJSON(_Closed):
     test: str
+    config: str | None = Field(default=None, description="this run's configuration of the figure (see throughput)")
     tok_s: float | None
     baseline_tok_s: float | None
+    baseline_config: str | None = Field(default=None, description="the baseline's figure's configuration: the same "
+                                        "value of every parameter both state")
     ratio: float | None
     per_token_s: float | None = Field(description="1/tok_s - 1/baseline_tok_s: the per-token cost of the VM")
 
@@ -133,6 +139,8 @@ class RunDocument(_Closed):
     first_line: int
     last_line: int
     program: str | None
+    ollama_app: bool | None = Field(default=None, description="true: the official Ollama.app (signed with the "
+                                    "hardened runtime), named by its runner's path; null: not shown")
     backend: str | None
     device: DeviceJSON
     host_chip: str | None

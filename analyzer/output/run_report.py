@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from analyzer.model import figure_key, split_figure
 from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps
 from analyzer.output.headline import confidence_clause, headline
 from analyzer.output.styled import StyledLines
@@ -33,6 +34,8 @@ def facts_lines(run: StoredRun) -> list[str]:
         extra.append(f"cpu_info {f.cpu_info!r}")
     if f.gpu_info:
         extra.append(f"gpu_info {f.gpu_info!r}")
+    if f.ollama_app:
+        extra.append("the official Ollama.app (hardened runtime: it drops DYLD_* variables)")
     if f.shim:
         extra.append(f"shim {f.shim.name} (apple_family_max={f.shim.apple_family_max})")
     if f.skipped_kernels:
@@ -47,11 +50,30 @@ def facts_lines(run: StoredRun) -> list[str]:
         lines.append("seen       " + "; ".join(extra))
     if run.throughput:
         parts = []
-        for t in run.throughput[:8]:
-            parts.append(f"{t['test']} {fmt_tps(t['tok_s'])} t/s" + (f" (n={t['n']})" if t.get("n", 1) > 1 else ""))
+        for t, config in zip(run.throughput[:8], distinguishing_configs(run.throughput), strict=False):
+            parts.append(f"{t['test']}{f' [{config}]' if config else ''} {fmt_tps(t['tok_s'])} t/s"
+                         + (f" (n={t['n']})" if t.get("n", 1) > 1 else ""))
         more = f" (+{len(run.throughput) - 8} more)" if len(run.throughput) > 8 else ""
         lines.append("throughput " + ", ".join(parts) + more)
     return lines
+
+
+def distinguishing_configs(throughput: list[dict[str, Any]]) -> list[str | None]:
+    """Per throughput entry, the parameters of its configuration that tell it apart from the other
+    entries of the same test (``threads=4``): each printed figure is one configuration, and this is
+    how to find its rows. None where the test has one configuration."""
+    stated: dict[str, list[dict[str, str]]] = {}
+    parsed = []
+    for t in throughput:
+        _, config = split_figure(figure_key(t["test"], t.get("config")))
+        parsed.append(config)
+        stated.setdefault(t["test"], []).append(config)
+    out: list[str | None] = []
+    for t, config in zip(throughput, parsed, strict=True):
+        others = stated[t["test"]]
+        varying = [p for p in config if len({o.get(p) for o in others}) > 1]
+        out.append(" ".join(f"{p}={config[p]}" for p in varying) or None)
+    return out
 
 
 def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:

@@ -17,6 +17,7 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "first_line": f.first_line,
         "last_line": f.last_line,
         "program": f.program,
+        "ollama_app": f.ollama_app,
         "backend": f.backend,
         "device": {
             "name": f.device.name,
@@ -30,7 +31,10 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "environment": diag.get("environment"),
         "capabilities": diag.get("capabilities") or f.capabilities.as_dict(),
         "shim": ({"name": f.shim.name, "apple_family_max": f.shim.apple_family_max} if f.shim else None),
-        "throughput": [{"test": t["test"], "tok_s": t["tok_s"], "stddev": t["stddev"], "model": t["model"]}
+        # one entry per test and configuration (a figure is never a mean over configurations):
+        # ``config`` as the rows state it (threads, batch, KV types, fa, ngl), ``line`` the first row's
+        "throughput": [{"test": t["test"], "tok_s": t["tok_s"], "stddev": t["stddev"], "model": t["model"],
+                        "config": t.get("config"), "line": t.get("line")}
                        for t in run.throughput],
         "verdict": diag.get("verdict", "unknown"),
         "fixable": bool(diag.get("fixable", False)),

@@ -115,6 +115,34 @@ def _limits(fields: dict[str, Any], cpu_info: str | None, gpu_info: str | None, 
     return plausible.ceilings(chip, size, n_params, model, backend)
 
 
+# The parameters that make two rows of one test different figures (threads, batch, KV types, flash attention,
+# offload), by llama-bench's display names, with the fields that state them in each serialisation (JSON/CSV/SQL
+# names first, then the markdown columns of every era).
+CONFIG_FIELDS = (("threads", ("n_threads", "threads")), ("n_batch", ("n_batch",)), ("n_ubatch", ("n_ubatch",)),
+                 ("type_k", ("type_k",)), ("type_v", ("type_v",)), ("fa", ("flash_attn", "fa")),
+                 ("ngl", ("n_gpu_layers", "ngl")), ("nkvo", ("no_kv_offload", "nkvo")))
+
+
+def config_label(fields: dict[str, Any]) -> str | None:
+    """The configuration a row states, as ``threads=8 fa=1`` (in CONFIG_FIELDS order, only what the row
+    states; booleans as 1/0), or None. Computed once per configuration, never per row of the dense path."""
+    parts = []
+    for name, keys in CONFIG_FIELDS:
+        for key in keys:
+            value = fields.get(key)
+            if value is None or type(value) in (list, dict):
+                continue
+            if type(value) is bool:
+                text = "1" if value else "0"
+            else:
+                text = str(value).strip()
+                text = {"true": "1", "false": "0"}.get(text.lower(), text)
+            if text and len(text) <= 32 and " " not in text and "=" not in text:
+                parts.append(f"{name}={text}")
+            break
+    return " ".join(parts) or None
+
+
 def _configuration(fields: dict[str, Any], fmt: str) -> dict[str, Any]:
     """The row fields that come from the benchmark's configuration, not its measurement.
 
@@ -136,6 +164,8 @@ def _configuration(fields: dict[str, Any], fmt: str) -> dict[str, Any]:
             "model_size": _int(fields.get("model_size")),
             # what makes two rows the same benchmark (see assembly: rows with another key start a run)
             "key": (cpu_info, gpu_info, backend, commit),
+            # what makes two rows of one test two figures (see runs.builder's summary)
+            "config": config_label(fields),
             # the most tok/s its rows can show: (prompt, generation)
             "limits": _limits(fields, cpu_info, gpu_info, backend, model)}
 
@@ -325,7 +355,8 @@ def _row(config: dict[str, Any], m: tuple) -> dict:
     return {"format": config["format"], "test": test, "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": n_depth, "tok_s": tok_s,
             "stddev": stddev, "model": config["model"], "backend": config["backend"], "cpu_info": config["cpu_info"],
             "gpu_info": config["gpu_info"], "n_gpu_layers": config["n_gpu_layers"],
-            "build_commit": config["build_commit"], "key": config["key"], "model_size": config.get("model_size")}
+            "build_commit": config["build_commit"], "key": config["key"], "config": config["config"],
+            "model_size": config.get("model_size")}
 
 
 bench_row_from = _row  # for the dispatcher's batches
@@ -571,4 +602,5 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
         "n_gpu_layers": to_int(rec["ngl"]) if rec.get("ngl") else None,
         "cpu_info": None,
         "gpu_info": None,
+        "config": config_label(rec),
     }

@@ -128,7 +128,8 @@ SYSTEM = Format(
         Pattern("backend.loaded", rx(r"load_backend: loaded (?P<name>\S+) backend from (?P<path>\S.*?)\s*$")),
         Pattern("devices.header", rx(r"^Available devices:\s*$"),
                 collector=lambda m, n, t: _DeviceListCollector(n, t)),
-        Pattern("build.target", rx(r"built with (?P<compiler>.+?) for (?P<target>[\w.-]+)\s*$")),
+        # (the CMake form of llama-cli --version, 2026: 'built with AppleClang 17.0.0.17000319 for Darwin x86_64')
+        Pattern("build.target", rx(r"built with (?P<compiler>.+?) for (?P<target>[\w.-]+(?: (?:x86_64|arm64|aarch64))?)\s*$")),
         # common_init() since 2024-09: LOG_INF("build: %d (%s) with %s for %s%s\n", number, commit, compiler, target,
         # build_type), build_type "" or " (debug)"
         Pattern("build.target", rx(r"\bbuild: (?P<number>\d+) \((?P<commit>[0-9a-f]+)\) with (?P<compiler>.+?) "
@@ -168,6 +169,7 @@ SYSTEM = Format(
                {"id": "CUDA0", "description": "NVIDIA GeForce RTX 4090"}, via=DEVICE_ITEM),
         Sample("  Vulkan0: AMD Radeon RX 5700 XT (RADV NAVI10) (8176 MiB, 8176 MiB free)", "devices.item",
                {"id": "Vulkan0", "description": "AMD Radeon RX 5700 XT (RADV NAVI10)"}, via=DEVICE_ITEM),
+        Sample("built with AppleClang 17.0.0.17000319 for Darwin x86_64", "build.target", {"target": "Darwin x86_64"}),
         Sample("main: built with Apple clang version 16.0.0 (clang-1600.0.26.6) for x86_64-apple-darwin23.6.0",
                "build.target", {"target": "x86_64-apple-darwin23.6.0"}),
         Sample("build: 4240 (1a2b3c4d) with Apple clang version 15.0.0 (clang-1500.3.9.4) for x86_64-apple-darwin23.4.0",
@@ -187,9 +189,11 @@ SYSTEM = Format(
 OLLAMA = Format(
     name="ollama",
     description="ollama server.log device summary (msg=\"inference compute\" library=metal|cpu|cuda|rocm)",
-    literals=("inference compute", "layers.offload="),
+    literals=("inference compute", "layers.offload=", "msg=\"starting "),
     patterns=(Pattern("ollama.compute", rx(r"inference compute"), _kv_line),
-              Pattern("ollama.offload", rx(r"msg=\"?offload\b.*layers\.offload=\d+"), _offload_line)),
+              Pattern("ollama.offload", rx(r"msg=\"?offload\b.*layers\.offload=\d+"), _offload_line),
+              # each model load starts a runner process (0.1.3x-0.5 'starting llama server', 0.9+ 'starting runner')
+              Pattern("ollama.runner", rx(r"msg=\"starting (?:llama server|runner)\" cmd=\"(?P<cmd>[^\"]+)"))),
     samples=(
         Sample('time=2025-02-16T20:51:57.943-06:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
                'library=metal variant="" compute="" driver=0.0 name="" total="16.0 GiB" available="16.0 GiB"',
@@ -203,5 +207,10 @@ OLLAMA = Format(
         Sample('time=2025-04-02T08:15:31.779-04:00 level=INFO source=server.go:138 msg=offload library=cpu '
                'layers.requested=0 layers.model=29 layers.offload=0 layers.split="" memory.available="[9.1 GiB]"',
                "ollama.offload", {"library": "cpu", "offloaded": 0, "total": 29, "requested": "0"}),
+        Sample('time=2025-02-16T20:52:03.516-06:00 level=INFO source=server.go:380 msg="starting llama server" '
+               'cmd="/Applications/Ollama.app/Contents/Resources/ollama runner --model /Users/rae/.ollama/models/blobs/'
+               'sha256-dde5aa3fc5ff --ctx-size 8192"', "ollama.runner",
+               {"cmd": "/Applications/Ollama.app/Contents/Resources/ollama runner --model /Users/rae/.ollama/models/"
+                       "blobs/sha256-dde5aa3fc5ff --ctx-size 8192"}),
     ),
 )

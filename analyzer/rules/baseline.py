@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from analyzer.model import figure_parts, like_pairs
 from analyzer.parsers.plausible import stored_ceiling
 from analyzer.rules.view import Peer, RunView
 
@@ -66,7 +67,8 @@ def matches(view: RunView, peer: Peer) -> bool:
 def _real_speeds(peer: Peer) -> Peer:
     """``peer`` with only the speeds its hardware can have (see the module's docstring)."""
     kept = {t: v for t, v in peer.throughput.items()
-            if isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= stored_ceiling(t, peer.host_chip, peer.model)}
+            if isinstance(v, (int, float)) and math.isfinite(v)
+            and 0 < v <= stored_ceiling(figure_parts(t)[0], peer.host_chip, peer.model)}
     return peer if len(kept) == len(peer.throughput) else replace(peer, throughput=kept)
 
 
@@ -83,7 +85,7 @@ def choose(view: RunView) -> Baseline | None:
                         + "), and capscan never compares with another machine")
     mine = view.best()
     found = [p for p in (_real_speeds(p) for p in view.peers if matches(view, p))
-             if any(t in p.throughput for t in mine)]
+             if like_pairs(mine, p.throughput)]
     if not found:
         return Baseline(None, f"no bare-metal run of {model_label(view)} on {chip} is stored")
     me = _when(view.created_at)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from analyzer import chips
+from analyzer.model import like_pairs
 from analyzer.rules import baseline
 from analyzer.rules.view import RunView
 
@@ -132,14 +133,18 @@ def _intel_host_vm(v: RunView) -> Finding | None:
 
 def _no_metal_device(v: RunView) -> Finding | None:
     f = v.facts
-    target = f.build_target or ""
+    x86 = v.x86_build is not None
     if f.listed_devices == [] and not v.device_names:
-        why = " (an x86_64 build running under Rosetta cannot use Metal)" if target.startswith("x86_64-apple") else ""
+        why = ""
+        if x86:
+            why = (" (an x86_64 build: under Rosetta on Apple silicon it cannot use Metal, install an arm64 build; on an "
+                   "Intel Mac it lists the AMD or Intel GPU when it has Metal)")
         return finding("No GPU device was found: everything ran on the CPU" + why + ".",
                        v.lines("devices.header", "build.target", limit=2))
-    if target.startswith("x86_64-apple") and not v.device_names and f.metal_era is None:
-        return finding("An x86_64 build on macOS (Rosetta on Apple silicon): Metal is unavailable, everything ran on "
-                       "the CPU. Install an arm64 build.", v.lines("build.target", limit=1))
+    if x86 and not v.device_names and f.metal_era is None and v.apple_silicon_signs and not v.intel_mac_signs:
+        return finding(f"An x86_64 build on Apple silicon ({v.apple_silicon_signs[0]}): it runs under Rosetta, where "
+                       "Metal is unavailable, so everything ran on the CPU. Install an arm64 build.",
+                       v.lines("build.target", limit=1))
     if f.cuda_failed and not v.device_names:
         return finding(f"The CUDA backend found no device ({f.cuda_failed}): everything ran on the CPU.",
                        v.lines("cuda.failed", limit=1))
@@ -147,6 +152,25 @@ def _no_metal_device(v: RunView) -> Finding | None:
         return finding("The only Vulkan device is a software rasterizer (llvmpipe/lavapipe): the GPU is not used.",
                        v.lines("vulkan.device", "vulkan.cpu_device", limit=2))
     return None
+
+
+def _x86_build(v: RunView) -> Finding | None:
+    """An x86_64 macOS build is an Intel Mac's (or a Hackintosh's), or Rosetta's on Apple silicon: which,
+    the machine the log names decides. Its AMD or Intel GPU is amd-intel-gpu's (a hardware limit, not
+    "no offload under Rosetta"); with nothing that names the machine, this says what would."""
+    target = v.x86_build
+    if target is None:
+        return None
+    if v.intel_mac_signs:
+        return finding(f"An x86_64 build ({target}) on an Intel Mac or a Hackintosh ({', '.join(v.intel_mac_signs[:2])}): "
+                       "not Rosetta; Metal runs here, on a GPU without Apple7 features.",
+                       v.lines("build.target", limit=1))
+    if v.apple_silicon_signs or v.device_names or v.facts.metal_era is not None:
+        return None
+    return finding(f"An x86_64 build ({target}): on an Intel Mac it can use the AMD or Intel GPU through Metal, under "
+                   "Rosetta on Apple silicon it cannot use Metal at all; the log names neither the GPU nor the CPU. "
+                   "`sysctl -n machdep.cpu.brand_string` names the CPU; on Apple silicon install an arm64 build.",
+                   v.lines("build.target", limit=1))
 
 
 def _metal_library_failed(v: RunView) -> Finding | None:
@@ -179,7 +203,9 @@ def _cpu_only_build(v: RunView) -> Finding | None:
         p.strip().upper() in ("CPU", "BLAS", "ACCELERATE") for p in f.bench_backends.split(","))
     sys_cpu = f.system_backends is not None and f.system_backends and all(
         b.upper() in ("CPU", "BLAS", "ACCELERATE") for b in f.system_backends)
-    rosetta = (f.build_target or "").startswith("x86_64-apple")  # no-metal-device says why, and not "no backend"
+    # an x86_64 build not shown to be an Intel Mac's: no-metal-device or x86-build says why (Rosetta, or
+    # which machine it is), not "no backend"; on an Intel Mac a CPU-only build is one
+    rosetta = v.x86_build is not None and not v.intel_mac_signs
     if (bench_cpu or sys_cpu) and not v.device_names and f.metal_era is None and not rosetta:
         return finding("A CPU-only build: no GPU backend is compiled in.",
                        v.lines("system_info", "bench.device", limit=1))
@@ -269,11 +295,12 @@ def _slower_than_cpu(v: RunView) -> Finding | None:
     for p in v.peers:
         if p.environment == "vm" and not p.gpu_offload and p.model == v.facts.model and p.quant == v.facts.quant \
                 and v.host_chip is not None and p.host_chip == v.host_chip:
-            slower = [t for t in mine if t in p.throughput and mine[t] < p.throughput[t]]
+            slower = [(t, o) for t, o in like_pairs(mine, p.throughput, ignore=("ngl",))
+                      if mine[t] < p.throughput[o]]
             if slower:
-                t = slower[0]
+                t, o = slower[0]
                 return finding(f"On Metal this guest is slower than on its CPU ({t}: {mine[t]:.2f} vs "
-                               f"{p.throughput[t]:.2f} tok/s in run {p.id}): Metal is crippled, not slow.",
+                               f"{p.throughput[o]:.2f} tok/s in run {p.id}): Metal is crippled, not slow.",
                                v.lines("bench.device", limit=1), peer=p.id)
     return None
 
@@ -289,7 +316,7 @@ def _gap_to_host(v: RunView) -> Finding | None:
     base = bare_metal_baseline(v)
     if base is None:
         return None
-    peer, test, ratio = base
+    peer, test, _, ratio = base
     if ratio >= 0.25:
         return None
     return finding(f"{test} runs at {ratio:.1%} of the bare-metal run {peer.id} of the same model: far beyond the "
@@ -302,9 +329,9 @@ def _near_bare_metal(v: RunView) -> Finding | None:
     if v.environment != "vm" or not v.paravirtual or v.caps.simdgroup_reduction is not None or not v.gpu_offload:
         return None
     base = bare_metal_baseline(v)
-    if base is None or base[2] < 0.5:
+    if base is None or base[3] < 0.5:
         return None
-    peer, test, ratio = base
+    peer, test, _, ratio = base
     return finding(f"{test} reaches {ratio:.1%} of bare-metal run {peer.id} of the same model: a clamped guest "
                    "manages 4-15%, so this guest's capabilities are probably already restored; the log does not "
                    "show them (pipe stderr too, 2>&1, to know).", v.lines("bench.device", limit=1), peer=peer.id,
@@ -400,18 +427,19 @@ def _venus(v: RunView) -> Finding | None:
 
 def bare_metal_baseline(v: RunView):
     """The guest's bare-metal baseline (same model and quantization, same host chip; see
-    analyzer.rules.baseline): (peer, test, my_tok_s / its_tok_s) on the first shared test
-    (generation first), or None."""
+    analyzer.rules.baseline): (peer, my figure, its figure, my_tok_s / its_tok_s) on the first
+    figure both have, like for like (same test and stated configuration, model.like_pairs;
+    generation first), or None."""
     found = baseline.choose(v)
     if found is None or found.peer is None:
         return None
     peer, mine = found.peer, v.best()
-    shared = [t for t in mine if t in peer.throughput and peer.throughput[t] > 0]
-    gen = [t for t in shared if t.startswith("tg") or t == "generation"]
+    shared = [(t, o) for t, o in like_pairs(mine, peer.throughput) if peer.throughput[o] > 0]
+    gen = [(t, o) for t, o in shared if t.startswith("tg") or t == "generation"]
     if not shared:
         return None
-    t = (gen or shared)[0]
-    return peer, t, mine[t] / peer.throughput[t]
+    t, o = (gen or shared)[0]
+    return peer, t, o, mine[t] / peer.throughput[o]
 
 
 def _virtualization_overhead(v: RunView) -> Finding | None:
@@ -422,11 +450,11 @@ def _virtualization_overhead(v: RunView) -> Finding | None:
     base = bare_metal_baseline(v)
     if base is None:
         return None
-    peer, test, ratio = base
+    peer, test, other, ratio = base
     if ratio >= 0.97:
         return None
     mine = v.best()[test]
-    theirs = peer.throughput[test]
+    theirs = peer.throughput[other]
     cost = 1 / mine - 1 / theirs
     return finding(f"Full capabilities, yet {test} reaches {ratio:.1%} of bare-metal run {peer.id} ({mine:.2f} vs "
                    f"{theirs:.2f} tok/s): about {cost * 1000:.2f} ms per token is the virtual GPU's per-dispatch "
@@ -457,6 +485,7 @@ RULES: tuple[Rule, ...] = (
     Rule("amd-intel-gpu", "hardware-limit", "error", _non_apple_gpu),
     Rule("old-apple-gpu", "hardware-limit", "error", _old_apple_gpu),
     Rule("intel-host-vm", "hardware-limit", "error", _intel_host_vm),
+    Rule("x86-build", None, "info", _x86_build),
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
     Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),

@@ -20,18 +20,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.model import StoredRun
+from analyzer.model import StoredRun, figure_key, figure_parts, like_pairs
 
 CAP_FIELDS = ("simdgroup_reduction", "simdgroup_mm", "bfloat", "tensor")
 
 
 def best_by_test(run: StoredRun) -> dict[str, float]:
+    """figure (test and configuration, model.figure_key) -> best tok/s; compare two runs' figures
+    through model.like_pairs."""
     out: dict[str, float] = {}
     for t in run.throughput:
         v = t["tok_s"]
         if v is None or v != v or v == float("inf") or v <= 0:
             continue
-        out[t["test"]] = max(out.get(t["test"], 0.0), v)
+        key = figure_key(t["test"], t.get("config"))
+        out[key] = max(out.get(key, 0.0), v)
     return out
 
 
@@ -78,9 +81,11 @@ def compare_runs(a: StoredRun, b: StoredRun) -> dict[str, Any]:
     caps = [{"field": k, "a": ca[k], "b": cb[k], "differs": ca[k] != cb[k]} for k in ca]
     ta, tb = best_by_test(a), best_by_test(b)
     tests = []
-    for test in [t for t in ta if t in tb]:
-        tests.append({"test": test, "a_tok_s": ta[test], "b_tok_s": tb[test], "ratio": tb[test] / ta[test],
-                      "per_token_s": per_token_cost(tb[test], ta[test])})
+    for test, other in like_pairs(ta, tb):
+        (name, config), b_config = figure_parts(test), figure_parts(other)[1]
+        tests.append({"test": name, "config": config, "b_config": b_config, "a_tok_s": ta[test], "b_tok_s": tb[other],
+                      "ratio": tb[other] / ta[test],
+                      "per_token_s": per_token_cost(tb[other], ta[test])})
     return {"a": a.id, "b": b.id, "model_a": a.facts.model, "model_b": b.facts.model, "capabilities": caps,
             "tests": tests}
 
@@ -90,10 +95,13 @@ def decompose(stock: StoredRun, remedied: StoredRun, host: StoredRun) -> dict[st
     per-token time the downgrade explains, and how much is residual."""
     s, r, h = best_by_test(stock), best_by_test(remedied), best_by_test(host)
     tests = []
-    for test in [t for t in s if t in r and t in h]:
-        d = decompose_numbers(s[test], r[test], h[test])
-        tests.append({"test": test, "stock_tok_s": s[test], "remedied_tok_s": r[test], "host_tok_s": h[test],
-                      "remedied_of_host": r[test] / h[test], **d})
+    with_r, with_h = dict(like_pairs(s, r)), dict(like_pairs(s, h))
+    for test in [t for t in s if t in with_r and t in with_h]:
+        rv, hv = r[with_r[test]], h[with_h[test]]
+        d = decompose_numbers(s[test], rv, hv)
+        name, config = figure_parts(test)
+        tests.append({"test": name, "config": config, "stock_tok_s": s[test], "remedied_tok_s": rv, "host_tok_s": hv,
+                      "remedied_of_host": rv / hv, **d})
     return {"stock": stock.id, "remedied": remedied.id, "host": host.id, "tests": tests}
 
 

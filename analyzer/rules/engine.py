@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from analyzer import chips
+from analyzer.model import figure_parts, like_pairs
 from analyzer.rules import baseline
 from analyzer.rules.catalog import RULES
 from analyzer.rules.compare import per_token_cost
@@ -92,10 +93,13 @@ def _baseline(view: RunView) -> dict[str, Any]:
     if found is None:
         return {"baseline": None, "paired": None}
     peer, mine = found.peer, view.best()
+    # like with like: a figure per test and configuration, paired with the baseline's of the same test
+    # and the same stated parameters (threads, batch, KV types, fa, ngl)
     tests = [] if peer is None else [
-        {"test": t, "tok_s": mine[t], "baseline_tok_s": peer.throughput[t], "ratio": mine[t] / peer.throughput[t],
-         "per_token_s": per_token_cost(mine[t], peer.throughput[t])}
-        for t in mine if t in peer.throughput and peer.throughput[t] > 0 and mine[t] > 0]
+        {"test": figure_parts(t)[0], "config": figure_parts(t)[1], "tok_s": mine[t],
+         "baseline_tok_s": peer.throughput[p], "baseline_config": figure_parts(p)[1],
+         "ratio": mine[t] / peer.throughput[p], "per_token_s": per_token_cost(mine[t], peer.throughput[p])}
+        for t, p in like_pairs(mine, peer.throughput) if peer.throughput[p] > 0 and mine[t] > 0]
     paired = {"run": peer.id, "why": found.why, "tests": tests} if tests and peer is not None else None
     return {"baseline": found.as_dict(view), "paired": paired}
 
@@ -134,7 +138,8 @@ def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | Non
     return "high"
 
 
-_EXPLAINS_UNKNOWN = ("contradictory-evidence", "symptoms-without-vm", "mlx-unaffected", "near-bare-metal", "venus-guest")
+_EXPLAINS_UNKNOWN = ("contradictory-evidence", "symptoms-without-vm", "mlx-unaffected", "near-bare-metal", "venus-guest",
+                     "x86-build")
 
 
 def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisive: dict | None,

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from analyzer import chips
-from analyzer.model import Capabilities, Evidence, Observation, RunFacts
+from analyzer.model import Capabilities, Evidence, Observation, RunFacts, figure_key
 from analyzer.rules.observed import Block, Readings, word
 from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
@@ -33,7 +33,7 @@ class Peer:
     model: str | None
     backend: str | None
     gpu_offload: bool
-    throughput: dict[str, float]  # test -> best tok/s
+    throughput: dict[str, float]  # figure (test and configuration, model.figure_key) -> best tok/s
     host_chip: str | None = None  # the hardware: a guest's host chip, a bare-metal run's own GPU
     quant: str | None = None
     build: str | None = None
@@ -224,6 +224,36 @@ class RunView:
             signs.append((f"the program is an x86_64 build ({target}), so an Intel Mac or Rosetta",
                           [self.line_of(o) for o in x86 if o.kind == "build.target"][:1]
                           or self.lines("build.target", limit=1)))
+        return signs
+
+    @cached_property
+    def x86_build(self) -> str | None:
+        """The x86_64 macOS build target the log prints, if any."""
+        targets = [str(o.value) for o in self.readings.of("build.target") if str(o.value).startswith("x86_64-apple")]
+        target = self.facts.build_target or ""
+        return targets[0] if targets else target if target.startswith("x86_64-apple") else None
+
+    @cached_property
+    def intel_mac_signs(self) -> list[str]:
+        """What says this x86_64 build ran on an Intel Mac (or a Hackintosh), not under Rosetta: an AMD or
+        Intel GPU registered (named, or a Metal block with no Apple family), an Intel CPU named."""
+        f = self.facts
+        signs = [f"the {name} GPU" for name in self.device_names if chips.vendor(name) in ("amd", "intel")]
+        if self.non_apple_blocks or self.unnamed_non_apple_gpu:
+            signs.append("a Metal device with no Apple family")
+        if chips.is_intel_cpu(f.cpu_info) or self.intel_cpus:
+            signs.append(f"the Intel CPU ({f.cpu_info if chips.is_intel_cpu(f.cpu_info) else self.intel_cpus[0]})")
+        return signs
+
+    @cached_property
+    def apple_silicon_signs(self) -> list[str]:
+        """What says this machine is Apple silicon (so an x86_64 build there runs under Rosetta): an Apple
+        GPU or chip named, an arm64 process."""
+        f = self.facts
+        signs = [f"the {name} GPU" for name in self.device_names if chips.vendor(name) == "apple"]
+        if chips.apple_chip(f.cpu_info):
+            signs.append(f"the {chips.apple_chip(f.cpu_info)} CPU")
+        signs += [f"the {c} CPU" for c in f.host_cpus if chips.apple_chip(c)]
         return signs
 
     @cached_property
@@ -569,13 +599,16 @@ class RunView:
         return True
 
     def best(self) -> dict[str, float]:
-        """test -> best tok/s. Only real rates: '0.00 t/s', inf and NaN are not
-        measurements (and a zero would divide every ratio and per-token cost)."""
+        """figure -> best tok/s, per test and configuration (``tg128``, ``tg128 [threads=8]``: see
+        model.figure_key; compare with another run through model.like_pairs). Only real rates:
+        '0.00 t/s', inf and NaN are not measurements (and a zero would divide every ratio and
+        per-token cost)."""
         out: dict[str, float] = {}
         for t in self.throughput:
             v = t["tok_s"]
             if v is not None and 0 < v < math.inf:
-                out[t["test"]] = max(out.get(t["test"], 0.0), v)
+                key = figure_key(t["test"], t.get("config"))
+                out[key] = max(out.get(key, 0.0), v)
         return out
 
     def peer(self) -> Peer:

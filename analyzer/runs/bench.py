@@ -44,7 +44,7 @@ def on_bench_rows(asm: Assembler, ev: Event) -> None:
     first = rows[0]
     _bench(asm, Event("bench.row", first[0], "", {}), bench_row_from(config, first[1:]))
     run = asm.run
-    run.add_bench_rows(config["model"], rows, 1)
+    run.add_bench_rows(config["model"], rows, 1, config.get("config"))
     run.last_line = max(run.last_line or 0, rows[-1][0])
     asm.spill()
 
@@ -58,7 +58,7 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
             # Another row of the same benchmark (files hold up to millions): only its numbers are new.
             run.last_line = ev.line
             run.add_throughput(Throughput(row["test"], row["tok_s"], row["stddev"], row["model"], ev.line,
-                                          "bench", row["n_prompt"], row["n_gen"], row["n_depth"]))
+                                          "bench", row["n_prompt"], row["n_gen"], row["n_depth"]), row.get("config"))
             if len(run.pending) >= SPILL_AT:
                 asm.spill()
             return
@@ -113,7 +113,8 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
     run.add_throughput(Throughput(
         test=row["test"], tok_s=row["tok_s"], stddev=row.get("stddev"),
         model=f"{row.get('model')} ({label})" if label else row.get("model"), line=ev.line,
-        kind="bench", n_prompt=row.get("n_prompt"), n_gen=row.get("n_gen"), n_depth=row.get("n_depth")))
+        kind="bench", n_prompt=row.get("n_prompt"), n_gen=row.get("n_gen"), n_depth=row.get("n_depth")),
+        row.get("config"))
     asm.spill()
 
 

@@ -76,7 +76,11 @@ class RunBuilder:
         # waiting for the rate line of the same phase; mlx_lm.benchmark's 'Timing with ...' counts.
         self.pending_counts: dict[str, int] = {}
         self.setup_counts: dict[str, int] = {}
-        self._series: dict[tuple, tuple[array, int | None, float | None]] = {}  # (model, test, kind) -> speeds
+        # (model, test, kind, config) -> speeds: a figure per configuration (threads, batch, type_k, fa, ngl ...
+        # as the row states them, see analyzer.parsers.bench), never a mean over several
+        self._series: dict[tuple, tuple[array, int | None, float | None]] = {}
+        self.ollama_steps: set[str] = set()  # the steps of the ollama model load being read (runs/system)
+        self.timing_closed_at: int | None = None  # the eval line of a once-per-process timing block (runs/timings)
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
         self.unsupported_seen: set[str] = set()  # facts.unsupported_ops as a set (O(1) membership)
         self.flag_seen: dict[str, tuple[bool, int]] = {}  # flag -> (first value printed, its line)
@@ -149,12 +153,12 @@ class RunBuilder:
                 self.evidence.append(Evidence(line=ev.line, kind=ev.kind, text=ev.text[:500]))
             self._ev_counts[ev.kind] += 1
 
-    def add_throughput(self, tp: Throughput) -> None:
-        self.add_many((tp,))
+    def add_throughput(self, tp: Throughput, config: str | None = None) -> None:
+        self.add_many((tp,), config)
 
-    def add_many(self, tps) -> None:
+    def add_many(self, tps, config: str | None = None) -> None:
         """Record measured speeds (the store gets them at the next spill) and keep
-        each (model, test, kind)'s series for the run's summary."""
+        each (model, test, kind, config)'s series for the run's summary."""
         series = self._series
         pending = self.pending
         isfinite = math.isfinite
@@ -163,14 +167,14 @@ class RunBuilder:
                 continue  # 'inf tokens per second' (0 ms measured) is not a rate
             pending.append(tp)
             self.throughput_count += 1
-            group = (tp.model, tp.test, tp.kind)
+            group = (tp.model, tp.test, tp.kind, config)
             found = series.get(group)
             if found is None:
                 series[group] = (array("d", (tp.tok_s,)), tp.line, tp.stddev)
             else:
                 found[0].append(tp.tok_s)
 
-    def add_bench_rows(self, model: str | None, rows: list[tuple], start: int = 0) -> None:
+    def add_bench_rows(self, model: str | None, rows: list[tuple], start: int = 0, config: str | None = None) -> None:
         """``add_many`` for the dense path's rows of one configuration,
         ``(line, test, tok_s, stddev, n_prompt, n_gen, n_depth)`` from ``rows[start]`` on:
         the same Throughput rows and series, with no per-row group key (a batch
@@ -186,23 +190,26 @@ class RunBuilder:
             pending.append(make(Throughput, (test, tok_s, stddev, model, line, "bench", n_prompt, n_gen, n_depth)))
             values = values_of.get(test)
             if values is None:
-                found = series.get((model, test, "bench"))
+                found = series.get((model, test, "bench", config))
                 if found is None:
-                    found = series[(model, test, "bench")] = (array("d"), line, stddev)
+                    found = series[(model, test, "bench", config)] = (array("d"), line, stddev)
                 values = values_of[test] = found[0]
             values.append(tok_s)
             added += 1
         self.throughput_count += added
 
     def throughput_summary(self) -> list[dict]:
-        """One entry per (model, test, kind), in order of appearance: the row itself,
-        or the median of several (a bench file may give a run a million rows; the
-        store keeps every row, readers take this summary)."""
+        """One entry per (model, test, kind, configuration), in order of appearance: the
+        row itself, or the median of several repeats of one configuration (a bench file
+        may give a run a million rows; the store keeps every row, readers take this
+        summary). Rows of different configurations are never merged: each entry names its
+        ``config`` (None where the row states none) and the first ``line`` it was read on."""
         out = []
-        for (model, test, kind), (values, line, stddev) in self._series.items():
+        for (model, test, kind, config), (values, line, stddev) in self._series.items():
             n = len(values)
             out.append({"test": test, "tok_s": values[0] if n == 1 else statistics.median(values),
-                        "stddev": stddev if n == 1 else None, "model": model, "kind": kind, "n": n, "line": line})
+                        "stddev": stddev if n == 1 else None, "model": model, "kind": kind, "n": n, "line": line,
+                        "config": config})
         return out
 
     @property

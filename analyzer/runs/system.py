@@ -12,6 +12,7 @@ from analyzer.parsers.base import Event
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
+    from analyzer.runs.builder import RunBuilder
 
 
 def on_hint_process(asm: Assembler, ev: Event) -> None:
@@ -104,9 +105,13 @@ def on_build_target(asm: Assembler, ev: Event) -> None:
         run = asm.new_run()
     if ev.data.get("commit"):
         run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
-    run.facts.build_target = run.facts.build_target or ev.data["target"]  # shown; every one is observed
-    run.observe("build.target", ev.data["target"], ev)
-    isa = isa_of_target(ev.data["target"])
+    target = ev.data["target"]
+    system, _, arch = target.partition(" ")
+    if system == "Darwin" and arch:  # CMake's 'Darwin x86_64': the triple clang prints elsewhere
+        target = f"{arch}-apple-darwin"
+    run.facts.build_target = run.facts.build_target or target  # shown; every one is observed
+    run.observe("build.target", target, ev)
+    isa = isa_of_target(target)
     if isa:
         run.observe("process.isa", isa, ev)
     system = os_of_target(ev.data["target"])
@@ -141,6 +146,33 @@ def on_offload(asm: Assembler, ev: Event) -> None:
     asm.run.touch(ev)
 
 
+def _ollama_load(asm: Assembler, ev: Event, step: str) -> RunBuilder:
+    """The run of the model load ``step`` (its 'offload' line, its runner's start) belongs to. ollama's
+    server.log holds one load after another, each a runner process of its own: a load's step seen
+    again, or a load whose model already initialised its Metal block or measured, starts the next
+    load's run. Each is an ollama run, with what the server printed once at its start (the compute
+    line, whether it is the official app)."""
+    run = asm.run
+    if step in run.ollama_steps or run.metal_blocks or run.has_results:
+        previous = run.facts
+        run = asm.new_run()
+        run.facts.ollama_library = previous.ollama_library
+        run.facts.ollama_description = previous.ollama_description
+        run.facts.ollama_app = previous.ollama_app
+    run.ollama_steps.add(step)
+    run.explicit_program = "ollama"
+    return run
+
+
+def on_ollama_runner(asm: Assembler, ev: Event) -> None:
+    # a runner with a model is a load; one without (0.12+ GPU discovery at start-up) is the server's
+    run = _ollama_load(asm, ev, "runner") if "--model" in ev.data["cmd"] else asm.run
+    run.explicit_program = "ollama"
+    if "/Ollama.app/" in ev.data["cmd"]:
+        run.facts.ollama_app = True  # the official app's bundle (hardened runtime)
+    run.touch(ev)
+
+
 def on_ollama_compute(asm: Assembler, ev: Event) -> None:
     run = asm.run
     run.explicit_program = "ollama"
@@ -155,8 +187,7 @@ def on_ollama_compute(asm: Assembler, ev: Event) -> None:
 
 
 def on_ollama_offload(asm: Assembler, ev: Event) -> None:
-    run = asm.run
-    run.explicit_program = "ollama"
+    run = _ollama_load(asm, ev, "offload")
     d = ev.data
     run.facts.offload = (d["offloaded"], d["total"])
     if d.get("library") and (run.facts.ollama_library is None or d["library"] != "cpu"):
@@ -181,4 +212,5 @@ HANDLERS: dict[str, Handler] = {
     "model.size": on_model_size,
     "ollama.compute": on_ollama_compute,
     "ollama.offload": on_ollama_offload,
+    "ollama.runner": on_ollama_runner,
 }

@@ -14,6 +14,17 @@ if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
 
 
+# Timing blocks a process prints once, at its exit (llama-cli, main): a block that directly follows a complete
+# one is the same command repeated (a loop grepping its timings: one configuration, one run, its median); one
+# separated from it by other lines (a heading, a fence, a command: f16, then q8_0, pasted each under its own
+# heading) is another process, so another run, never averaged with it. Between two blocks printed back to back
+# there are at most the first one's `total time` (and `graphs reused`) and the next one's `load time` lines.
+# llama-server and ollama print a block per request: their blocks stay one run.
+_ONCE_PER_PROCESS = frozenset(("llama_print_timings", "llama_perf_context_print", "common_perf_print",
+                               "llama_perf_sampler_print"))
+_BACK_TO_BACK = 4  # most lines from a block's eval line to the next block's first timing line, for a repeat
+
+
 def _timing_run(asm: Assembler) -> RunBuilder:
     run = asm.run
     if run.device_source in ("probe", "sysprof"):
@@ -23,6 +34,14 @@ def _timing_run(asm: Assembler) -> RunBuilder:
 
 def _timing(asm: Assembler, ev: Event, phase: str, tok_s: float | None, source: str, tokens: int | None = None,
             trial: bool = False) -> None:
+    if source in _ONCE_PER_PROCESS:
+        run = asm.run
+        if phase == "eval":
+            run.timing_closed_at = ev.line
+        elif run.timing_closed_at is not None:  # the next block opens
+            if ev.line - run.timing_closed_at > _BACK_TO_BACK and run.explicit_program != "llama-server":
+                run = asm.new_run()
+            run.timing_closed_at = None
     if tok_s is None or phase == "sample":
         return
     run = _timing_run(asm)

@@ -10,7 +10,7 @@ from tests.conftest import run_capscan
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 STOCK = FIX / "metal/m4-2026-08-guest-stock.log"
 
-RUN_KEYS = {"id", "source", "first_line", "last_line", "program", "backend", "device", "host_chip", "environment",
+RUN_KEYS = {"id", "source", "first_line", "last_line", "program", "ollama_app", "backend", "device", "host_chip", "environment",
             "capabilities", "shim", "throughput", "verdict", "fixable", "confidence", "fixable_reason", "proof",
             "reference", "findings", "baseline", "next", "pairing", "prediction"}
 DEVICE_KEYS = {"name", "apple_family", "families", "unified_memory", "working_set_mb", "threadgroup_memory"}
@@ -35,7 +35,7 @@ def test_diagnose_json_matches_the_contract(tmp_path):
     assert run["baseline"]["run"] is None and "host chip of this guest is unknown" in run["baseline"]["why"]
     assert run["program"] == "llama-bench" and run["backend"] == "metal"
     assert {t["test"]: t["tok_s"] for t in run["throughput"]} == {"pp512": 431.86, "tg128": 12.63}
-    assert set(run["throughput"][0]) == {"test", "tok_s", "stddev", "model"}
+    assert set(run["throughput"][0]) == {"test", "tok_s", "stddev", "model", "config", "line"}
     f = run["findings"][0]
     assert set(f) >= {"rule", "severity", "message", "evidence"}
     assert f["rule"] == "paravirtual-family-clamp" and f["severity"] == "error"

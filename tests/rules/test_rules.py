@@ -47,6 +47,11 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("rules/intel-host-vm-paravirtual.log",), "hardware-limit", False),
         (("rules/intel-host-vm-bench.jsonl",), "hardware-limit", False),
     ],
+    # an x86_64 build with an AMD or Intel Metal device: an Intel Mac, not Rosetta (tests/rules/test_x86_builds.py)
+    "x86-build": [
+        (("metal/m2-2024-10-amd-egpu-intel-mac.log",), "hardware-limit", False),
+        (("metal/m3-2025-03-intel-iris.log",), "hardware-limit", False),
+    ],
     "no-metal-device": [
         (("metal/no-metal-rosetta-x86.log",), "no-gpu-offload", False),
         (("backends/cuda-failed-init-vm.log",), "no-gpu-offload", False),

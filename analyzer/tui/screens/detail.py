@@ -218,6 +218,7 @@ class DetailScreen(CapscanScreen):
         return Group(title, grid)
 
     def _throughput(self, run: StoredRun) -> Group:
+        from analyzer.model import figure_key, like_pairs
         from analyzer.rules.compare import best_by_test
 
         title = Text("Throughput", style="bold underline")
@@ -230,10 +231,12 @@ class DetailScreen(CapscanScreen):
             table.add_column(col, justify=cast("JustifyMethod", just), no_wrap=True)
         style = VERDICT_STYLE.get((run.diagnosis or {}).get("verdict", ""), "").replace("bold ", "") or "white"
         for t in run.throughput:
-            h = host.get(t["test"])
+            key = figure_key(t["test"], t.get("config"))
+            paired = dict(like_pairs({key: 0.0}, host))
+            h = host[paired[key]] if key in paired else None
             scale = max(v for v in (t["tok_s"], h) if v is not None and v == v and v != float("inf")) \
                 if t["tok_s"] not in (None, float("inf")) else 0
-            table.add_row(t["test"], fmt_tps(t["tok_s"]), fmt_tps(t["stddev"]) if t["stddev"] is not None else "",
+            table.add_row(key, fmt_tps(t["tok_s"]), fmt_tps(t["stddev"]) if t["stddev"] is not None else "",
                           str(t["n"]), str(t["line"] or ""), Text(bar(t["tok_s"], scale), style=style),
                           f"{t['tok_s'] / h:.1%}" if h and t["tok_s"] else "")
             if h and self.baseline is not None:
