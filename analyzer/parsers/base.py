@@ -142,6 +142,7 @@ def to_bool(value: str | None) -> bool | None:
 
 
 _NUM = regex.compile(r"[-+]?(?:\d[\d.,]*|inf|nan)", regex.IGNORECASE)
+_THOUSANDS = regex.compile(r"-?\d{1,3}(?:,\d{3})++")
 
 
 def to_float(value: str | None) -> float | None:
@@ -159,7 +160,7 @@ def to_float(value: str | None) -> float | None:
     if "," in v:
         if "." in v:
             v = v.replace(",", "")  # 1,234.56
-        elif regex.fullmatch(r"-?\d{1,3}(,\d{3})+", v) and len(v.split(",")[-1]) == 3 and v.count(",") > 1:
+        elif _THOUSANDS.fullmatch(v) and len(v.split(",")[-1]) == 3 and v.count(",") > 1:
             v = v.replace(",", "")  # 1,234,567
         else:
             v = v.replace(",", ".")  # 13,77 (decimal comma)

@@ -389,7 +389,7 @@ class _JsonObjectCollector:
         if len(self.lines) > self.MAX_LINES:
             return None  # not a llama-bench object after all: drop it
         if self.in_array:
-            if not regex.fullmatch(r"[-+\d.eE,\s]*\]?\s*,?", stripped):
+            if not _NUMBERS_TAIL.fullmatch(stripped):
                 return None  # interrupted object (cut-off output): drop it
             self.in_array = not stripped.startswith("]")
             self.lines.append(text)
@@ -443,6 +443,16 @@ class _CsvCollector:
         return []
 
 
+# Compiled once: the `regex` package's own cache costs more per call than the match.
+_NUMBERS_TAIL = regex.compile(r"[-+\d.eE,\s]*+\]?\s*+,?")
+_SPACES = regex.compile(r"\s+")
+# 'Vulkan (master)': the label's cell as llama-bench's markdown prints it (cells are stripped); the name
+# ends at its last non-space character, found in one pass (a lazy name before \s* is quadratic in spaces)
+_BACKEND_LABEL = regex.compile(r"(?P<backend>[^()\s](?:[^()]*[^()\s])?+)\s*+\((?P<label>[^()]++)\)")
+_TEST_PPTG = regex.compile(r"(?:pp|tg)\d")
+_TEST_PP = regex.compile(r"pp(\d+)")
+_TEST_TG = regex.compile(r"tg(\d+)")
+_TEST_DEPTH = regex.compile(r"@ d(\d+)")
 _SQL_VALUE = regex.compile(r"'((?:[^']|'')*)'|(NULL)|([-\d.eE+]+)")
 
 
@@ -535,18 +545,18 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
     if "test" not in rec and "n_prompt" in rec and "n_gen" in rec:  # the first layout (2023-08): no test column
         rec["test"] = test_name(to_int(rec["n_prompt"]), to_int(rec["n_gen"])) or ""
         rec.setdefault("ngl", rec.get("n_gpu_layers", ""))
-    test = regex.sub(r"\s+", "", rec.get("test", "")).replace("@", " @ ")
+    test = _SPACES.sub("", rec.get("test", "")).replace("@", " @ ")
     backend = rec.get("backend") or None
     label = None
     if backend:  # a hand-edited label: 'Vulkan (master)', 'Vulkan (PR)'
-        lm = regex.fullmatch(r"(?P<backend>[^()]+?)\s*\((?P<label>[^()]+)\)", backend)
+        lm = _BACKEND_LABEL.fullmatch(backend)
         if lm:
             backend, label = lm.group("backend"), lm.group("label")
-    if not m or not regex.match(r"^(pp|tg)\d+", test):
+    if not m or not _TEST_PPTG.match(test):
         return None
-    p = regex.match(r"^pp(\d+)", test)
-    g = regex.search(r"tg(\d+)", test)
-    d = regex.search(r"@ d(\d+)", test)
+    p = _TEST_PP.match(test)
+    g = _TEST_TG.search(test)
+    d = _TEST_DEPTH.search(test)
     n_prompt, n_gen, n_depth = to_int(p.group(1)) if p else 0, to_int(g.group(1)) if g else 0, to_int(d.group(1)) if d else None
     if n_prompt is None or n_gen is None or (d and n_depth is None):
         return None  # a token count too large to store

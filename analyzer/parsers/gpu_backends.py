@@ -8,6 +8,9 @@ import regex
 from analyzer.parsers.base import Event, Format, Pattern, Sample, rx, to_int
 
 _FIELD = regex.compile(r"^\s*([\w ]+?):\s*(\S(?:.*\S)?+)\s*+$")
+_GROUP = regex.compile(r"\(([^()]*+)\)")
+# (no leading \s*: searched from every space of a run, it is quadratic; the name before it is stripped)
+_LAST_GROUP = regex.compile(r"\(([^()]*+)\)$")
 
 
 def _fields(rest: str) -> dict:
@@ -17,7 +20,7 @@ def _fields(rest: str) -> dict:
         if m:
             key = m.group(1).strip().replace(" ", "_")
             value = m.group(2)
-            out[key] = to_int(value) if regex.fullmatch(r"\d+", value) else value
+            out[key] = to_int(value) if value.isdecimal() else value
     return out
 
 
@@ -27,8 +30,8 @@ def _split_name_driver(head: str) -> tuple[str, str | None]:
     A single trailing group is the driver unless it names an Apple chip, which
     Venus puts inside the device name ('Virtio-GPU Venus (Apple M2)')."""
     head = head.strip()
-    groups = regex.findall(r"\(([^()]*)\)", head)
-    m = regex.search(r"\s*\(([^()]*)\)$", head)
+    groups = _GROUP.findall(head)
+    m = _LAST_GROUP.search(head)
     if not m:
         return head, None
     if len(groups) >= 2 or not m.group(1).startswith("Apple"):

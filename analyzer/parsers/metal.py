@@ -29,10 +29,14 @@ FLAG_LABELS = {
 }
 
 
+_MTL_NAME = regex.compile(r"MTL(\d+)(?: \((.+)\))?")
+_SPACES = regex.compile(r"\s+")
+
+
 def _device(m: regex.Match) -> dict:
     raw = m.group("raw").strip()
     func = m.group("func")
-    mm = regex.fullmatch(r"MTL(\d+)(?: \((.+)\))?", raw)
+    mm = _MTL_NAME.fullmatch(raw)
     # a block pasted without its prefix: only the 2026 'MTL0' names say which era it is
     m4 = func == "ggml_metal_device_init" or (func is None and mm is not None)
     data: dict = {"era": "M4" if m4 else "legacy"}
@@ -53,7 +57,7 @@ def _family(m: regex.Match) -> dict | None:
 
 
 def _flag(m: regex.Match) -> dict | None:
-    label = regex.sub(r"\s+", " ", m.group("label").strip())
+    label = _SPACES.sub(" ", m.group("label").strip())
     name = FLAG_LABELS.get(label)
     value = to_bool(m.group("value"))
     if name is None or value is None:

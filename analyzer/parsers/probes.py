@@ -22,6 +22,7 @@ from analyzer.parsers.base import (
 )
 
 _KV = regex.compile(r"^(?P<key>[a-z_][\w.]*)=(?P<value>.*)$")
+_PARAM = regex.compile(r"\b(\w++)=(\S++)")
 
 
 def _probe_kv_events(line_no: int, text: str, key: str, value: str) -> list[Event]:
@@ -165,7 +166,7 @@ SYSTEM_PROFILER = Format(
 
 
 def _shim(m: regex.Match) -> dict:
-    params = dict(regex.findall(r"(\w+)=(\S+)", m.group("params") or ""))
+    params = dict(_PARAM.findall(m.group("params") or ""))
     cap = None
     for key in ("apple_family_max", "appleFamilyMax", "appleFamilyCeiling", "familyMax"):
         if key in params:

@@ -9,6 +9,10 @@ import shlex
 from analyzer.parsers.base import Event, Format, Pattern, Sample, rx
 
 
+_REG = regex.compile(r"([A-Za-z][\w ]*?) : (.*)$")
+_FLAG = regex.compile(r"([A-Z0-9_]++) = (\S++)$")
+
+
 def _system_info(m: regex.Match) -> dict:
     rest = m.group("rest")
     features: dict[str, str] = {}
@@ -18,11 +22,11 @@ def _system_info(m: regex.Match) -> dict:
         if not part:
             continue
         # "Metal : EMBED_LIBRARY = 1" (>= 2024-11-25) or "AVX = 1"
-        reg = regex.match(r"^([A-Za-z][\w ]*?) : (.*)$", part)
+        reg = _REG.match(part)
         if reg:
             backends.append(reg.group(1).strip())
             part = reg.group(2)
-        kv = regex.match(r"^([A-Z0-9_]+) = (\S+)$", part)
+        kv = _FLAG.match(part)
         if kv:
             features[kv.group(1)] = kv.group(2)
     return {"n_threads": int(m.group("n")), "features": features, "backends": backends}

@@ -52,6 +52,10 @@ _PREFIXES: tuple[tuple[str, regex.Pattern[str]], ...] = (
     # stray backticks around pasted lines
     ("backticks", regex.compile(r"^`+")),
 )
+# All of them as one pattern, tried once a round: its branches in the order above, so the first
+# prefix that matches wins, as a loop over them would find (the `regex` package allows the three
+# branches' `proc` groups one name). One call, not twelve, for each line the prefilter lets through.
+_ANY_PREFIX = regex.compile("|".join(f"(?:{pattern.pattern})" for _name, pattern in _PREFIXES))
 # One line per prefix as it is written, with the text and process name that must come out of
 # it (tests/read/test_normalize_prefixes.py checks each, and that every prefix has one).
 PREFIX_SAMPLES: tuple[tuple[str, str, str, str | None], ...] = (
@@ -172,14 +176,12 @@ def _strip_prefixes(line: str) -> tuple[str, str | None]:
     while changed and line and rounds < 6:
         changed = False
         rounds += 1
-        for _name, pattern in _PREFIXES:
-            m = pattern.match(line)
-            if m and m.end() > 0:
-                if "proc" in pattern.groupindex and m.group("proc"):
-                    proc = m.group("proc")
-                line = line[m.end():].lstrip()
-                changed = True
-                break
+        m = _ANY_PREFIX.match(line)
+        if m and m.end() > 0:
+            if m.group("proc"):
+                proc = m.group("proc")
+            line = line[m.end():].lstrip()
+            changed = True
     if line.endswith("`"):
         line = line.rstrip("`").rstrip()  # (a search for "`+$" is quadratic over a run of backticks)
     return line, proc
