@@ -13,9 +13,10 @@ following line goes to it, not just the prefiltered ones.
 
 from __future__ import annotations
 
-import regex
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeAlias
+
+import regex
 
 from analyzer.safe_text import clean
 
@@ -78,7 +79,7 @@ class Collector(Protocol):
 
 
 # Patterns are the `regex` package's (possessive quantifiers, atomic groups: see rx).
-Compiled = regex.Pattern
+Compiled: TypeAlias = regex.Pattern
 Builder = Callable[[regex.Match], dict[str, Any] | None]
 
 

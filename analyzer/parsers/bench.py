@@ -8,8 +8,9 @@ import csv
 import functools
 import json
 import math
-import regex
 from typing import Any
+
+import regex
 
 from analyzer import chips
 from analyzer.parsers import plausible
@@ -503,9 +504,14 @@ BENCH = Format(
         Pattern("bench.json_start", rx(r'^"(?:build_commit|avg_ns|avg_ts)"\s*:'),
                 collector=lambda m, n, t: _JsonObjectCollector(n, t)),
         Pattern("bench.csv_header", rx(r"^build_commit,build_number,"), collector=lambda m, n, t: _CsvCollector(t)),
-        Pattern("bench.row", rx(r"^INSERT INTO (?P<table>\w++) \((?P<cols>[^)]*+)\) VALUES \((?P<vals>(?:[^)]++|\)(?!;\s*+$))*+)\);\s*+$"), _sql_row),
+        # the values run to the one ")" that ";" and the end follow (not `.*\);\s*$`: quadratic in `regex`
+        # over many ");" that are not the last)
+        Pattern("bench.row", rx(r"^INSERT INTO (?P<table>\w++) \((?P<cols>[^)]*+)\) VALUES "
+                                r"\((?P<vals>(?:[^)]++|\)(?!;\s*+$))*+)\);\s*+$"), _sql_row),
         Pattern("bench.md_header", rx(r"^\|\s*model\s*\|(?>.*\|)\s*+$"), _md_header),
-        Pattern("bench.md_row", rx(r"^\|(?:[^|]*+\|)*?\s*+[-\d.,]+(?:e[+-]?\d+)? \u00b1 [-\d.,]+(?:e[+-]?\d+)?\s*+\|\s*+$"), _md_row),
+        # cells, then the last one: the tail starts after the next-to-last "|", found going forward
+        Pattern("bench.md_row", rx(r"^\|(?:[^|]*+\|)*?\s*+[-\d.,]+(?:e[+-]?\d+)? \u00b1 [-\d.,]+(?:e[+-]?\d+)?"
+                                   r"\s*+\|\s*+$"), _md_row),
     ),
     samples=(
         Sample('{"build_commit": "ee3d1b54c", "build_number": 10167, "cpu_info": "Accelerate, Apple M1 Ultra (Virtual)", '

@@ -73,7 +73,7 @@ class _ListCollector:
 
 _VULKAN_OLD_DEVICE = Pattern(
     "vulkan.device",
-    rx(r"^Vulkan(?P<index>\d+): (?P<head>[^|\s](?:[^|]*[^|\s])?+)\s*+\|(?P<rest>.*)$"),
+    rx(r"^Vulkan(?P<index>\d+): (?P<head>\s*+[^|\s](?:[^|]*[^|\s])?+|\s)\s*+\|(?P<rest>.*)$"),
     _vulkan_device,
 )
 
@@ -84,8 +84,10 @@ VULKAN = Format(
     patterns=(
         Pattern("vulkan.count", rx(r"ggml_vulkan: Found (?P<count>\d+) Vulkan devices?:"),
                 collector=lambda m, n, t: _ListCollector(_VULKAN_OLD_DEVICE)),
-        Pattern("vulkan.device", rx(r"ggml_vulkan: (?P<index>\d+) = (?P<head>[^|\s](?:[^|]*[^|\s])?+)\s*+\|(?P<rest>.*)$"), _vulkan_device),
-        Pattern("vulkan.device", rx(r"ggml_vulkan: Using (?P<name>[^|\s](?:[^|]*[^|\s])?+)\s*+\|(?P<rest>.*)$"), _vulkan_using),
+        Pattern("vulkan.device",
+                rx(r"ggml_vulkan: (?P<index>\d+) = (?P<head>\s*+[^|\s](?:[^|]*[^|\s])?+|\s)\s*+\|(?P<rest>.*)$"), _vulkan_device),
+        Pattern("vulkan.device",
+                rx(r"ggml_vulkan: Using (?P<name>\s*+[^|\s](?:[^|]*[^|\s])?+|\s)\s*+\|(?P<rest>.*)$"), _vulkan_using),
         Pattern("vulkan.none", rx(r"ggml_vulkan: No devices found")),
         Pattern("vulkan.cpu_device", rx(r"ggml_vulkan: Warning: Device type is CPU")),
     ),

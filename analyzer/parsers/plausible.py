@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import math
+
 import regex
 
 from analyzer import chips

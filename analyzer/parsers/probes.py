@@ -6,6 +6,7 @@ capability shims (Lume, Tart, Anka, capscan's interposer)."""
 from __future__ import annotations
 
 import json
+
 import regex
 
 from analyzer.parsers.base import (

@@ -3,11 +3,11 @@ target, the model name, layer offload, and ollama's device summary."""
 
 from __future__ import annotations
 
-import regex
 import shlex
 
-from analyzer.parsers.base import Event, Format, Pattern, Sample, rx
+import regex
 
+from analyzer.parsers.base import Event, Format, Pattern, Sample, rx
 
 _REG = regex.compile(r"([A-Za-z][\w ]*?) : (.*)$")
 _FLAG = regex.compile(r"([A-Z0-9_]++) = (\S++)$")
@@ -140,7 +140,8 @@ SYSTEM = Format(
                                    r"(?: \(debug\))?\s*$")),
         Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S(?:.*\S)?+)\s*+$")),
         # the quantization, printed apart from the model name (llm_load_print_meta 2023-24, print_info 2025 on)
-        Pattern("model.ftype", rx(r"(?:llm_load_print_meta: model ftype|print_info: file type)\s+=\s+(?P<ftype>\S(?:.*\S)?+)\s*+$")),
+        Pattern("model.ftype", rx(r"(?:llm_load_print_meta: model ftype|print_info: file type)\s+=\s+"
+                                  r"(?P<ftype>\S(?:.*\S)?+)\s*+$")),
         # the weights' size (llm_load_print_meta 2023-24, print_info 2025 on): with the host's bandwidth, the
         # ceiling on token generation (rules: reference)
         Pattern("model.size", rx(r"(?:llm_load_print_meta: model size|print_info: file size)\s+=\s+"

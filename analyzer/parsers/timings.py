@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+
 import regex
 
 from analyzer.parsers import plausible

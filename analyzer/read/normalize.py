@@ -16,6 +16,7 @@ again after, since ``\u001b`` inside a JSON string only becomes an ESC then.
 from __future__ import annotations
 
 import json
+
 import regex
 
 from analyzer.safe_text import clean
