@@ -96,7 +96,10 @@ def isa_of_target(target: str | None) -> str | None:
     first field; None when empty."""
     if not target:
         return None
-    first = target.strip().split("-", 1)[0].lower()
+    t = target.strip().lower()
+    if t.startswith(("darwin ", "linux ", "windows ")):  # CMake's form ('Darwin x86_64', 2026 --version)
+        t = t.split(" ", 1)[1]
+    first = t.split("-", 1)[0]
     if first in ("arm64", "aarch64", "arm64e"):
         return "arm64"
     if first in ("x86_64", "amd64", "i386", "i686", "x86_64h"):
@@ -108,9 +111,9 @@ def os_of_target(target: str | None) -> str | None:
     """'arm64-apple-darwin23.4.0' -> 'darwin', 'aarch64-linux-gnu' -> 'linux', 'x86_64-w64-mingw32' ->
     'windows'; None when the target names no system capscan knows."""
     t = (target or "").lower()
-    if "apple-darwin" in t or "apple-macos" in t:
+    if "apple-darwin" in t or "apple-macos" in t or t.startswith("darwin "):
         return "darwin"
-    if "linux" in t:
+    if "linux" in t:  # 'aarch64-linux-gnu', CMake's 'Linux aarch64'
         return "linux"
     if "windows" in t or "mingw" in t or "msvc" in t:
         return "windows"

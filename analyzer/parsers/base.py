@@ -13,9 +13,10 @@ following line goes to it, not just the prefiltered ones.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeAlias
+
+import regex
 
 from analyzer.safe_text import clean
 
@@ -77,13 +78,15 @@ class Collector(Protocol):
         """Called at end of input while still collecting."""
 
 
-Builder = Callable[[re.Match], dict[str, Any] | None]
+# Patterns are the `regex` package's (possessive quantifiers, atomic groups: see rx).
+Compiled: TypeAlias = regex.Pattern
+Builder = Callable[[regex.Match], dict[str, Any] | None]
 
 
 @dataclass(frozen=True)
 class Pattern:
     kind: str
-    regex: re.Pattern[str]
+    regex: Compiled
     build: Builder | None = None
     collector: Callable[[dict[str, Any], int, str], Collector] | None = None  # (the opening line's data, line, text)
 
@@ -124,8 +127,8 @@ class Format:
         return None
 
 
-def rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def rx(pattern: str) -> regex.Pattern[str]:
+    return regex.compile(pattern)
 
 
 def to_bool(value: str | None) -> bool | None:
@@ -139,7 +142,8 @@ def to_bool(value: str | None) -> bool | None:
     return None
 
 
-_NUM = re.compile(r"[-+]?(?:\d[\d.,]*|inf|nan)", re.IGNORECASE)
+_NUM = regex.compile(r"[-+]?(?:\d[\d.,]*|inf|nan)", regex.IGNORECASE)
+_THOUSANDS = regex.compile(r"-?\d{1,3}(?:,\d{3})++")
 
 
 def to_float(value: str | None) -> float | None:
@@ -157,7 +161,7 @@ def to_float(value: str | None) -> float | None:
     if "," in v:
         if "." in v:
             v = v.replace(",", "")  # 1,234.56
-        elif re.fullmatch(r"-?\d{1,3}(,\d{3})+", v) and len(v.split(",")[-1]) == 3 and v.count(",") > 1:
+        elif _THOUSANDS.fullmatch(v) and len(v.split(",")[-1]) == 3 and v.count(",") > 1:
             v = v.replace(",", "")  # 1,234,567
         else:
             v = v.replace(",", ".")  # 13,77 (decimal comma)

@@ -8,8 +8,9 @@ import csv
 import functools
 import json
 import math
-import re
 from typing import Any
+
+import regex
 
 from analyzer import chips
 from analyzer.parsers import plausible
@@ -362,7 +363,7 @@ def _row(config: dict[str, Any], m: tuple) -> dict:
 bench_row_from = _row  # for the dispatcher's batches
 
 
-def _json_array(m: re.Match) -> dict | None:
+def _json_array(m: regex.Match) -> dict | None:
     """A whole llama-bench JSON array on one line (`jq -c .`, or a tool that re-serialised it)."""
     try:
         obj = _loads(m.group(0).strip().rstrip(","))
@@ -387,7 +388,7 @@ def _json_array(m: re.Match) -> dict | None:
     return {"rows": rows, REJECTED_KEY: rejected} if rejected else {"rows": rows}
 
 
-def _json_row(m: re.Match) -> dict | None:
+def _json_row(m: regex.Match) -> dict | None:
     try:
         obj = _loads(m.group(0).rstrip(","))
     except ValueError:
@@ -420,7 +421,7 @@ class _JsonObjectCollector:
         if len(self.lines) > self.MAX_LINES:
             return None  # not a llama-bench object after all: drop it
         if self.in_array:
-            if not re.fullmatch(r"[-+\d.eE,\s]*\]?\s*,?", stripped):
+            if not _NUMBERS_TAIL.fullmatch(stripped):
                 return None  # interrupted object (cut-off output): drop it
             self.in_array = not stripped.startswith("]")
             self.lines.append(text)
@@ -474,10 +475,20 @@ class _CsvCollector:
         return []
 
 
-_SQL_VALUE = re.compile(r"'((?:[^']|'')*)'|(NULL)|([-\d.eE+]+)")
+# Compiled once: the `regex` package's own cache costs more per call than the match.
+_NUMBERS_TAIL = regex.compile(r"[-+\d.eE,\s]*+\]?\s*+,?")
+_SPACES = regex.compile(r"\s+")
+# 'Vulkan (master)': the label's cell as llama-bench's markdown prints it (cells are stripped); the name
+# ends at its last non-space character, found in one pass (a lazy name before \s* is quadratic in spaces)
+_BACKEND_LABEL = regex.compile(r"(?P<backend>[^()\s](?:[^()]*[^()\s])?+)\s*+\((?P<label>[^()]++)\)")
+_TEST_PPTG = regex.compile(r"(?:pp|tg)\d")
+_TEST_PP = regex.compile(r"pp(\d+)")
+_TEST_TG = regex.compile(r"tg(\d+)")
+_TEST_DEPTH = regex.compile(r"@ d(\d+)")
+_SQL_VALUE = regex.compile(r"'((?:[^']|'')*)'|(NULL)|([-\d.eE+]+)")
 
 
-def _sql_row(m: re.Match) -> dict | None:
+def _sql_row(m: regex.Match) -> dict | None:
     columns = [c.strip() for c in m.group("cols").split(",")]
     values = [(a.replace("''", "'") if a is not None else (None if n else num))
               for a, n, num in _SQL_VALUE.findall(m.group("vals"))]
@@ -489,16 +500,16 @@ def _sql_row(m: re.Match) -> dict | None:
     return row
 
 
-def _md_header(m: re.Match) -> dict:
+def _md_header(m: regex.Match) -> dict:
     cells = [c.strip() for c in m.group(0).strip().strip("|").split("|")]
     return {"columns": cells}
 
 
-_MD_TEST = re.compile(r"^(pp|tg)(\d+)")
-_MD_RATE = re.compile(r"^\s*([-\d.,]+(?:e[+-]?\d+)?) \u00b1 ([-\d.,]+(?:e[+-]?\d+)?)")
+_MD_TEST = regex.compile(r"^(pp|tg)(\d+)")
+_MD_RATE = regex.compile(r"^\s*([-\d.,]+(?:e[+-]?\d+)?) \u00b1 ([-\d.,]+(?:e[+-]?\d+)?)")
 
 
-def _md_row(m: re.Match) -> dict | None:
+def _md_row(m: regex.Match) -> dict | None:
     cells = [c.strip() for c in m.group(0).strip().strip("|").split("|")]
     # A row of a llama-bench table (a pp/tg test cell) whose speed is none: refused here, where it is counted.
     for cell in cells:
@@ -518,15 +529,20 @@ BENCH = Format(
     description="llama-bench results: md, json, jsonl, csv, sql (2023-2026)",
     literals=("build_commit", '"avg_ns"', '"avg_ts"', "INSERT INTO", "\u00b1", "| model"),
     patterns=(
-        Pattern("bench.row", rx(r"^\{.*\"build_commit\".*\}\s*,?\s*$"), _json_row),
-        Pattern("bench.row_list", rx(r"^\[\s*\{.*\"build_commit\".*\}\s*\]\s*$"), _json_array),
+        Pattern("bench.row", rx(r"^\{(?>.*\"build_commit\")(?>.*\})\s*+,?\s*+$"), _json_row),
+        Pattern("bench.row_list", rx(r"^\[\s*+\{(?>.*\"build_commit\")(?>.*\})\s*+\]\s*+$"), _json_array),
         # the first field line of a multi-line object: llama-bench's own order, or sorted keys
         Pattern("bench.json_start", rx(r'^"(?:build_commit|avg_ns|avg_ts)"\s*:'),
                 collector=lambda m, n, t: _JsonObjectCollector(n, t)),
         Pattern("bench.csv_header", rx(r"^build_commit,build_number,"), collector=lambda m, n, t: _CsvCollector(t)),
-        Pattern("bench.row", rx(r"^INSERT INTO (?P<table>\w+) \((?P<cols>[^)]*)\) VALUES \((?P<vals>.*)\);\s*$"), _sql_row),
-        Pattern("bench.md_header", rx(r"^\|\s*model\s*\|.*\|\s*$"), _md_header),
-        Pattern("bench.md_row", rx(r"^\|.*\|\s*[-\d.,]+(?:e[+-]?\d+)? \u00b1 [-\d.,]+(?:e[+-]?\d+)?\s*\|\s*$"), _md_row),
+        # the values run to the one ")" that ";" and the end follow (not `.*\);\s*$`: quadratic in `regex`
+        # over many ");" that are not the last)
+        Pattern("bench.row", rx(r"^INSERT INTO (?P<table>\w++) \((?P<cols>[^)]*+)\) VALUES "
+                                r"\((?P<vals>(?:[^)]++|\)(?!;\s*+$))*+)\);\s*+$"), _sql_row),
+        Pattern("bench.md_header", rx(r"^\|\s*model\s*\|(?>.*\|)\s*+$"), _md_header),
+        # cells, then the last one: the tail starts after the next-to-last "|", found going forward
+        Pattern("bench.md_row", rx(r"^\|(?:[^|]*+\|)*?\s*+[-\d.,]+(?:e[+-]?\d+)? \u00b1 [-\d.,]+(?:e[+-]?\d+)?"
+                                   r"\s*+\|\s*+$"), _md_row),
     ),
     samples=(
         Sample('{"build_commit": "ee3d1b54c", "build_number": 10167, "cpu_info": "Accelerate, Apple M1 Ultra (Virtual)", '
@@ -566,18 +582,18 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
     if "test" not in rec and "n_prompt" in rec and "n_gen" in rec:  # the first layout (2023-08): no test column
         rec["test"] = test_name(to_int(rec["n_prompt"]), to_int(rec["n_gen"])) or ""
         rec.setdefault("ngl", rec.get("n_gpu_layers", ""))
-    test = re.sub(r"\s+", "", rec.get("test", "")).replace("@", " @ ")
+    test = _SPACES.sub("", rec.get("test", "")).replace("@", " @ ")
     backend = rec.get("backend") or None
     label = None
     if backend:  # a hand-edited label: 'Vulkan (master)', 'Vulkan (PR)'
-        lm = re.fullmatch(r"(?P<backend>[^()]+?)\s*\((?P<label>[^()]+)\)", backend)
+        lm = _BACKEND_LABEL.fullmatch(backend)
         if lm:
             backend, label = lm.group("backend"), lm.group("label")
-    if not m or not re.match(r"^(pp|tg)\d+", test):
+    if not m or not _TEST_PPTG.match(test):
         return None
-    p = re.match(r"^pp(\d+)", test)
-    g = re.search(r"tg(\d+)", test)
-    d = re.search(r"@ d(\d+)", test)
+    p = _TEST_PP.match(test)
+    g = _TEST_TG.search(test)
+    d = _TEST_DEPTH.search(test)
     n_prompt, n_gen, n_depth = to_int(p.group(1)) if p else 0, to_int(g.group(1)) if g else 0, to_int(d.group(1)) if d else None
     if n_prompt is None or n_gen is None or (d and n_depth is None):
         return None  # a token count too large to store

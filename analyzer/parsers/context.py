@@ -6,16 +6,16 @@ memory-mapped weight buffers, and apps that print their own decisions
 
 from __future__ import annotations
 
-import re
+import regex
 
 from analyzer.parsers.base import Format, Pattern, Sample, rx
 
 
-def _macos(m: re.Match) -> dict:
+def _macos(m: regex.Match) -> dict:
     return {"version": m.group("version")}
 
 
-def _gpu_layers(m: re.Match) -> dict:
+def _gpu_layers(m: regex.Match) -> dict:
     return {"layers": int(m.group("layers"))}
 
 
@@ -29,11 +29,11 @@ CONTEXT = Format(
               "n_gpu_layers=0"),
     patterns=(
         # system_profiler SPHardwareDataType: "Chip: Apple M2 Max" (a guest reads "Apple M1 Ultra (Virtual)")
-        Pattern("host.chip", rx(r"^Chip:\s+(?P<chip>Apple \S.*?)\s*$")),
-        Pattern("host.model_name", rx(r"^Model Name:\s+(?P<name>\S.*?)\s*$")),
+        Pattern("host.chip", rx(r"^Chip:\s+(?P<chip>Apple \S(?:.*\S)?+)\s*+$")),
+        Pattern("host.model_name", rx(r"^Model Name:\s+(?P<name>\S(?:.*\S)?+)\s*+$")),
         # An Intel Mac's Hardware Overview: "Processor Name: 6-Core Intel Core i7" (Apple silicon prints "Chip:");
         # the same in system_profiler -json ("cpu_type"), and sysctl machdep.cpu.brand_string with its name.
-        Pattern("host.processor", rx(r"^(?:Processor Name:|machdep\.cpu\.brand_string:)\s+(?P<name>\S.*?)\s*$")),
+        Pattern("host.processor", rx(r"^(?:Processor Name:|machdep\.cpu\.brand_string:)\s+(?P<name>\S(?:.*\S)?+)\s*+$")),
         Pattern("host.processor", rx(r'"cpu_type"\s*:\s*"(?P<name>[^"]+)"')),
         # `sysctl -n machdep.cpu.brand_string` on an Intel Mac: the bare brand string, a line of its own
         Pattern("host.processor", rx(r"^(?P<name>Intel\(R\) (?:Core\(TM\)|Xeon\(R\)|Pentium\(R\)|Celeron\(R\))"
@@ -44,7 +44,7 @@ CONTEXT = Format(
         Pattern("mlx.device", rx(r"'device_name':\s*'(?P<name>[^']+)'")),
         # llama_memory_breakdown_print: |   - MTL0 (Apple M2 Ultra) | 196608 = ...
         Pattern("memory.device", rx(r"llama_memory_breakdown_print: \|\s+- (?P<id>[A-Za-z]+\d+) \((?P<name>[^()|]+)\)")),
-        Pattern("model.mapped", rx(r"(?P<buffer>\w+)_Mapped model buffer size")),
+        Pattern("model.mapped", rx(r"\b(?P<buffer>\w+?)_Mapped model buffer size")),
         Pattern("wrapper.virtualised", rx(r"looks virtuali[sz]ed\s*\((?P<name>[^()]+)\)")),
         Pattern("wrapper.gpu_layers", rx(r"\b(?:n_)?gpu_layers\s*=\s*(?P<layers>0)\b"), _gpu_layers),
     ),

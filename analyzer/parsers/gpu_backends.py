@@ -3,11 +3,14 @@ device lines. See shared/reference/log-formats.md sections 3 and 4."""
 
 from __future__ import annotations
 
-import re
+import regex
 
 from analyzer.parsers.base import Event, Format, Pattern, Sample, rx, to_int
 
-_FIELD = re.compile(r"^\s*([\w ]+?):\s*(\S.*?)\s*$")
+_FIELD = regex.compile(r"^\s*([\w ]+?):\s*(\S(?:.*\S)?+)\s*+$")
+_GROUP = regex.compile(r"\(([^()]*+)\)")
+# (no leading \s*: searched from every space of a run, it is quadratic; the name before it is stripped)
+_LAST_GROUP = regex.compile(r"\(([^()]*+)\)$")
 
 
 def _fields(rest: str) -> dict:
@@ -17,7 +20,7 @@ def _fields(rest: str) -> dict:
         if m:
             key = m.group(1).strip().replace(" ", "_")
             value = m.group(2)
-            out[key] = to_int(value) if re.fullmatch(r"\d+", value) else value
+            out[key] = to_int(value) if value.isdecimal() else value
     return out
 
 
@@ -27,8 +30,8 @@ def _split_name_driver(head: str) -> tuple[str, str | None]:
     A single trailing group is the driver unless it names an Apple chip, which
     Venus puts inside the device name ('Virtio-GPU Venus (Apple M2)')."""
     head = head.strip()
-    groups = re.findall(r"\(([^()]*)\)", head)
-    m = re.search(r"\s*\(([^()]*)\)$", head)
+    groups = _GROUP.findall(head)
+    m = _LAST_GROUP.search(head)
     if not m:
         return head, None
     if len(groups) >= 2 or not m.group(1).startswith("Apple"):
@@ -36,7 +39,7 @@ def _split_name_driver(head: str) -> tuple[str, str | None]:
     return head, None
 
 
-def _vulkan_device(m: re.Match) -> dict:
+def _vulkan_device(m: regex.Match) -> dict:
     name, driver = _split_name_driver(m.group("head"))
     data = {"index": int(m.group("index")), "name": name}
     if driver:
@@ -45,7 +48,7 @@ def _vulkan_device(m: re.Match) -> dict:
     return data
 
 
-def _vulkan_using(m: re.Match) -> dict:
+def _vulkan_using(m: regex.Match) -> dict:
     data = {"index": 0, "name": m.group("name").strip()}
     data.update(_fields(m.group("rest") or ""))
     return data
@@ -70,7 +73,7 @@ class _ListCollector:
 
 _VULKAN_OLD_DEVICE = Pattern(
     "vulkan.device",
-    rx(r"^Vulkan(?P<index>\d+): (?P<head>[^|]+?)\s*\|(?P<rest>.*)$"),
+    rx(r"^Vulkan(?P<index>\d+): (?P<head>\s*+[^|\s](?:[^|]*[^|\s])?+|\s)\s*+\|(?P<rest>.*)$"),
     _vulkan_device,
 )
 
@@ -81,8 +84,10 @@ VULKAN = Format(
     patterns=(
         Pattern("vulkan.count", rx(r"ggml_vulkan: Found (?P<count>\d+) Vulkan devices?:"),
                 collector=lambda m, n, t: _ListCollector(_VULKAN_OLD_DEVICE)),
-        Pattern("vulkan.device", rx(r"ggml_vulkan: (?P<index>\d+) = (?P<head>[^|]+?)\s*\|(?P<rest>.*)$"), _vulkan_device),
-        Pattern("vulkan.device", rx(r"ggml_vulkan: Using (?P<name>[^|]+?)\s*\|(?P<rest>.*)$"), _vulkan_using),
+        Pattern("vulkan.device",
+                rx(r"ggml_vulkan: (?P<index>\d+) = (?P<head>\s*+[^|\s](?:[^|]*[^|\s])?+|\s)\s*+\|(?P<rest>.*)$"), _vulkan_device),
+        Pattern("vulkan.device",
+                rx(r"ggml_vulkan: Using (?P<name>\s*+[^|\s](?:[^|]*[^|\s])?+|\s)\s*+\|(?P<rest>.*)$"), _vulkan_using),
         Pattern("vulkan.none", rx(r"ggml_vulkan: No devices found")),
         Pattern("vulkan.cpu_device", rx(r"ggml_vulkan: Warning: Device type is CPU")),
     ),
@@ -106,7 +111,7 @@ VULKAN = Format(
 )
 
 
-def _cuda_device(m: re.Match) -> dict:
+def _cuda_device(m: regex.Match) -> dict:
     data: dict = {"index": int(m.group("index")), "name": m.group("name").strip()}
     if m.group("cc"):
         data["compute_capability"] = m.group("cc")

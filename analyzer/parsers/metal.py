@@ -4,7 +4,7 @@ See shared/reference/log-formats.md section 1."""
 
 from __future__ import annotations
 
-import re
+import regex
 
 from analyzer.parsers.base import Format, Pattern, Sample, rx, to_bool, to_float
 
@@ -29,10 +29,14 @@ FLAG_LABELS = {
 }
 
 
-def _device(m: re.Match) -> dict:
+_MTL_NAME = regex.compile(r"MTL(\d+)(?: \((.+)\))?")
+_SPACES = regex.compile(r"\s+")
+
+
+def _device(m: regex.Match) -> dict:
     raw = m.group("raw").strip()
     func = m.group("func")
-    mm = re.fullmatch(r"MTL(\d+)(?: \((.+)\))?", raw)
+    mm = _MTL_NAME.fullmatch(raw)
     # a block pasted without its prefix: only the 2026 'MTL0' names say which era it is
     m4 = func == "ggml_metal_device_init" or (func is None and mm is not None)
     data: dict = {"era": "M4" if m4 else "legacy"}
@@ -45,15 +49,15 @@ def _device(m: re.Match) -> dict:
     return data
 
 
-def _family(m: re.Match) -> dict | None:
+def _family(m: regex.Match) -> dict | None:
     group, n, code = m.group("group"), int(m.group("n")), int(m.group("code"))
     if _FAMILY_BASE[group] + n != code:
         return None  # inconsistent (cut or mangled) line: never invent a family
     return {"code": code, "group": group}
 
 
-def _flag(m: re.Match) -> dict | None:
-    label = re.sub(r"\s+", " ", m.group("label").strip())
+def _flag(m: regex.Match) -> dict | None:
+    label = _SPACES.sub(" ", m.group("label").strip())
     name = FLAG_LABELS.get(label)
     value = to_bool(m.group("value"))
     if name is None or value is None:
@@ -61,7 +65,7 @@ def _flag(m: re.Match) -> dict | None:
     return {"flag": name, "value": value}
 
 
-def _working_set(m: re.Match) -> dict:
+def _working_set(m: regex.Match) -> dict:
     value = to_float(m.group("value"))
     unit = m.group("unit")
     # Nov-Dec 2023 printed MiB; every other era divides by 1e6 and says MB.
@@ -70,6 +74,8 @@ def _working_set(m: re.Match) -> dict:
     return {"mb": value, "unit": unit}
 
 
+# A function name starts a word, or follows an escaped newline ("...\\nggml_metal_init: ..." quoted in a
+# line): not inside a run of glued `ggml_metal_x` tokens, each of which `\w++` would scan to the run's end.
 METAL = Format(
     name="metal",
     description="ggml-metal capability block, kernel skips and op errors (2023-2026)",
@@ -78,17 +84,19 @@ METAL = Format(
               "hasUnifiedMemory", "has unified memory", "has bfloat", "has tensor", "recommendedMaxWorkingSetSize",
               "AGXMetal", "Metal backend"),
     patterns=(
-        Pattern("metal.device", rx(r"(?:^|(?P<func>ggml_metal_\w+): )GPU name:\s+(?P<raw>\S.*?)\s*$"), _device),
+        Pattern("metal.device",
+                rx(r"(?:^|(?P<func>(?:\b|(?<=\\n))ggml_metal_\w++): )GPU name:\s+(?P<raw>\S(?:.*\S)?+)\s*+$"), _device),
         Pattern(
             "metal.family",
-            rx(r"(?:^|ggml_metal_\w+: )GPU family:\s+MTLGPUFamily(?P<group>Apple|Common|Metal|Mac)(?P<n>\d+)"
+            rx(r"(?:^|(?:\b|(?<=\\n))ggml_metal_\w++: )GPU family:\s+MTLGPUFamily(?P<group>Apple|Common|Metal|Mac)(?P<n>\d+)"
                r"\s+\((?P<code>\d+)\)\s*$"),
             _family,
         ),
         Pattern(
             "metal.flag",
             rx(
-                r"(?:^|ggml_metal_\w+:\s+)(?P<label>simdgroup reduction(?: support)?|simdgroup matrix mul\.(?: support)?"
+                r"(?:^|(?:\b|(?<=\\n))ggml_metal_\w++:\s+)"
+                r"(?P<label>simdgroup reduction(?: support)?|simdgroup matrix mul\.(?: support)?"
                 r"|has bfloat|bfloat|use bfloat|has tensor|hasUnifiedMemory|has unified memory|has residency sets"
                 r"|use residency sets|use shared buffers)\s*=\s*(?P<value>true|false)\s*$"
             ),
@@ -96,30 +104,32 @@ METAL = Format(
         ),
         Pattern(
             "metal.working_set",
-            rx(r"(?:^|ggml_metal_\w+:\s+)recommendedMaxWorkingSetSize\s*=\s*(?P<value>[\d.,]+)\s+(?P<unit>MB|MiB)\s*$"),
+            rx(r"(?:^|(?:\b|(?<=\\n))ggml_metal_\w++:\s+)recommendedMaxWorkingSetSize\s*=\s*(?P<value>[\d.,]+)\s+(?P<unit>MB|MiB)\s*$"),
             _working_set,
         ),
-        Pattern("metal.skip_kernel", rx(r"ggml_metal_\w+: skipping (?P<kernel>kernel_\w+)\s+\(not supported\)")),
-        Pattern("metal.unsupported_op", rx(r"(?P<func>ggml_metal_\w+): error: unsupported op '(?P<op>\w+)'")),
-        Pattern("metal.found_device", rx(r"ggml_metal_\w+: found device: (?P<name>\S.*?)\s*$")),
-        Pattern("metal.picking_device", rx(r"ggml_metal_\w+: picking default device: (?P<name>\S.*?)\s*$")),
+        Pattern("metal.skip_kernel", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: skipping (?P<kernel>kernel_\w+)\s+\(not supported\)")),
+        Pattern("metal.unsupported_op", rx(r"(?P<func>(?:\b|(?<=\\n))ggml_metal_\w++): error: unsupported op '(?P<op>\w+)'")),
+        Pattern("metal.found_device", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: found device: (?P<name>\S(?:.*\S)?+)\s*+$")),
+        Pattern("metal.picking_device",
+                rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: picking default device: (?P<name>\S(?:.*\S)?+)\s*+$")),
         Pattern("metal.block_start", rx(r"(?P<func>ggml_metal_init): (?P<what>allocating|using MPS)\s*$")),
         Pattern("metal.tensor_gate", rx(r"ggml_metal_device_init: (?P<what>tensor API disabled for pre-M5[^\n]*)$")),
-        Pattern("metal.library_loaded", rx(r"ggml_metal_\w+: loaded in (?P<seconds>[\d.]+) sec")),
+        Pattern("metal.library_loaded", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: loaded in (?P<seconds>[\d.]+) sec")),
         Pattern(
             "metal.family_fallback",
-            rx(r"(?P<func>\w+): Metal GPU does not support family (?P<family>\d+) - falling back to CPU"),
+            rx(r"\b(?P<func>\w++): Metal GPU does not support family (?P<family>\d+) - falling back to CPU"),
         ),
         # an error domain of Apple's own GPU driver: a physical Apple GPU (never the paravirtual one)
         Pattern("metal.agx_error", rx(r"Error Domain=(?P<domain>AGXMetal\w+)")),
         # the Metal library not loading: a packaging/toolchain problem, whatever the GPU
-        Pattern("metal.library_failed", rx(r"ggml_metal_\w+: (?P<what>loading '\(null\)'|error compiling source"
+        Pattern("metal.library_failed", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: (?P<what>loading '\(null\)'|error compiling source"
                                            r"|error: failed to create library|error: failed to initialize the Metal library"
                                            r"|error: Error Domain=(?:MTLLibraryErrorDomain|NSCocoaErrorDomain)[^\n]*)")),
         Pattern("metal.library_failed",
-                rx(r"(?P<func>llama_\w+): (?P<what>(?:failed to initialize the context: )?failed to initialize Metal "
+                rx(r"(?:\b|(?<=\\n))(?P<func>llama_\w++): "
+                   r"(?P<what>(?:failed to initialize the context: )?failed to initialize Metal "
                    r"backend)")),
-        Pattern("metal.error", rx(r"(?P<func>ggml_metal_\w+): error: (?P<message>\S.*?)\s*$")),
+        Pattern("metal.error", rx(r"(?P<func>(?:\b|(?<=\\n))ggml_metal_\w++): error: (?P<message>\S(?:.*\S)?+)\s*+$")),
     ),
     samples=(
         Sample("ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)", "metal.device",

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import functools
 import math
-import re
+
+import regex
 
 from analyzer import chips
 from analyzer.parsers.base import Rejected
@@ -59,14 +60,14 @@ PARAMS_FLOOR = 0.75
 # Labels of sparse models, as llama.cpp names them (`general.architecture` then its size type): an
 # "A<active>" size (30B.A3B, A13B), experts (8x7B, 16x12B, 17Bx16E), "moe" in the architecture, Gemma
 # 3n's effective sizes (E2B, E4B), and the mixture-of-experts architectures whose size says neither.
-_SPARSE = re.compile(r"moe|\d+(?:\.\d+)?[BM]?x\d+|\bE\d+B\b|\bA\d+(?:\.\d+)?[BM]\b|"
+_SPARSE = regex.compile(r"moe|\d+(?:\.\d+)?[BM]?x\d+|\bE\d+B\b|\bA\d+(?:\.\d+)?[BM]\b|"
                      r"^(?:gpt-oss|deepseek|dbrx|arctic|grok|jamba|llama4|mixtral|minimax|dots1|hunyuan|qwen3next|"
-                     r"kimi|bailing|ernie|glm4moe|smallthinker|gemma3n)", re.IGNORECASE)
-_ACTIVE = re.compile(r"\b(\d+(?:\.\d+)?)([BMK])\.A(\d+(?:\.\d+)?)([BMK])\b")
-_PARAMS = re.compile(r"\b(\d+(?:\.\d+)?)([BMK])\b")
+                     r"kimi|bailing|ernie|glm4moe|smallthinker|gemma3n)", regex.IGNORECASE)
+_ACTIVE = regex.compile(r"\b(\d+(?:\.\d+)?)([BMK])\.A(\d+(?:\.\d+)?)([BMK])\b")
+_PARAMS = regex.compile(r"\b(\d+(?:\.\d+)?)([BMK])\b")
 _SCALE = {"K": 1e3, "M": 1e6, "B": 1e9}
 # The fewest bits a weight of each quantization family holds (the bulk tensors; a mix keeps some wider).
-_QUANT_BITS = re.compile(r"\b(?:I?Q|TQ)(\d)|\b(B?F16)\b|\b(F32)\b|\bMXFP(4)\b", re.IGNORECASE)
+_QUANT_BITS = regex.compile(r"\b(?:I?Q|TQ)(\d)|\b(B?F16)\b|\b(F32)\b|\bMXFP(4)\b", regex.IGNORECASE)
 
 
 def _sparsity(label: str | None) -> float:

@@ -6,7 +6,8 @@ capability shims (Lume, Tart, Anka, capscan's interposer)."""
 from __future__ import annotations
 
 import json
-import re
+
+import regex
 
 from analyzer.parsers.base import (
     Event,
@@ -21,7 +22,8 @@ from analyzer.parsers.base import (
     to_int,
 )
 
-_KV = re.compile(r"^(?P<key>[a-z_][\w.]*)=(?P<value>.*)$")
+_KV = regex.compile(r"^(?P<key>[a-z_][\w.]*)=(?P<value>.*)$")
+_PARAM = regex.compile(r"\b(\w++)=(\S++)")
 
 
 def _probe_kv_events(line_no: int, text: str, key: str, value: str) -> list[Event]:
@@ -89,7 +91,7 @@ def _int_field(obj: dict, key: str) -> int | None:
     return value if type(value) is int and fits_sqlite(value) else None
 
 
-def _probe_json(m: re.Match) -> dict | None:
+def _probe_json(m: regex.Match) -> dict | None:
     try:
         obj = json.loads(m.group(0))
     except RecursionError:
@@ -128,8 +130,8 @@ PROBE = Format(
     patterns=(
         Pattern("probe.start", rx(r"^probe=capscan-probe (?P<version>\d+)\s*$"),
                 collector=lambda m, n, t: _CapscanProbeCollector()),
-        Pattern("probe.json", rx(r"^\{.*\"supports_family\".*\}$"), _probe_json),
-        Pattern("probe.device", rx(r"^device=(?P<name>\S.*?)\s*$"), collector=lambda m, n, t: _FourLineProbeCollector()),
+        Pattern("probe.json", rx(r"^\{(?>.*\"supports_family\").*\}$"), _probe_json),
+        Pattern("probe.device", rx(r"^device=(?P<name>\S(?:.*\S)?+)\s*+$"), collector=lambda m, n, t: _FourLineProbeCollector()),
     ),
     samples=(
         Sample("probe=capscan-probe 1", "probe.start", {"version": "1"}),
@@ -150,9 +152,9 @@ SYSTEM_PROFILER = Format(
     literals=("Chipset Model", "Metal Support", "Metal Family", "sppci_model", "spdisplays_mtlgpufamilysupport",
               "spdisplays_metal"),
     patterns=(
-        Pattern("sysprof.chipset", rx(r"^Chipset Model:\s*(?P<name>\S.*?)\s*$")),
+        Pattern("sysprof.chipset", rx(r"^Chipset Model:\s*(?P<name>\S(?:.*\S)?+)\s*+$")),
         Pattern("sysprof.chipset", rx(r'"sppci_model"\s*:\s*"(?P<name>[^"]+)"')),
-        Pattern("sysprof.metal", rx(r"^Metal(?: Support| Family)?:\s*(?P<support>\S.*?)\s*$")),
+        Pattern("sysprof.metal", rx(r"^Metal(?: Support| Family)?:\s*(?P<support>\S(?:.*\S)?+)\s*+$")),
         Pattern("sysprof.metal", rx(r'"spdisplays_(?:mtlgpufamilysupport|metal)"\s*:\s*"(?P<support>[^"]+)"')),
     ),
     samples=(
@@ -164,8 +166,8 @@ SYSTEM_PROFILER = Format(
 )
 
 
-def _shim(m: re.Match) -> dict:
-    params = dict(re.findall(r"(\w+)=(\S+)", m.group("params") or ""))
+def _shim(m: regex.Match) -> dict:
+    params = dict(_PARAM.findall(m.group("params") or ""))
     cap = None
     for key in ("apple_family_max", "appleFamilyMax", "appleFamilyCeiling", "familyMax"):
         if key in params:
@@ -185,7 +187,7 @@ SHIMS = Format(
         Pattern("shim.banner", rx(r"\[(?P<name>AnkaGpuFamilyBoost)\] active in (?P<proc>\S+) \((?P<params>[^)]*)\)"), _shim),
         Pattern("shim.banner", rx(r"\[(?P<name>capscan-interposer)\] enabled for (?P<proc>\S+) \((?P<params>[^)]*)\)"), _shim),
         Pattern("shim.message",
-                rx(r"\[(?P<name>\w+MetalCapabilities|AnkaGpuFamilyBoost|capscan-interposer)\] (?P<message>\S.*?)\s*$")),
+                rx(r"\[(?P<name>\w+MetalCapabilities|AnkaGpuFamilyBoost|capscan-interposer)\] (?P<message>\S(?:.*\S)?+)\s*+$")),
     ),
     samples=(
         Sample("[LumeMetalCapabilities] Enabled for llama-bench (appleFamilyMax=1009 maxThreadgroupMemory=65536)",

@@ -3,13 +3,17 @@ target, the model name, layer offload, and ollama's device summary."""
 
 from __future__ import annotations
 
-import re
 import shlex
+
+import regex
 
 from analyzer.parsers.base import Event, Format, Pattern, Sample, rx
 
+_REG = regex.compile(r"([A-Za-z][\w ]*?) : (.*)$")
+_FLAG = regex.compile(r"([A-Z0-9_]++) = (\S++)$")
 
-def _system_info(m: re.Match) -> dict:
+
+def _system_info(m: regex.Match) -> dict:
     rest = m.group("rest")
     features: dict[str, str] = {}
     backends: list[str] = []
@@ -18,11 +22,11 @@ def _system_info(m: re.Match) -> dict:
         if not part:
             continue
         # "Metal : EMBED_LIBRARY = 1" (>= 2024-11-25) or "AVX = 1"
-        reg = re.match(r"^([A-Za-z][\w ]*?) : (.*)$", part)
+        reg = _REG.match(part)
         if reg:
             backends.append(reg.group(1).strip())
             part = reg.group(2)
-        kv = re.match(r"^([A-Z0-9_]+) = (\S+)$", part)
+        kv = _FLAG.match(part)
         if kv:
             features[kv.group(1)] = kv.group(2)
     return {"n_threads": int(m.group("n")), "features": features, "backends": backends}
@@ -80,7 +84,7 @@ def _slog(text: str) -> dict | None:
     return data
 
 
-def _offload_line(m: re.Match) -> dict | None:
+def _offload_line(m: regex.Match) -> dict | None:
     """ollama's layer placement: msg="offload to cpu" (2024) or msg=offload library=cpu (2025), layers.offload=N."""
     data = _slog(m.string)
     if not data or not (data.get("msg") or "").startswith("offload"):
@@ -94,7 +98,7 @@ def _offload_line(m: re.Match) -> dict | None:
             "requested": data.get("layers.requested")}
 
 
-def _kv_line(m: re.Match) -> dict | None:
+def _kv_line(m: regex.Match) -> dict | None:
     """ollama slog: time=... level=INFO source=types.go:130 msg="inference compute" id=0 library=metal ..."""
     data = _slog(m.string)
     if not data or data.get("msg") != "inference compute" or "library" not in data:
@@ -109,7 +113,7 @@ def _kv_line(m: re.Match) -> dict | None:
 _UNIT = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
-def _model_size(m: re.Match) -> dict:
+def _model_size(m: regex.Match) -> dict:
     return {"bytes": int(float(m.group("n")) * _UNIT[m.group("unit")])}
 
 
@@ -125,25 +129,26 @@ SYSTEM = Format(
         Pattern("build.footer", rx(r"^build: (?P<commit>[0-9a-f]{7,40}) \((?P<number>\d+)\)\s*$")),
         Pattern("system_info", rx(r"system_info: n_threads = (?P<n>\d+)(?: \(n_threads_batch = \d+\))? / \d+ \|(?P<rest>.*)$"),
                 _system_info),
-        Pattern("backend.loaded", rx(r"load_backend: loaded (?P<name>\S+) backend from (?P<path>\S.*?)\s*$")),
+        Pattern("backend.loaded", rx(r"load_backend: loaded (?P<name>\S++) backend from (?P<path>\S(?:.*\S)?+)\s*+$")),
         Pattern("devices.header", rx(r"^Available devices:\s*$"),
                 collector=lambda m, n, t: _DeviceListCollector(n, t)),
         # (the CMake form of llama-cli --version, 2026: 'built with AppleClang 17.0.0.17000319 for Darwin x86_64')
-        Pattern("build.target", rx(r"built with (?P<compiler>.+?) for (?P<target>[\w.-]+(?: (?:x86_64|arm64|aarch64))?)\s*$")),
+        Pattern("build.target", rx(r"^(?>.*?built with )(?P<compiler>.+?) for (?P<target>[\w.-]++(?: (?:x86_64|arm64|aarch64))?+)\s*+$")),
         # common_init() since 2024-09: LOG_INF("build: %d (%s) with %s for %s%s\n", number, commit, compiler, target,
         # build_type), build_type "" or " (debug)"
-        Pattern("build.target", rx(r"\bbuild: (?P<number>\d+) \((?P<commit>[0-9a-f]+)\) with (?P<compiler>.+?) "
-                                   r"for (?P<target>[\w.-]+)"
+        Pattern("build.target", rx(r"^(?>.*?\bbuild: (?P<number>\d++) \((?P<commit>[0-9a-f]++)\) with )(?P<compiler>.+?) "
+                                   r"for (?P<target>[\w.-]++)"
                                    r"(?: \(debug\))?\s*$")),
-        Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S.*?)\s*$")),
+        Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S(?:.*\S)?+)\s*+$")),
         # the quantization, printed apart from the model name (llm_load_print_meta 2023-24, print_info 2025 on)
-        Pattern("model.ftype", rx(r"(?:llm_load_print_meta: model ftype|print_info: file type)\s+=\s+(?P<ftype>\S.*?)\s*$")),
+        Pattern("model.ftype", rx(r"(?:llm_load_print_meta: model ftype|print_info: file type)\s+=\s+"
+                                  r"(?P<ftype>\S(?:.*\S)?+)\s*+$")),
         # the weights' size (llm_load_print_meta 2023-24, print_info 2025 on): with the host's bandwidth, the
         # ceiling on token generation (rules: reference)
         Pattern("model.size", rx(r"(?:llm_load_print_meta: model size|print_info: file size)\s+=\s+"
                                  r"(?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGT])i?B\b"), _model_size),
         Pattern("model.device",
-                rx(r"using device (?P<device>\S+) \((?P<description>[^()]*(?:\([^()]*\))?[^()]*)\)")),
+                rx(r"using device (?P<device>\S++) \((?P<description>[^()]*+(?:\([^()]*+\))?+[^()]*+)\)")),
         Pattern("offload", rx(r"offloaded (?P<offloaded>\d+)/(?P<total>\d+) layers to GPU"),
                 lambda m: {"offloaded": int(m.group("offloaded")), "total": int(m.group("total"))}),
     ),
@@ -191,9 +196,9 @@ OLLAMA = Format(
     description="ollama server.log device summary (msg=\"inference compute\" library=metal|cpu|cuda|rocm)",
     literals=("inference compute", "layers.offload=", "msg=\"starting "),
     patterns=(Pattern("ollama.compute", rx(r"inference compute"), _kv_line),
-              Pattern("ollama.offload", rx(r"msg=\"?offload\b.*layers\.offload=\d+"), _offload_line),
+              Pattern("ollama.offload", rx(r"^(?>.*?msg=\"?offload\b).*?layers\.offload=\d"), _offload_line),
               # each model load starts a runner process (0.1.3x-0.5 'starting llama server', 0.9+ 'starting runner')
-              Pattern("ollama.runner", rx(r"msg=\"starting (?:llama server|runner)\" cmd=\"(?P<cmd>[^\"]+)"))),
+              Pattern("ollama.runner", rx(r"msg=\"starting (?:llama server|runner)\" cmd=\"(?P<cmd>[^\"]++)"))),
     samples=(
         Sample('time=2025-02-16T20:51:57.943-06:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
                'library=metal variant="" compute="" driver=0.0 name="" total="16.0 GiB" available="16.0 GiB"',

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
+
+import regex
 
 from analyzer.parsers import plausible
 from analyzer.parsers.base import (
@@ -51,7 +52,7 @@ def _checked(phase: str, tok_s: float | None, tokens: int | None = None) -> floa
                            f"{phase} rate")
 
 
-def _llama_timing(m: re.Match) -> dict | None:
+def _llama_timing(m: regex.Match) -> dict | None:
     phase, tokens = _phase(m.group("phase")), to_int(m.group("n"))
     tps = _checked(phase, _rate(m.group("tps")), tokens)
     if tps is None or math.isnan(tps):
@@ -84,7 +85,7 @@ def _both(p: float | None, g: float | None, p_n: int | None = None, g_n: int | N
 
 
 def _pair(prompt: str, gen: str, source: str):
-    def build(m: re.Match) -> dict | None:
+    def build(m: regex.Match) -> dict | None:
         p, g, refused = _both(_rate(m.group(prompt)), _rate(m.group(gen)))
         if p is None and g is None:
             return None
@@ -92,7 +93,7 @@ def _pair(prompt: str, gen: str, source: str):
     return build
 
 
-def _server_timings(m: re.Match) -> dict | None:
+def _server_timings(m: regex.Match) -> dict | None:
     """A one-line llama-server JSON ``"timings":{...}`` object: both rates and their token counts."""
     try:
         obj = json.loads("{" + m.group("body") + "}")
@@ -119,7 +120,7 @@ def _server_timings(m: re.Match) -> dict | None:
             "source": "server-json", **refused}
 
 
-def _single(m: re.Match, phase: str, source: str, tokens: int | None = None) -> dict | None:
+def _single(m: regex.Match, phase: str, source: str, tokens: int | None = None) -> dict | None:
     """One rate on its line (server JSON key, ollama, mlx_lm), checked; its token count when printed with it."""
     tps = _checked(phase, _rate(m.group("tps")), tokens)
     if tps is None or math.isnan(tps):
@@ -131,7 +132,7 @@ def _single(m: re.Match, phase: str, source: str, tokens: int | None = None) -> 
 
 
 def _count(phase_group: str):
-    def build(m: re.Match) -> dict | None:
+    def build(m: regex.Match) -> dict | None:
         n = to_int(m.group("n"))
         if n is None:
             return None
@@ -152,7 +153,7 @@ TIMINGS = Format(
         Pattern(
             "timing",
             rx(
-                r"(?:(?P<func>\w+):\s+)?(?P<phase>prompt eval|generation eval|eval|sample|sampling) time\s*=\s*"
+                r"(?:\b(?P<func>\w++):\s+)?(?P<phase>prompt eval|generation eval|eval|sample|sampling) time\s*=\s*"
                 rf"(?P<ms>{_NUM}) ms(?:\s*/\s*(?P<n>\d+) (?:runs|tokens))?\s*\(\s*(?:{_NUM}) ms per (?:token|run),\s*"
                 rf"(?P<tps>{_NUM}) tokens per second\)"
             ),

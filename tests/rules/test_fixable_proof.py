@@ -210,3 +210,12 @@ def test_a_named_host_chip_and_the_block_together_are_the_proof():
     assert [d["fixable"] for d in runs] == [True]
     signs = [p["sign"] for p in runs[0]["proof"]]
     assert any("Apple M1 Ultra" in s for s in signs) and any("Apple5" in s for s in signs)
+
+
+def test_the_cmake_form_of_the_build_target_counts_both_ways():
+    """llama-cli --version of 2026 prints CMake's 'for Darwin x86_64': an x86_64 build beside a guest vetoes,
+    'for Darwin arm64' is an arm64 macOS build, the host's proof."""
+    x86 = "built with AppleClang 17.0.0.17000319 for Darwin x86_64\n"
+    never_fixable(diagnose(x86 + GUEST_M4 + RESULT))
+    arm = "built with AppleClang 17.0.0.17000319 for Darwin arm64\n"
+    assert [d["fixable"] for d in diagnose(arm + GUEST_M4 + RESULT)] == [True]
