@@ -133,7 +133,8 @@ SYSTEM = Format(
         Pattern("devices.header", rx(r"^Available devices:\s*$"),
                 collector=lambda m, n, t: _DeviceListCollector(n, t)),
         # (the CMake form of llama-cli --version, 2026: 'built with AppleClang 17.0.0.17000319 for Darwin x86_64')
-        Pattern("build.target", rx(r"^(?>.*?built with )(?P<compiler>.+?) for (?P<target>[\w.-]++(?: (?:x86_64|arm64|aarch64))?+)\s*+$")),
+        Pattern("build.target", rx(r"^(?>.*?built with )(?P<compiler>.+?) for "
+                                   r"(?P<target>[\w.-]++(?: (?:x86_64|arm64|aarch64))?+)\s*+$")),
         # common_init() since 2024-09: LOG_INF("build: %d (%s) with %s for %s%s\n", number, commit, compiler, target,
         # build_type), build_type "" or " (debug)"
         Pattern("build.target", rx(r"^(?>.*?\bbuild: (?P<number>\d++) \((?P<commit>[0-9a-f]++)\) with )(?P<compiler>.+?) "
