@@ -114,7 +114,7 @@ def on_build_target(asm: Assembler, ev: Event) -> None:
     isa = isa_of_target(target)
     if isa:
         run.observe("process.isa", isa, ev)
-    system = os_of_target(ev.data["target"])
+    system = os_of_target(target)
     if system:
         run.observe("process.os", system, ev)
     run.touch(ev)
