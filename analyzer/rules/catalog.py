@@ -299,7 +299,7 @@ def _slower_than_cpu(v: RunView) -> Finding | None:
                       if mine[t] < p.throughput[o]]
             if slower:
                 t, o = slower[0]
-                return finding(f"On Metal this guest is slower than on its CPU ({t}: {mine[t]:.2f} vs "
+                return finding(f"On Metal this guest is slower than on its CPU ({v.figure_name(t)}: {mine[t]:.2f} vs "
                                f"{p.throughput[o]:.2f} tok/s in run {p.id}): Metal is crippled, not slow.",
                                v.lines("bench.device", limit=1), peer=p.id)
     return None
@@ -319,7 +319,7 @@ def _gap_to_host(v: RunView) -> Finding | None:
     peer, test, _, ratio = base
     if ratio >= 0.25:
         return None
-    return finding(f"{test} runs at {ratio:.1%} of the bare-metal run {peer.id} of the same model: far beyond the "
+    return finding(f"{v.figure_name(test)} runs at {ratio:.1%} of the bare-metal run {peer.id} of the same model: far beyond the "
                    "virtual GPU's own overhead (guests with full capabilities reach 70-99%), the signature of the "
                    "paravirtual family clamp.", v.lines("bench.device", limit=1), peer=peer.id, ratio=ratio)
 
@@ -332,7 +332,7 @@ def _near_bare_metal(v: RunView) -> Finding | None:
     if base is None or base[3] < 0.5:
         return None
     peer, test, _, ratio = base
-    return finding(f"{test} reaches {ratio:.1%} of bare-metal run {peer.id} of the same model: a clamped guest "
+    return finding(f"{v.figure_name(test)} reaches {ratio:.1%} of bare-metal run {peer.id} of the same model: a clamped guest "
                    "manages 4-15%, so this guest's capabilities are probably already restored; the log does not "
                    "show them (pipe stderr too, 2>&1, to know).", v.lines("bench.device", limit=1), peer=peer.id,
                    ratio=ratio)
@@ -456,7 +456,7 @@ def _virtualization_overhead(v: RunView) -> Finding | None:
     mine = v.best()[test]
     theirs = peer.throughput[other]
     cost = 1 / mine - 1 / theirs
-    return finding(f"Full capabilities, yet {test} reaches {ratio:.1%} of bare-metal run {peer.id} ({mine:.2f} vs "
+    return finding(f"Full capabilities, yet {v.figure_name(test)} reaches {ratio:.1%} of bare-metal run {peer.id} ({mine:.2f} vs "
                    f"{theirs:.2f} tok/s): about {cost * 1000:.2f} ms per token is the virtual GPU's per-dispatch "
                    "cost, not something a shim can remove.", v.lines("bench.device", "timing", limit=1),
                    peer=peer.id, ratio=ratio, per_token_s=cost)

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from analyzer import chips
-from analyzer.model import Capabilities, Evidence, Observation, RunFacts, figure_key
+from analyzer.model import Capabilities, Evidence, Observation, RunFacts, figure_key, figure_parts
 from analyzer.rules.observed import Block, Readings, word
 from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
@@ -610,6 +610,13 @@ class RunView:
                 key = figure_key(t["test"], t.get("config"))
                 out[key] = max(out.get(key, 0.0), v)
         return out
+
+    def figure_name(self, key: str) -> str:
+        """A figure as a person reads it: the bare test (``tg128``) when the run has no other figure of that
+        test, else the test with its configuration (``tg128 [threads=8]``)."""
+        test = figure_parts(key)[0]
+        same = [k for k in self.best() if figure_parts(k)[0] == test]
+        return test if len(same) <= 1 else key
 
     def peer(self) -> Peer:
         return Peer(id=self.id, environment=self.environment, full_caps=self.full_caps, host_family=self.host_family,

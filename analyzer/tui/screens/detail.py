@@ -230,13 +230,17 @@ class DetailScreen(CapscanScreen):
                           ("", "left"), ("of host", "right")):
             table.add_column(col, justify=cast("JustifyMethod", just), no_wrap=True)
         style = VERDICT_STYLE.get((run.diagnosis or {}).get("verdict", ""), "").replace("bold ", "") or "white"
+        configs: dict[str, set] = {}  # a test's configuration is shown only when it tells two figures apart
+        for t in run.throughput:
+            configs.setdefault(t["test"], set()).add(t.get("config"))
         for t in run.throughput:
             key = figure_key(t["test"], t.get("config"))
             paired = dict(like_pairs({key: 0.0}, host))
             h = host[paired[key]] if key in paired else None
             scale = max(v for v in (t["tok_s"], h) if v is not None and v == v and v != float("inf")) \
                 if t["tok_s"] not in (None, float("inf")) else 0
-            table.add_row(key, fmt_tps(t["tok_s"]), fmt_tps(t["stddev"]) if t["stddev"] is not None else "",
+            name = key if len(configs[t["test"]]) > 1 else t["test"]
+            table.add_row(name, fmt_tps(t["tok_s"]), fmt_tps(t["stddev"]) if t["stddev"] is not None else "",
                           str(t["n"]), str(t["line"] or ""), Text(bar(t["tok_s"], scale), style=style),
                           f"{t['tok_s'] / h:.1%}" if h and t["tok_s"] else "")
             if h and self.baseline is not None:
