@@ -31,15 +31,16 @@ ARM_BUILD = "build: 6500 (0320ac526) with Apple clang version 17.0.0 (clang-1700
 ARM_MAIN = "main: built with Apple clang version 16.0.0 (clang-1600.0.26.6) for arm64-apple-darwin23.6.0\n"
 
 
-def diagnose(text: str) -> list[dict]:
-    """Every run's diagnosis, with the remedy plan's answer as `actionable`."""
+def diagnose(text: str, runner=None) -> list[dict]:
+    """Every run's diagnosis, with `remedy plan`'s answer (given this runner) as `actionable`."""
     with tempfile.TemporaryDirectory() as d:
         db = open_db(Path(d) / "f.db")
         result = ingest(db, Input("pasted.log", io.BytesIO(text.encode())))
         out = []
         for run in diagnose_runs(db, result.run_ids, refresh_peers=True):
             diag = dict(run.diagnosis)
-            diag["actionable"] = build_plan(db, run.id)["actionable"]
+            plan = build_plan(db, run.id, runner=runner)
+            diag["actionable"], diag["refusal"] = plan["actionable"], plan["refusal"]
             out.append(diag)
         db.conn.close()
     return out

@@ -4,19 +4,12 @@ real pipeline (ingest into a temp database, diagnose, remedy plan), like tests/r
 
 from __future__ import annotations
 
-import io
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from analyzer.ingest import ingest
-from analyzer.read.reader import Input
-from analyzer.remedy.plan import build_plan
 from analyzer.remedy.runner import Runner
-from analyzer.rules.diagnose import diagnose_runs
-from analyzer.store import open_db
 
 REPO = Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "remedy" / "bin"  # sysctl's stand-in answers CAPSCAN_FAKE_BRAND
@@ -26,26 +19,8 @@ RESULT = ("llama_perf_context_print:        eval time =    5000.00 ms /    50 ru
 ARM_BUILD = "build: 6500 (0320ac526) with Apple clang version 17.0.0 (clang-1700.0.13.5) for arm64-apple-darwin24.6.0\n"
 
 
-def diagnose(text: str, runner: Runner | None = None) -> list[dict]:
-    """Every run's diagnosis, with `remedy plan`'s answer (given this runner) as `actionable`."""
-    with tempfile.TemporaryDirectory() as d:
-        db = open_db(Path(d) / "k.db")
-        result = ingest(db, Input("pasted.log", io.BytesIO(text.encode())))
-        out = []
-        for run in diagnose_runs(db, result.run_ids, refresh_peers=True):
-            diag = dict(run.diagnosis)
-            plan = build_plan(db, run.id, runner=runner)
-            diag["actionable"], diag["refusal"] = plan["actionable"], plan["refusal"]
-            out.append(diag)
-        db.conn.close()
-    return out
-
-
-def never_fixable(runs: list[dict]) -> None:
-    assert runs
-    for d in runs:
-        assert d["fixable"] is False and d.get("proof", []) == [] and d["actionable"] is False, d["summary"]
-        assert not any("remedy run" in s for s in d["next_steps"]), d["next_steps"]
+# the pipeline helpers are test_fixable_proof's: the same ingest, diagnosis and plan
+from tests.rules.test_fixable_proof import diagnose, never_fixable  # noqa: E402
 
 
 # -- remedy plan on the live guest (remedy/plan.py: refusal_for, live_host_proof) -------------------------------
