@@ -176,6 +176,10 @@ class RunFacts(_Record):
     mmap: bool | None = None  # weights read through memory-mapped buffers (`*_Mapped model buffer`)
     wrapper_virtualised: str | None = None  # an app said the Metal device looks virtualised (and names it)
     metal_library_failed: str | None = None  # the first line saying the Metal library did not load
+    # The process said it runs on the CPU whatever was asked (llama.cpp's 'not compiled with GPU offload
+    # support' / 'no usable GPU found', whisper.cpp's 'use gpu = 0' / 'no GPU found'): its first wording
+    gpu_disabled: str | None = None
+    whisper_weights: list[str] = Field(default_factory=list)  # the backends whisper.cpp put its weights on
     agx_domain: str | None = None  # an AGXMetal* error domain: Apple's own GPU driver answered (bare metal)
     library_load_s: float | None = None
     offload: tuple[int, int] | None = None

@@ -122,7 +122,8 @@ SYSTEM = Format(
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
     literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name",
               "using device",
-              "layers to GPU", "model ftype", "file type   =", "model size ", "file size   ="),
+              "layers to GPU", "model ftype", "file type   =", "model size ", "file size   =",
+              "option will be ignored", "use gpu ", "no GPU found", "whisper_model_load: "),
     patterns=(
         Pattern("process.start", rx(r"^main: build = (?P<number>\d+) \((?P<commit>[0-9a-f]+)\)\s*$")),
         # llama-bench's last line (md and sql output): closes the run it ends.
@@ -150,6 +151,16 @@ SYSTEM = Format(
                                  r"(?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGT])i?B\b"), _model_size),
         Pattern("model.device",
                 rx(r"using device (?P<device>\S++) \((?P<description>[^()]*+(?:\([^()]*+\))?+[^()]*+)\)")),
+        # The process runs on the CPU whatever was asked: llama.cpp's argument parser (2023 '--n-gpu-layers',
+        # 2024 '--gpu-layers', 2025 on 'no usable GPU found'), printed before 'main: build ='; whisper.cpp's
+        # 'use gpu = 0' (-ng) and its GPU backend search finding nothing.
+        Pattern("gpu.disabled", rx(r"warning: (?P<why>not compiled with GPU offload support|no usable GPU found), "
+                                   r"--(?:n-)?gpu-layers option will be ignored")),
+        Pattern("gpu.disabled", rx(r"^(?>.*?\bwhisper_\w++: )(?P<why>use gpu) ++= 0\s*+$")),
+        Pattern("gpu.disabled", rx(r"^(?>.*?whisper_backend_init_gpu: )(?P<why>no GPU found)\s*+$")),
+        # whisper.cpp's model weights, on the backend that holds them (1.5 'CPU buffer size', 1.7 on 'CPU total
+        # size'; 'Metal', 'CUDA0', 'Vulkan0' when a GPU does)
+        Pattern("whisper.weights", rx(r"^(?>.*?whisper_model_load: +)(?P<backend>\w+) (?:buffer|total) size +=")),
         Pattern("offload", rx(r"offloaded (?P<offloaded>\d+)/(?P<total>\d+) layers to GPU"),
                 lambda m: {"offloaded": int(m.group("offloaded")), "total": int(m.group("total"))}),
     ),
@@ -189,6 +200,17 @@ SYSTEM = Format(
         Sample("llama_model_load_from_file_impl: using device MTL0 (Apple M2 Max) (unknown id) - 21845 MiB free",
                "model.device", {"device": "MTL0", "description": "Apple M2 Max"}),
         Sample("load_tensors: offloaded 0/23 layers to GPU", "offload", {"offloaded": 0, "total": 23}),
+        Sample("warning: not compiled with GPU offload support, --n-gpu-layers option will be ignored", "gpu.disabled",
+               {"why": "not compiled with GPU offload support"}),
+        Sample("warning: not compiled with GPU offload support, --gpu-layers option will be ignored", "gpu.disabled",
+               {"why": "not compiled with GPU offload support"}),
+        Sample("warning: no usable GPU found, --gpu-layers option will be ignored", "gpu.disabled",
+               {"why": "no usable GPU found"}),
+        Sample("whisper_init_with_params_no_state: use gpu    = 0", "gpu.disabled", {"why": "use gpu"}),
+        Sample("whisper_backend_init_gpu: no GPU found", "gpu.disabled", {"why": "no GPU found"}),
+        Sample("whisper_model_load:      CPU buffer size =   149.41 MB", "whisper.weights", {"backend": "CPU"}),
+        Sample("whisper_model_load:          CPU total size =   487.01 MB", "whisper.weights", {"backend": "CPU"}),
+        Sample("whisper_model_load:    Metal total size =   147.37 MB", "whisper.weights", {"backend": "Metal"}),
     ),
 )
 

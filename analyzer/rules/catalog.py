@@ -197,6 +197,28 @@ def _zero_layers(v: RunView) -> Finding | None:
     return None
 
 
+def _gpu_disabled(v: RunView) -> Finding | None:
+    """The process said so itself: llama.cpp's argument parser ignoring --n-gpu-layers, whisper.cpp's
+    'use gpu = 0' or 'no GPU found', or whisper.cpp's weights on the CPU only. A GPU the same run
+    names or initialises outweighs it (two processes pasted together, or a wrapper's later retry)."""
+    f = v.facts
+    # a Metal device that fell back for lack of family 7 put the weights on the CPU too: its rules say why
+    if v.device_names or f.metal_era is not None or f.probe or f.family_fallback:
+        return None
+    if f.gpu_disabled:
+        why = {"not compiled with GPU offload support": "the build has no GPU backend, so --n-gpu-layers is ignored",
+               "no usable GPU found": "the build found no usable GPU (or has no GPU backend), so --n-gpu-layers is "
+                                      "ignored",
+               "use gpu = 0": "whisper.cpp ran with the GPU turned off (-ng / --no-gpu)",
+               "no GPU found": "whisper.cpp found no GPU device to use"}.get(f.gpu_disabled, f.gpu_disabled)
+        return finding(f"The program runs on the CPU: {why}.",
+                       v.lines("gpu.disabled", limit=2))
+    if f.whisper_weights and all(b.upper() == "CPU" for b in f.whisper_weights):
+        return finding("whisper.cpp put its model weights on the CPU: no GPU backend was used "
+                       "(built without one, or run with -ng / --no-gpu).", v.lines("whisper.weights", limit=1))
+    return None
+
+
 def _cpu_only_build(v: RunView) -> Finding | None:
     f = v.facts
     bench_cpu = f.bench_backends is not None and all(
@@ -489,6 +511,7 @@ RULES: tuple[Rule, ...] = (
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
     Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
+    Rule("gpu-disabled", "no-gpu-offload", "error", _gpu_disabled),
     Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed),
     Rule("paravirtual-family-clamp", "capability-downgrade", "error", _paravirtual_clamp),
     Rule("downgrade-symptoms", "capability-downgrade", "error", _downgrade_symptoms),

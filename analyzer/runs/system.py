@@ -27,13 +27,19 @@ def on_model_device(asm: Assembler, ev: Event) -> None:
     asm.run.hint_device(ev, ev.data.get("description"))
 
 
+def _before_main(run: RunBuilder) -> bool:
+    """Does the run hold only what a process prints before 'main: build =' (a shim banner from a
+    constructor, the argument parser's GPU-offload warning)? Then that line is the same process's."""
+    return ((run.facts.shim is not None or run.facts.gpu_disabled is not None) and run.device_source is None
+            and not run.has_results and not run.saw_system_info and run.metal_blocks == 0)
+
+
 def on_process_start(asm: Assembler, ev: Event) -> None:
     """'main: build = N (commit)': the first line of a 2023-24 example program, printed before any
     backend initialises, so whatever came before belongs to an earlier process (a shim banner,
-    printed by a constructor before main, stays with this one)."""
+    printed by a constructor before main, or the argument parser's warning, stays with this one)."""
     run = asm.run
-    banner_only = run.facts.shim is not None and run.device_source is None and not run.has_results
-    if run.content and not banner_only:
+    if run.content and not _before_main(run):
         run = asm.new_run()
     run.facts.build_commit = run.facts.build_commit or ev.data.get("commit")
     run.touch(ev)
@@ -164,6 +170,30 @@ def _ollama_load(asm: Assembler, ev: Event, step: str) -> RunBuilder:
     return run
 
 
+def on_gpu_disabled(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    # llama.cpp's argument parser prints its warning before anything else of the process: after another
+    # process's device or results it starts the next run
+    if ev.data["why"] in _ARGS_WARNINGS and (run.has_results or run.device_source is not None or run.saw_system_info):
+        run = asm.new_run()
+    if "whisper_" in ev.text:
+        run.explicit_program = run.explicit_program or "whisper.cpp"
+    if run.facts.gpu_disabled is None:
+        run.facts.gpu_disabled = ev.data["why"] + (" = 0" if ev.data["why"] == "use gpu" else "")
+    run.touch(ev)
+
+
+_ARGS_WARNINGS = ("not compiled with GPU offload support", "no usable GPU found")
+
+
+def on_whisper_weights(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    run.explicit_program = run.explicit_program or "whisper.cpp"
+    if ev.data["backend"] not in run.facts.whisper_weights and len(run.facts.whisper_weights) < 8:
+        run.facts.whisper_weights.append(ev.data["backend"])
+    run.touch(ev)
+
+
 def on_ollama_runner(asm: Assembler, ev: Event) -> None:
     # a runner with a model is a load; one without (0.12+ GPU discovery at start-up) is the server's
     run = _ollama_load(asm, ev, "runner") if "--model" in ev.data["cmd"] else asm.run
@@ -209,6 +239,8 @@ HANDLERS: dict[str, Handler] = {
     "model.name": on_model_name,
     "model.ftype": on_model_ftype,
     "offload": on_offload,
+    "gpu.disabled": on_gpu_disabled,
+    "whisper.weights": on_whisper_weights,
     "model.size": on_model_size,
     "ollama.compute": on_ollama_compute,
     "ollama.offload": on_ollama_offload,

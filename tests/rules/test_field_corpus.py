@@ -57,12 +57,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "rows of different configurations averaged into one figure: two timing blocks of two requests become one (eval 0.63 for 0.60 and 0.66)",
     "088-obench-ollama-pi-500-eval-rates-2025":
         "rows of different configurations averaged into one figure: three ollama eval rates and the wrapper's average become one figure",
-    "052-llama-cli-windows-not-compiled-gpu-offload-2024":
-        "CPU-only sign not read: \"warning: not compiled with GPU offload support, --gpu-layers option will be ignored\" (2024 wording)",
-    "053-llava-cli-windows-vulkan-not-compiled-warning-2024":
-        "CPU-only sign not read: \"warning: not compiled with GPU offload support, --gpu-layers option will be ignored\" from llama-llava-cli",
-    "058-whisper-cli-intel-mbp-no-gpu-flag-2023":
-        "CPU-only sign not read: whisper.cpp run with -ng and only a \"CPU buffer size\" line; no run is found at all",
     "061-llama-bench-compare-old-metal-apple7-pr-2023":
         "table of another shape: a hand-joined before/after llama-bench table (two t/s columns and a speedup column) is not read",
     "062-compare-llama-bench-m3-max-fa-2024":

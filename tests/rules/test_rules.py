@@ -75,6 +75,14 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
     "cpu-only-build": [
         (("rules/cpu-only-build-2025.log",), "no-gpu-offload", False),
     ],
+    "gpu-disabled": [
+        (("rules/gpu-disabled-2023-main.log",), "no-gpu-offload", False),
+        (("field/052-llama-cli-windows-not-compiled-gpu-offload-2024.log",), "no-gpu-offload", False),
+        (("field/080-ggml-ci-x86-cpu-no-usable-gpu-pythia-q4-0-2025.log",), "no-gpu-offload", False),
+        (("rules/gpu-disabled-whisper-no-gpu.log",), "no-gpu-offload", False),
+        (("rules/gpu-disabled-whisper-no-gpu-found.log",), "no-gpu-offload", False),
+        (("field/058-whisper-cli-intel-mbp-no-gpu-flag-2023.log",), "no-gpu-offload", False),
+    ],
     "paravirtual-family-clamp": [
         (("metal/m4-2026-08-guest-stock.log",), "capability-downgrade", False),
         (("metal/m2-2024-07-gh-runner-paravirtual.log",), "capability-downgrade", True),  # arm64 build line
@@ -209,3 +217,26 @@ def test_a_later_host_log_becomes_the_baseline_of_an_earlier_guest(tmp_path):
     guest = db.conn.execute("SELECT report FROM diagnoses d JOIN runs r ON r.id = d.run_id "
                             "JOIN sources s ON s.id = r.source_id WHERE s.path LIKE '%guest-shim.json'").fetchone()
     assert '"near-bare-metal"' in guest[0]
+
+
+def test_offload_warning_opens_the_process_it_was_printed_by(tmp_path):
+    """llama.cpp prints 'not compiled with GPU offload support' before 'main: build =': pasted after a Metal
+    run, it starts the next process's run (and does not make that Metal run CPU-only), and the build line
+    after it stays in the same run."""
+    runs = diagnosed(tmp_path, "rules/gpu-disabled-pasted-after-metal.log")
+    assert [r.diagnosis["verdict"] for r in runs] == ["healthy", "no-gpu-offload"]
+    assert "gpu-disabled" not in fired(runs[0])
+    assert runs[1].facts.build_commit == "226255b"
+
+
+def test_a_gpu_the_run_initialises_outweighs_weights_on_the_cpu(tmp_path):
+    """whisper.cpp on a paravirtual GPU falls back to the CPU for lack of family 7 and puts its weights there:
+    that is the downgrade, not a CPU-only build."""
+    run = diagnosed(tmp_path, "field/003-audio-whisper-r-gh-runner-paravirtual-2024.log")[0]
+    assert "gpu-disabled" not in fired(run)
+    assert run.diagnosis["verdict"] != "no-gpu-offload"
+
+
+def test_weights_on_the_cpu_after_a_family_fallback_are_not_a_cpu_only_build(tmp_path):
+    run = diagnosed(tmp_path, "rules/whisper-fallback-only.log")[0]
+    assert "gpu-disabled" not in fired(run)
