@@ -63,6 +63,26 @@ EXPECTED_FAILURES: dict[str, str] = {
         "table of another tool: compare-llama-bench.py output (CPU, Model, Test, t/s master, t/s <branch>, Speedup) is not read",
     "066-normiebench-m1-max-json-result-2026":
         "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"llama.cpp / metal\") is not read",
+    "139-perplexity-azure-vm-not-compiled-gpu-offload-2023":
+        "CPU-only sign not read: the 2023 wording \"warning: not compiled with GPU offload support, --n-gpu-layers option will be ignored\" (here also posted in markdown **)",
+    "141-ollama-runner-imac-vega64-not-compiled-gpu-2023":
+        "CPU-only sign not read: ollama's 2023 runner JSON log (server_params_parse WARNING \"Not compiled with GPU offload support\") after the metal runner failed; no run is found",
+    "143-ollama-rocm-runner-missing-not-compiled-gpu-2023":
+        "CPU-only sign not read: ollama's 2023 runner JSON log (server_params_parse WARNING \"Not compiled with GPU offload support\") after \"llama runner not found\" for rocm; no run is found",
+    "142-llama-bench-iris-xe-opencl-vulkan-cpu-2024":
+        "rows of different configurations averaged into one figure: OpenCL and Vulkan rows (ngl 99) and CPU AVX2/AVX512 rows (ngl 4) become one pp 512 and one tg 128 each",
+    "150-whisper-rs-m1-pro-metal-loading-null-2023":
+        "a failed Metal library load (loading '(null)', the cut ends before the error) is read as CPU-only; the label (unknown, healthy accepted) does not say the run fell back to the CPU",
+    "156-ollama-linux-layers-assigned-cpu-2025":
+        "CPU-only sign not read: per-layer \"load_tensors: layer N assigned to device CPU\" lines and a CPU_Mapped model buffer, with no \"offloaded 0/N layers\" line",
+    "159-llama-bench-windows-cuda-present-dev-none-2026":
+        "llama-bench dev column not read: a row with backend CUDA, ngl -1 and dev none (a CPU-only run with the CUDA backend loaded) is read as a GPU run",
+    "166-webui-llama-cpp-python-3070ti-offload-timings-2023":
+        "wrapper line not read: text-generation-webui's \"Output generated in 163.82 seconds (0.39 tokens/s, ...)\" beside 2023 timings without tokens per second; no run is found",
+    "167-main-cublas-a100-no-ngl-2023":
+        "CPU-only sign not read: a 2023 cuBLAS build run without -ngl (the device line is printed, no layer is offloaded and no offload line is printed) is read as a GPU run",
+    "169-llama-bench-intel-mbp-5600m-metal-ngl-sweep-2024":
+        "Intel-Mac Metal table without device lines: the AMD GPU's hardware limit is not known from Metal rows alone, and the ngl 0 rows make the verdict no-gpu-offload",
 }
 
 
