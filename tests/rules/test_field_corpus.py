@@ -63,8 +63,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "table of another tool: compare-llama-bench.py output (CPU, Model, Test, t/s master, t/s <branch>, Speedup) is not read",
     "066-normiebench-m1-max-json-result-2026":
         "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"llama.cpp / metal\") is not read",
-    "139-perplexity-azure-vm-not-compiled-gpu-offload-2023":
-        "CPU-only sign not read: the 2023 wording \"warning: not compiled with GPU offload support, --n-gpu-layers option will be ignored\" (here also posted in markdown **)",
     "141-ollama-runner-imac-vega64-not-compiled-gpu-2023":
         "CPU-only sign not read: ollama's 2023 runner JSON log (server_params_parse WARNING \"Not compiled with GPU offload support\") after the metal runner failed; no run is found",
     "143-ollama-rocm-runner-missing-not-compiled-gpu-2023":
