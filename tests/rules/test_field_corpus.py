@@ -71,6 +71,14 @@ EXPECTED_FAILURES: dict[str, str] = {
         "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"llama.cpp / metal\") is not read",
     "172-whisper-bench-ggml-ci-x86-cpu-no-gpu-found-tiny-2025":
         "CPU-only sign not read: whisper.cpp \"whisper_backend_init_gpu: no GPU found\" with a \"CPU total size\" line (2025 wording); the run stays unknown",
+    "181-ramalama-bench-asahi-kleidiai-cpu-podman-table-2026":
+        "table of another tool: a ramalama bench table (id, model path, params, backend CPU, ngl, threads, test, t/s, engine, date) is not read; no run is found",
+    "183-llama-bench-rtx3090ti-nkvo-column-2024":
+        "CUDA device line not read alone: \"  Device 0: NVIDIA GeForce RTX 3090 Ti, compute capability 8.6, VMM: yes\" without its ggml_init_cublas header line leaves the CUDA rows unknown",
+    "184-llama-benchy-llama-server-turboquant-cuda-table-2026":
+        "table of another tool: llama-benchy output (t/s, peak t/s, ttfr, est_ppt, e2e_ttft columns) is not read",
+    "186-compare-llama-bench-blis-cpu-i9-13900k-2024":
+        "table of another tool: compare-llama-bench.py output (CPU, Model, Model Size, Threads, Test, t/s master, t/s <branch>, Speedup) is not read",
 }
 
 
