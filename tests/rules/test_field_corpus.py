@@ -81,6 +81,8 @@ EXPECTED_FAILURES: dict[str, str] = {
         "table of another tool: compare-llama-bench.py output (CPU, Model, Model Size, Threads, Test, t/s master, t/s <branch>, Speedup) is not read",
     "190-ramalama-serve-dual-3090-81-of-81-ansi-residue-2025":
         "offload lines without a device block not read as a GPU run: \"offloaded 81/81 layers to GPU\" with CUDA0/CUDA1 model buffers, but no ggml_cuda_init lines in the cut, leave the run unknown",
+    "202-koboldcpp-ctxlimit-process-generate-ts-line-2024":
+        "wrapper speed line not read: koboldcpp's \"CtxLimit: ..., Process:0.44s (442.0ms/T = 2.26T/s), Generate:... T/s, Total:... T/s\" gives no run",
 }
 
 
