@@ -115,7 +115,10 @@ def confidence_clause(diag: dict[str, Any] | None, capabilities_printed: bool) -
     if not level:
         return None
     decisive = (diag.get("findings") or [{}])[0].get("rule")
-    if decisive in _SYMPTOM_RULES:
+    if decisive in ("speed-of-fallback-kernels", "speed-of-full-kernels"):
+        why = ("read from the speed against the host chip's bandwidth, not from printed capabilities "
+               "(llama-bench -o json 2>&1 would print them)")
+    elif decisive in _SYMPTOM_RULES:
         why = "read from symptoms such as the speed gap or skipped kernels, not from printed capabilities"
         if diag.get("host_family"):
             why += "; the host chip is known"

@@ -44,8 +44,9 @@ def diagnose(view: RunView) -> dict[str, Any]:
         if rule.verdict and rule.verdict not in fired:
             fired[rule.verdict] = rule.id
     verdict = next((v for v in _PRECEDENCE if v in fired), "unknown")
-    if verdict == "healthy" and not view.full_caps and view.is_metal and view.paravirtual and view.gates_on_family:
-        verdict = "unknown"  # never call a clamped guest healthy
+    if (verdict == "healthy" and not view.full_caps and view.is_metal and view.paravirtual and view.gates_on_family
+            and fired["healthy"] != "speed-of-full-kernels"):
+        verdict = "unknown"  # never call a clamped guest healthy (its speed can show it is not one)
     fixable, why_fixable = False, None
     proof: list[dict[str, Any]] = []
     missing: list[str] = []
@@ -104,20 +105,13 @@ def _baseline(view: RunView) -> dict[str, Any]:
     return {"baseline": found.as_dict(view), "paired": paired}
 
 
-# A model this small may sit in the chip's caches: the bandwidth ceiling says nothing about it.
-_REFERENCE_MIN_BYTES = 256 * 2**20
-
-
 def reference(view: RunView) -> list[dict[str, Any]]:
-    """Where a guest stands without a stored host run: token generation reads every weight once per token,
-    so the host chip's published bandwidth over the model's size is a ceiling no run can pass. An estimate,
-    never a baseline and never a reason for "fixable"."""
-    chip, size = view.host_chip, view.facts.model_size_bytes
-    bandwidth = chips.bandwidth_gbs(chip)
-    if view.environment != "vm" or bandwidth is None or not size or size < _REFERENCE_MIN_BYTES:
+    """Where a guest stands without a stored host run (RunView.bandwidth_ceiling): the same ceiling for
+    every token-generation figure. An estimate, never a baseline and never a reason for "fixable"."""
+    found = view.bandwidth_ceiling
+    if found is None:
         return []
-    ceiling = bandwidth * 1e9 / size
-    basis = f"{chip} {bandwidth:g} GB/s / model {size / 1e9:.2f} GB"
+    ceiling, basis = found
     tests = dict.fromkeys(t["test"] for t in view.throughput)  # the ceiling is the same for every configuration
     return [{"test": test, "ceiling_tok_s": round(ceiling, 1), "basis": basis}
             for test in tests if test.startswith("tg") or test == "generation"]
@@ -127,6 +121,8 @@ def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | Non
     if verdict == "unknown":
         return None
     rule = fired.get(verdict)
+    if rule in ("speed-of-fallback-kernels", "speed-of-full-kernels"):
+        return "low"  # a speed against a published ceiling stands in for the capability block
     if rule in ("downgrade-symptoms", "gap-to-bare-metal", "metal-slower-than-cpu"):
         return "low" if view.host_family is None else "medium"
     if view.contradictions:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -611,6 +612,45 @@ class RunView:
                 out[key] = max(out.get(key, 0.0), v)
         return out
 
+    @cached_property
+    def bandwidth_ceiling(self) -> tuple[float, str] | None:
+        """Token generation reads every weight once per token: the host chip's published bandwidth over
+        the model's size is a ceiling no run passes (tok/s, and its basis in words). Only for a guest on a
+        named chip, with a model too large to sit in the chip's caches. An estimate, never a baseline."""
+        chip, size = self.host_chip, self.facts.model_size_bytes
+        bandwidth = chips.bandwidth_gbs(chip)
+        if self.environment != "vm" or bandwidth is None or not size or size < REFERENCE_MIN_BYTES:
+            return None
+        return bandwidth * 1e9 / size, f"{chip} {bandwidth:g} GB/s / model {size / 1e9:.2f} GB"
+
+    @cached_property
+    def generation_share(self) -> tuple[str, float, float] | None:
+        """(figure, tok/s, share of the bandwidth ceiling) of the run's fastest token-generation figure,
+        when its speed can stand for the capabilities nothing printed: a paravirtual Metal guest of a
+        runtime that gates on the family, every layer on the GPU, no capability block, no shim. The
+        fallback kernels of a clamped guest and the fast ones are an order of magnitude apart."""
+        f = self.facts
+        ceiling = self.bandwidth_ceiling
+        if ceiling is None or not (self.is_metal and self.paravirtual and self.gates_on_family):
+            return None
+        if self.full_caps is not None or f.probe or f.shim is not None or f.capabilities.simdgroup_reduction is not None:
+            return None
+        if (f.n_gpu_layers is not None and 0 <= f.n_gpu_layers < 99) or (f.offload and f.offload[0] < f.offload[1]):
+            return None  # some layers on the CPU: the speed says nothing of the kernels
+        gen = [(k, v) for k, v in self.best().items()
+               if (figure_parts(k)[0].startswith("tg") and "@" not in k) or figure_parts(k)[0] == "generation"]
+        if not gen:
+            return None
+        key, tok_s = max(gen, key=lambda kv: kv[1])
+        return key, tok_s, tok_s / ceiling[0]
+
+    @property
+    def mixture_of_experts(self) -> bool:
+        """A mixture-of-experts model reads only its active experts per token: its share of a ceiling
+        computed from the whole file is too high, by the inverse of the active fraction."""
+        name = " ".join(filter(None, (self.facts.model, self.facts.quant)))
+        return bool(_MOE.search(name))
+
     def figure_name(self, key: str) -> str:
         """A figure as a person reads it: the bare test (``tg128``) when the run has no other figure of that
         test, else the test with its configuration (``tg128 [threads=8]``)."""
@@ -626,3 +666,6 @@ class RunView:
 
 
 METAL3_CODE = chips.METAL3
+# A model this small may sit in the chip's caches: the bandwidth ceiling says nothing about it.
+REFERENCE_MIN_BYTES = 256 * 2**20
+_MOE = re.compile(r"moe|\bA\d+(?:\.\d+)?B\b|\d+x\d+B|experts", re.IGNORECASE)

@@ -38,19 +38,13 @@ SEVERITY = ["capability-downgrade", "hardware-limit", "no-gpu-offload", "virtual
 # log name -> what capscan does not read yet (grouped by class in the report of issue 22)
 EXPECTED_FAILURES: dict[str, str] = {
     "011-cua-tinyllama-stock-guest-bench-json":
-        "llama-bench JSON alone: no capability block, so the clamp is not shown by the device's own lines (issue 21: never fixable from JSON alone; the next step asks for `-o json 2>&1`), and without a baseline the verdict is unknown",
+        "llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not hold; the label's fixable comes from the thread",
     "023-cua-gemma4-stock-guest-bench-json":
-        "llama-bench JSON alone: no capability block, so the clamp is not shown by the device's own lines (issue 21: never fixable from JSON alone; the next step asks for `-o json 2>&1`), and without a baseline the verdict is unknown",
+        "llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not hold; the label's fixable comes from the thread",
     "028-cua-muse30b-stock-guest-tg-json":
-        "llama-bench JSON alone: no capability block, so the clamp is not shown by the device's own lines (issue 21: never fixable from JSON alone; the next step asks for `-o json 2>&1`), and without a baseline the verdict is unknown",
-    "015-cua-tinyllama-broad-shim-guest-bench-json":
-        "llama-bench JSON alone of a shimmed guest: the rows carry no capability, and capscan reads neither the paravirtual gpu_info nor the (Virtual) cpu_info; the label (healthy) is the thread's (shim injected)",
-    "017-cua-tinyllama-safe-shim-guest-bench-json":
-        "llama-bench JSON alone of a shimmed guest: the rows carry no capability, and capscan reads neither the paravirtual gpu_info nor the (Virtual) cpu_info; the label (healthy) is the thread's (shim injected)",
-    "026-cua-gemma4-safe-shim-guest-bench-json":
-        "llama-bench JSON alone of a shimmed guest: the rows carry no capability, and capscan reads neither the paravirtual gpu_info nor the (Virtual) cpu_info; the label (healthy) is the thread's (shim injected)",
+        "llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not hold; the label's fixable comes from the thread",
     "029-cua-muse30b-shim-guest-pp-json":
-        "llama-bench JSON alone of a shimmed guest: the rows carry no capability, and capscan reads neither the paravirtual gpu_info nor the (Virtual) cpu_info; the label (healthy) is the thread's (shim injected)",
+        "llama-bench JSON alone of a shimmed guest with only a pp512 row: no capability block and no token-generation figure to set against the bandwidth ceiling, so the verdict is unknown (label healthy, from the thread)",
     "006-llama-bench-vulkan-opencl-rocm-6800xt-2024":
         "rows of different configurations averaged into one figure: OpenCL/Vulkan/ROCm at ngl 0 and 99 become one pp512 and one tg128",
     "060-llama-gpt-m2-max-70b-timings-2023":

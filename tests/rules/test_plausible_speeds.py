@@ -62,7 +62,8 @@ def test_an_impossible_host_log_never_becomes_the_guests_baseline(tmp_path, case
     (guest,), rejected = add(db, FIX / GUEST)
     assert rejected == 0
     before = verdict(db, guest.id)
-    assert before == ("unknown", False, None, None)  # no baseline: the guest alone proves nothing
+    # no baseline: only the guest's speed against its host chip's bandwidth, a low-confidence downgrade, not fixable
+    assert before == ("capability-downgrade", False, "low", None)
     host = tmp_path / "host.json"
     host.write_text(host_with(*BAD[case]))
     runs, rejected = add(db, host)
@@ -181,5 +182,5 @@ def test_a_stored_impossible_row_of_an_older_capscan_is_no_baseline(tmp_path, mo
     assert rejected == 0 and {r[0] for r in db.conn.execute(
         "SELECT tok_s FROM throughput WHERE run_id = ?", (old_host.id,))} == {float(pp), float(tg)}
     diagnose_runs(db, [guest.id])
-    assert verdict(db, guest.id) == ("unknown", False, None, None)
+    assert verdict(db, guest.id) == ("capability-downgrade", False, "low", None)  # its own speed's verdict, no more
     assert load_run(db, guest.id).diagnosis["baseline"]["why"].startswith("no bare-metal run of llama 1B")

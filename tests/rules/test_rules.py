@@ -115,6 +115,19 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("bench/host-m1-ultra.json", "bench/guest-stock.json"), "capability-downgrade", False),
         (("bench/gemma-12b-host.jsonl", "bench/gemma-12b-stock.jsonl"), "capability-downgrade", False),
     ],
+    # llama-bench JSON alone of a guest (no capability block, no stored host run): its tg against the host
+    # chip's bandwidth ceiling, field logs of cua's Lume guests on an M1 Ultra
+    "speed-of-fallback-kernels": [
+        (("field/011-cua-tinyllama-stock-guest-bench-json.log",), "capability-downgrade", False),
+        (("field/023-cua-gemma4-stock-guest-bench-json.log",), "capability-downgrade", False),
+        (("field/028-cua-muse30b-stock-guest-tg-json.log",), "capability-downgrade", False),
+        (("bench/guest-stock.json",), "capability-downgrade", False),
+    ],
+    "speed-of-full-kernels": [
+        (("field/015-cua-tinyllama-broad-shim-guest-bench-json.log",), "healthy", False),
+        (("field/026-cua-gemma4-safe-shim-guest-bench-json.log",), "healthy", False),
+        (("bench/guest-shim.json",), "healthy", False),
+    ],
     "near-bare-metal": [
         (("bench/host-m1-ultra.json", "bench/guest-shim.json"), "unknown", False),
     ],
