@@ -69,6 +69,20 @@ EXPECTED_FAILURES: dict[str, str] = {
         "table of another tool: compare-llama-bench.py output (CPU, Model, Test, t/s master, t/s <branch>, Speedup) is not read",
     "066-normiebench-m1-max-json-result-2026":
         "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"llama.cpp / metal\") is not read",
+    "100-llama-bench-gh-runner-macos15-apple5-stderr-tail-2026":
+        "host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner stays not fixable",
+    "102-crispasr-gh-runner-macos14-apple5-mul-mat-abort-2026":
+        "host proof outside the log: the four capability lines of a GitHub macos-14 arm64 runner name no host chip and no arm64 sign (the doc gives \"Apple M1 (Virtual)\"), so the downgrade stays not fixable",
+    "106-cua-muse30b-stock-guest-pp512-stderr-2026":
+        "host proof outside the log: the stock guest's stderr names no host chip (the M1 Ultra host is in the evidence set's metadata.md), so the downgrade stays not fixable; 027, its tg128 twin, is labeled false under the log-only reading",
+    "108-cua-mlx-lm-safe-shim-guest-json-2026":
+        "wrapper result JSON (mlx_lm benchmark: samples and median prompt_tps/generation_tps) is not read",
+    "115-llama-cli-and-llama-server-perf-print-timing-2025":
+        "rows of different configurations averaged into one figure: the llama-cli perf lines and the llama-server print_timing block become one prompt (54.29) and one generation (12.29) figure",
+    "117-llama-app-serve-vulkan-rtx5060-device-info-2026":
+        "2026 device_info block not read: \"  - Vulkan0 : NVIDIA GeForce RTX 5060 (7895 MiB, 7127 MiB free)\" names the GPU, but a system_info line without a GPU section is taken as a CPU-only build (no-gpu-offload, high confidence)",
+    "124-aicoworker-node-llama-cpp-m4-falls-back-to-cpu-2026":
+        "CPU-only sign not read: node-llama-cpp's \"getLlama({gpu:auto}) failed (NoBinaryFoundError); falling back to CPU\" and \"gpuLayers=0\"; no run is found at all",
 }
 
 
