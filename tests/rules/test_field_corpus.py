@@ -83,6 +83,8 @@ EXPECTED_FAILURES: dict[str, str] = {
         "2026 device_info block not read: \"  - Vulkan0 : NVIDIA GeForce RTX 5060 (7895 MiB, 7127 MiB free)\" names the GPU, but a system_info line without a GPU section is taken as a CPU-only build (no-gpu-offload, high confidence)",
     "124-aicoworker-node-llama-cpp-m4-falls-back-to-cpu-2026":
         "CPU-only sign not read: node-llama-cpp's \"getLlama({gpu:auto}) failed (NoBinaryFoundError); falling back to CPU\" and \"gpuLayers=0\"; no run is found at all",
+    "125-phi2-intel-macbook-air-metal-unsupported-mul-mat-2024":
+        "abort without a capability block not read: \"ggml_metal_graph_compute_block_invoke: error: unsupported op 'MUL_MAT'\" + GGML_ASSERT (a GPU without simdgroup reduction) gives no verdict (unknown)",
 }
 
 
