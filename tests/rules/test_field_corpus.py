@@ -87,6 +87,20 @@ EXPECTED_FAILURES: dict[str, str] = {
         "offload lines without a device block not read as a GPU run: \"offloaded 81/81 layers to GPU\" with CUDA0/CUDA1 model buffers, but no ggml_cuda_init lines in the cut, leave the run unknown",
     "202-koboldcpp-ctxlimit-process-generate-ts-line-2024":
         "wrapper speed line not read: koboldcpp's \"CtxLimit: ..., Process:0.44s (442.0ms/T = 2.26T/s), Generate:... T/s, Total:... T/s\" gives no run",
+    "100-llama-bench-gh-runner-macos15-apple5-stderr-tail-2026":
+        "host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner stays not fixable",
+    "106-cua-muse30b-stock-guest-pp512-stderr-2026":
+        "host proof outside the log: the stock guest's stderr names no host chip (the M1 Ultra host is in the evidence set's metadata.md), so the downgrade stays not fixable; 027, its tg128 twin, is labeled false under the log-only reading",
+    "108-cua-mlx-lm-safe-shim-guest-json-2026":
+        "wrapper result JSON (mlx_lm benchmark: samples and median prompt_tps/generation_tps) is not read",
+    "115-llama-cli-and-llama-server-perf-print-timing-2025":
+        "rows of different configurations averaged into one figure: the llama-cli perf lines and the llama-server print_timing block become one prompt (54.29) and one generation (12.29) figure",
+    "117-llama-app-serve-vulkan-rtx5060-device-info-2026":
+        "2026 device_info block not read: \"  - Vulkan0 : NVIDIA GeForce RTX 5060 (7895 MiB, 7127 MiB free)\" names the GPU, but a system_info line without a GPU section is taken as a CPU-only build (no-gpu-offload, high confidence)",
+    "124-aicoworker-node-llama-cpp-m4-falls-back-to-cpu-2026":
+        "CPU-only sign not read: node-llama-cpp's \"getLlama({gpu:auto}) failed (NoBinaryFoundError); falling back to CPU\" and \"gpuLayers=0\"; no run is found at all",
+    "125-phi2-intel-macbook-air-metal-unsupported-mul-mat-2024":
+        "abort without a capability block not read: \"ggml_metal_graph_compute_block_invoke: error: unsupported op 'MUL_MAT'\" + GGML_ASSERT (a GPU without simdgroup reduction) gives no verdict (unknown)",
 }
 
 
