@@ -180,6 +180,11 @@ class RunFacts(_Record):
     # support' / 'no usable GPU found', whisper.cpp's 'use gpu = 0' / 'no GPU found'): its first wording
     gpu_disabled: str | None = None
     whisper_weights: list[str] = Field(default_factory=list)  # the backends whisper.cpp put its weights on
+    # llama.cpp's: the model buffers' devices ('CPU', 'CUDA0', 'MTL0'; '_Mapped' and CPU_* kinds read as their
+    # device) and, at -v, the devices its layers were assigned to
+    weight_buffers: list[str] = Field(default_factory=list)
+    model_load_failed: str | None = None  # 'error loading model: ...': nothing ran
+    layer_devices: list[str] = Field(default_factory=list)
     agx_domain: str | None = None  # an AGXMetal* error domain: Apple's own GPU driver answered (bare metal)
     library_load_s: float | None = None
     offload: tuple[int, int] | None = None

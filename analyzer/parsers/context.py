@@ -19,13 +19,23 @@ def _gpu_layers(m: regex.Match) -> dict:
     return {"layers": int(m.group("layers"))}
 
 
+def _model_buffer(m: regex.Match) -> dict:
+    name = m.group("buffer")
+    mapped = name.endswith("_Mapped")
+    name = name.removesuffix("_Mapped")
+    # the CPU's own buffer kinds (repacked weights, pinned host memory for a GPU) are the CPU's
+    if name.startswith("CPU_") or name.endswith("_Host"):
+        name = "CPU" if name.startswith("CPU_") else name
+    return {"buffer": name, "mapped": mapped}
+
+
 CONTEXT = Format(
     name="context",
     description="the machine around a run (Hardware Overview chip, macOS version, MLX device_info, memory breakdown, "
                 "mmap'd buffers) and wrappers that disable the GPU",
     literals=("Chip:", "Model Name:", "ProductVersion:", "System Version:", "platform.platform:", "'device_name':",
               "Processor Name:", "machdep.cpu.brand_string", '"cpu_type"', "Intel(R) ",
-              "llama_memory_breakdown_print", "_Mapped model buffer", "looks virtuali", "gpu_layers=0",
+              "llama_memory_breakdown_print", " model buffer size", "assigned to device", "looks virtuali", "gpu_layers=0",
               "n_gpu_layers=0"),
     patterns=(
         # system_profiler SPHardwareDataType: "Chip: Apple M2 Max" (a guest reads "Apple M1 Ultra (Virtual)")
@@ -44,7 +54,10 @@ CONTEXT = Format(
         Pattern("mlx.device", rx(r"'device_name':\s*'(?P<name>[^']+)'")),
         # llama_memory_breakdown_print: |   - MTL0 (Apple M2 Ultra) | 196608 = ...
         Pattern("memory.device", rx(r"llama_memory_breakdown_print: \|\s+- (?P<id>[A-Za-z]+\d+) \((?P<name>[^()|]+)\)")),
-        Pattern("model.mapped", rx(r"\b(?P<buffer>\w+?)_Mapped model buffer size")),
+        # Where the weights went (load_tensors, 2024-11 on): 'CUDA0 model buffer size', 'MTL0_Mapped ...' (mmap'd),
+        # 'CPU_Mapped', 'CPU_AARCH64', 'CUDA_Host'; and each layer's device at -v ('layer 3 assigned to device CPU')
+        Pattern("model.buffer", rx(r"\b(?P<buffer>\w++) model buffer size"), _model_buffer),
+        Pattern("layer.device", rx(r"\blayer +(?P<layer>\d++) assigned to device (?P<device>\w++)")),
         Pattern("wrapper.virtualised", rx(r"looks virtuali[sz]ed\s*\((?P<name>[^()]+)\)")),
         Pattern("wrapper.gpu_layers", rx(r"\b(?:n_)?gpu_layers\s*=\s*(?P<layers>0)\b"), _gpu_layers),
     ),
@@ -66,7 +79,15 @@ CONTEXT = Format(
                "mlx.device", {"name": "Apple Paravirtual device"}),
         Sample("llama_memory_breakdown_print: |   - MTL3 (Apple M2 Ultra) | 196608 = 187990 + (1604 =  1604 +  0 +  0) "
                "+  7014 |", "memory.device", {"id": "MTL3", "name": "Apple M2 Ultra"}),
-        Sample("load_tensors:  MTL0_Mapped model buffer size =   934.70 MiB", "model.mapped", {"buffer": "MTL0"}),
+        Sample("load_tensors:  MTL0_Mapped model buffer size =   934.70 MiB", "model.buffer",
+               {"buffer": "MTL0", "mapped": True}),
+        Sample("load_tensors:        CUDA0 model buffer size = 20038.81 MiB", "model.buffer",
+               {"buffer": "CUDA0", "mapped": False}),
+        Sample("load_tensors:   CPU_Mapped model buffer size =  4437.80 MiB", "model.buffer", {"buffer": "CPU", "mapped": True}),
+        Sample("0.00.125.045 I load_tensors:  CPU_AARCH64 model buffer size =   648.00 MiB", "model.buffer",
+               {"buffer": "CPU", "mapped": False}),
+        Sample("load_tensors: layer  23 assigned to device CPU, is_swa = 0", "layer.device", {"layer": "23", "device": "CPU"}),
+        Sample("load_tensors: layer   0 assigned to device CUDA0, is_swa = 0", "layer.device", {"device": "CUDA0"}),
         Sample("2026-07-30 11:02:14,552 WARNING [inference] Metal device looks virtualised (Apple Paravirtual device): "
                "simdgroup kernels are unavailable, will run on CPU", "wrapper.virtualised",
                {"name": "Apple Paravirtual device"}),

@@ -112,15 +112,16 @@ VULKAN = Format(
 
 
 def _cuda_device(m: regex.Match) -> dict:
-    data: dict = {"index": int(m.group("index")), "name": m.group("name").strip()}
-    if m.group("cc"):
-        data["compute_capability"] = m.group("cc")
-    if m.group("arch"):
-        data["arch"] = m.group("arch")
-    if m.group("vmm"):
-        data["vmm"] = m.group("vmm") == "yes"
-    if m.group("vram"):
-        data["vram_mib"] = int(m.group("vram"))
+    g = m.groupdict()
+    data: dict = {"index": int(g["index"]), "name": g["name"].strip()}
+    if g.get("cc"):
+        data["compute_capability"] = g["cc"]
+    if g.get("arch"):
+        data["arch"] = g["arch"]
+    if g.get("vmm"):
+        data["vmm"] = g["vmm"] == "yes"
+    if g.get("vram"):
+        data["vram_mib"] = int(g["vram"])
     return data
 
 
@@ -137,11 +138,16 @@ _CUDA_DEVICE = Pattern(
 CUDA = Format(
     name="cuda",
     description="ggml_cuda_init device list (CUDA, ROCm/HIP, MUSA) and init failures",
-    literals=("ggml_cuda_init", "ggml_init_cublas"),
+    literals=("ggml_cuda_init", "ggml_init_cublas", ", compute capability "),
     patterns=(
         Pattern("cuda.count",
                 rx(r"(?:ggml_cuda_init|ggml_init_cublas): found (?P<count>\d+) (?P<backend>CUDA|ROCm|MUSA) devices"),
                 collector=lambda m, n, t: _ListCollector(_CUDA_DEVICE)),
+        # A CUDA device line pasted without its header (the header is the first line people cut off): its
+        # compute capability makes it one on its own.
+        Pattern("cuda.device", rx(r"^\s*+Device (?P<index>\d++): (?P<name>[^,]++), compute capability (?P<cc>\d+\.\d+)"
+                                  r"(?:, VMM: (?P<vmm>yes|no))?+(?:, VRAM: (?P<vram>\d++) MiB)?+"),
+                _cuda_device),
         Pattern("cuda.failed", rx(r"ggml_cuda_init: failed to initialize (?P<backend>CUDA|ROCm|MUSA): (?P<message>.+)$")),
     ),
     samples=(
@@ -150,6 +156,8 @@ CUDA = Format(
         Sample("ggml_init_cublas: found 1 CUDA devices:", "cuda.count", {"count": "1", "backend": "CUDA"}),
         Sample("ggml_cuda_init: failed to initialize CUDA: no CUDA-capable device is detected", "cuda.failed",
                {"backend": "CUDA", "message": "no CUDA-capable device is detected"}),
+        Sample("  Device 0: NVIDIA GeForce RTX 3090 Ti, compute capability 8.6, VMM: yes", "cuda.device",
+               {"index": 0, "name": "NVIDIA GeForce RTX 3090 Ti", "compute_capability": "8.6", "vmm": True}),
         # Device lines follow the 'found N devices' header (parsed by its collector).
         Sample("  Device 0: NVIDIA GeForce RTX 4070 Ti, compute capability 8.9, VMM: yes", "cuda.device",
                {"index": 0, "name": "NVIDIA GeForce RTX 4070 Ti", "compute_capability": "8.9", "vmm": True},

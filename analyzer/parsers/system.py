@@ -123,7 +123,7 @@ SYSTEM = Format(
     literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name",
               "using device",
               "layers to GPU", "model ftype", "file type   =", "model size ", "file size   =",
-              "option will be ignored", "use gpu ", "no GPU found", "whisper_model_load: "),
+              "option will be ignored", "use gpu ", "no GPU found", "whisper_model_load: ", "error loading model"),
     patterns=(
         Pattern("process.start", rx(r"^main: build = (?P<number>\d+) \((?P<commit>[0-9a-f]+)\)\s*$")),
         # llama-bench's last line (md and sql output): closes the run it ends.
@@ -154,13 +154,18 @@ SYSTEM = Format(
         # The process runs on the CPU whatever was asked: llama.cpp's argument parser (2023 '--n-gpu-layers',
         # 2024 '--gpu-layers', 2025 on 'no usable GPU found'), printed before 'main: build ='; whisper.cpp's
         # 'use gpu = 0' (-ng) and its GPU backend search finding nothing.
-        Pattern("gpu.disabled", rx(r"warning: (?P<why>not compiled with GPU offload support|no usable GPU found), "
-                                   r"--(?:n-)?gpu-layers option will be ignored")),
+        # (the 2023-24 server's own wording, capitalised, in its JSON or text log: 'Not compiled with ...')
+        Pattern("gpu.disabled", rx(r"(?P<why>[Nn]ot compiled with GPU offload support|no usable GPU found), "
+                                   r"--(?:n-)?gpu-layers option will be ignored"),
+                lambda m: {"why": m.group("why").lower().replace("no usable gpu", "no usable GPU")
+                           .replace("gpu offload", "GPU offload")}),
         Pattern("gpu.disabled", rx(r"^(?>.*?\bwhisper_\w++: )(?P<why>use gpu) ++= 0\s*+$")),
         Pattern("gpu.disabled", rx(r"^(?>.*?whisper_backend_init_gpu: )(?P<why>no GPU found)\s*+$")),
         # whisper.cpp's model weights, on the backend that holds them (1.5 'CPU buffer size', 1.7 on 'CPU total
         # size'; 'Metal', 'CUDA0', 'Vulkan0' when a GPU does)
         Pattern("whisper.weights", rx(r"^(?>.*?whisper_model_load: +)(?P<backend>\w+) (?:buffer|total) size +=")),
+        # the model never loaded (out of GPU memory, a bad file): nothing ran, whatever the device
+        Pattern("model.load_failed", rx(r"\berror loading model: (?P<why>\S(?:.*\S)?+)\s*+$")),
         Pattern("offload", rx(r"offloaded (?P<offloaded>\d+)/(?P<total>\d+) layers to GPU"),
                 lambda m: {"offloaded": int(m.group("offloaded")), "total": int(m.group("total"))}),
     ),
@@ -204,8 +209,17 @@ SYSTEM = Format(
                {"why": "not compiled with GPU offload support"}),
         Sample("warning: not compiled with GPU offload support, --gpu-layers option will be ignored", "gpu.disabled",
                {"why": "not compiled with GPU offload support"}),
+        Sample('{"timestamp":1699283193,"level":"WARNING","function":"server_params_parse","line":873,"message":"Not '
+               'compiled with GPU offload support, --n-gpu-layers option will be ignored. See main README.md for '
+               'information on enabling GPU BLAS support","n_gpu_layers":-1}', "gpu.disabled",
+               {"why": "not compiled with GPU offload support"}),
+        Sample("WARN [server_params_parse] Not compiled with GPU offload support, --n-gpu-layers option will be ignored. "
+               "See main README.md for information on enabling GPU BLAS support | n_gpu_layers=-1 tid=\"0x1f0\" "
+               "timestamp=1712345678", "gpu.disabled", {"why": "not compiled with GPU offload support"}),
         Sample("warning: no usable GPU found, --gpu-layers option will be ignored", "gpu.disabled",
                {"why": "no usable GPU found"}),
+        Sample("llama_model_load: error loading model: unable to allocate backend buffer", "model.load_failed",
+               {"why": "unable to allocate backend buffer"}),
         Sample("whisper_init_with_params_no_state: use gpu    = 0", "gpu.disabled", {"why": "use gpu"}),
         Sample("whisper_backend_init_gpu: no GPU found", "gpu.disabled", {"why": "no GPU found"}),
         Sample("whisper_model_load:      CPU buffer size =   149.41 MB", "whisper.weights", {"backend": "CPU"}),

@@ -8,6 +8,7 @@ host (see RunView.apple_silicon_host)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -197,6 +198,14 @@ def _zero_layers(v: RunView) -> Finding | None:
     return None
 
 
+_GPU_BUFFER = re.compile(r"(?:CUDA|ROCm|HIP|MUSA|Vulkan|SYCL|CANN|OpenCL|MTL|Metal)\d*")
+
+
+def gpu_buffer(name: str) -> bool:
+    """A model buffer on a GPU device ('CUDA0', 'Vulkan1', 'MTL0'), not the CPU's or pinned host memory."""
+    return bool(_GPU_BUFFER.fullmatch(name))
+
+
 def _gpu_disabled(v: RunView) -> Finding | None:
     """The process said so itself: llama.cpp's argument parser ignoring --n-gpu-layers, whisper.cpp's
     'use gpu = 0' or 'no GPU found', or whisper.cpp's weights on the CPU only. A GPU the same run
@@ -213,6 +222,11 @@ def _gpu_disabled(v: RunView) -> Finding | None:
                "no GPU found": "whisper.cpp found no GPU device to use"}.get(f.gpu_disabled, f.gpu_disabled)
         return finding(f"The program runs on the CPU: {why}.",
                        v.lines("gpu.disabled", limit=2))
+    # (a cut may start after the GPU's layers: the model buffers, printed after every assignment, must be seen)
+    if (f.layer_devices and all(d == "CPU" for d in f.layer_devices) and f.weight_buffers
+            and not any(map(gpu_buffer, f.weight_buffers))):
+        return finding("Every layer assignment the log shows names the CPU, and no model buffer is on a GPU: the model "
+                       "ran on the CPU.", v.lines("layer.device", "model.buffer", limit=2))
     if f.whisper_weights and all(b.upper() == "CPU" for b in f.whisper_weights):
         return finding("whisper.cpp put its model weights on the CPU: no GPU backend was used "
                        "(built without one, or run with -ng / --no-gpu).", v.lines("whisper.weights", limit=1))
@@ -432,7 +446,7 @@ def _macos14_mmap(v: RunView) -> Finding | None:
         return None
     return finding(f"A macOS {f.macos_version} guest reads the weights through memory-mapped (no-copy) buffers: on "
                    "macOS 14 paravirtual GPUs this has been reported to give wrong output (stale data). Run with "
-                   "--no-mmap.", v.lines("host.macos", "model.mapped", limit=2), next="--no-mmap")
+                   "--no-mmap.", v.lines("host.macos", "model.buffer", limit=2), next="--no-mmap")
 
 
 def _venus(v: RunView) -> Finding | None:
@@ -532,8 +546,8 @@ def _fast_as_full(v: RunView) -> Finding | None:
 
 def _healthy(v: RunView) -> Finding | None:
     f = v.facts
-    if not v.gpu_offload or f.unsupported_ops or f.metal_library_failed:
-        return None  # a run that crashed on an op, or whose Metal library failed, is not healthy
+    if not v.gpu_offload or f.unsupported_ops or f.metal_library_failed or f.model_load_failed:
+        return None  # a run that crashed on an op, whose Metal library failed or whose model never loaded is not healthy
     if not v.gates_on_family and v.environment == "vm" and v.throughput:
         return finding("MLX in a VM: MLX does not gate its kernels on supportsFamily, so the paravirtual GPU's family "
                        "does not slow it; nothing to remedy.", v.vm_evidence[:1] + v.lines("timing", limit=1))
@@ -543,6 +557,12 @@ def _healthy(v: RunView) -> Finding | None:
     if f.cuda_devices or (f.vulkan_devices and "software" not in v.vendors):
         return finding(f"The GPU ({v.device_names[0]}) is used; no capability clamp applies to this backend.",
                        v.lines("cuda.device", "vulkan.device", limit=1))
+    # no device list in the cut, but every layer offloaded into a CUDA/ROCm/Vulkan/SYCL device's buffer
+    # (a Metal one needs its capability block)
+    gpus = [b for b in f.weight_buffers if gpu_buffer(b) and not b.startswith(("MTL", "Metal"))]
+    if gpus and f.offload and f.offload[0] == f.offload[1] > 0:
+        return finding(f"Every layer ({f.offload[0]}/{f.offload[1]}) was offloaded into {', '.join(gpus)}: the GPU is "
+                       "used; no capability clamp applies to this backend.", v.lines("offload", "model.buffer", limit=2))
     return None
 
 

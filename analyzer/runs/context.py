@@ -53,8 +53,19 @@ def on_memory_device(asm: Assembler, ev: Event) -> None:
     asm.run.hint_device(ev, ev.data["name"])
 
 
-def on_model_mapped(asm: Assembler, ev: Event) -> None:
-    asm.run.facts.mmap = True
+def on_model_buffer(asm: Assembler, ev: Event) -> None:
+    f = asm.run.facts
+    if ev.data["mapped"]:
+        f.mmap = True
+    if ev.data["buffer"] not in f.weight_buffers and len(f.weight_buffers) < 16:
+        f.weight_buffers.append(ev.data["buffer"])
+    asm.run.touch(ev)
+
+
+def on_layer_device(asm: Assembler, ev: Event) -> None:
+    f = asm.run.facts
+    if ev.data["device"] not in f.layer_devices and len(f.layer_devices) < 16:
+        f.layer_devices.append(ev.data["device"])
     asm.run.touch(ev)
 
 
@@ -76,7 +87,8 @@ HANDLERS: dict[str, Handler] = {
     "host.macos": on_host_macos,
     "mlx.device": on_mlx_device,
     "memory.device": on_memory_device,
-    "model.mapped": on_model_mapped,
+    "model.buffer": on_model_buffer,
+    "layer.device": on_layer_device,
     "wrapper.virtualised": on_wrapper_virtualised,
     "wrapper.gpu_layers": on_wrapper_gpu_layers,
 }

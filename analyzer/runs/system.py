@@ -186,6 +186,12 @@ def on_gpu_disabled(asm: Assembler, ev: Event) -> None:
 _ARGS_WARNINGS = ("not compiled with GPU offload support", "no usable GPU found")
 
 
+def on_model_load_failed(asm: Assembler, ev: Event) -> None:
+    if asm.run.facts.model_load_failed is None:
+        asm.run.facts.model_load_failed = ev.data["why"][:160]
+    asm.run.touch(ev)
+
+
 def on_whisper_weights(asm: Assembler, ev: Event) -> None:
     run = asm.run
     run.explicit_program = run.explicit_program or "whisper.cpp"
@@ -241,6 +247,7 @@ HANDLERS: dict[str, Handler] = {
     "offload": on_offload,
     "gpu.disabled": on_gpu_disabled,
     "whisper.weights": on_whisper_weights,
+    "model.load_failed": on_model_load_failed,
     "model.size": on_model_size,
     "ollama.compute": on_ollama_compute,
     "ollama.offload": on_ollama_offload,
