@@ -20,11 +20,17 @@ from analyzer.parsers.bench import row_from_fields
 # llama-bench field each states. The old backend columns print Yes/No, as llama-bench's booleans.
 _FIELDS = {
     "cpu": "cpu_info", "gpu": "gpu_info", "backends": "backends", "gpu layers": "n_gpu_layers",
-    "model": "model_type", "file": "model_filename", "threads": "n_threads", "batch size": "n_batch",
+    "model": "model_type", "file": "model_filename", "num. of par.": "model_n_params",
+    "num. of parameters": "model_n_params", "threads": "n_threads", "batch size": "n_batch",
     "microbatch size": "n_ubatch", "k type": "type_k", "v type": "type_v", "flashattention": "flash_attn",
     "nkvo": "no_kv_offload", "cuda": "cuda", "vulkan": "vulkan", "kompute": "kompute", "metal": "metal",
     "sycl": "sycl", "gpu blas": "gpu_blas", "blas": "blas", "opencl": "opencl",
 }
+# The other properties compare-llama-bench shows when they differ between rows: not configuration fields
+# of llama-bench's rows (runs.builder keys figures by those), yet two values are two figures. By
+# llama-bench's own column names.
+_EXTRA = {"use mmap": "mmap", "split mode": "sm", "main gpu": "mg", "embeddings": "embd", "tensor split": "ts",
+          "poll": "poll", "cpu mask": "cpu_mask", "cpu strict": "cpu_strict", "tensor overrides": "ot"}
 _BACKEND_COLUMNS = {"backends", "cuda", "vulkan", "kompute", "metal", "sycl", "gpu blas", "blas", "opencl"}
 _SIZE_GIB = "model size [gib]"
 _BUILD = "t/s "
@@ -63,10 +69,12 @@ def rows_of(columns: list[str], cells: list[str]) -> list[dict]:
         return []
     fields: dict[str, Any] = {}
     builds: list[tuple[str, str]] = []
+    extra: list[str] = []
     test = None
     stated_backend = False
     for name, cell in zip(columns, cells, strict=True):
         low = name.lower()
+        value = {"yes": "1", "no": "0"}.get(cell.lower(), cell)  # booleans print Yes/No
         if name == "Test":
             test = _test(cell)
         elif name.startswith(_BUILD):
@@ -74,8 +82,10 @@ def rows_of(columns: list[str], cells: list[str]) -> list[dict]:
         elif low == _SIZE_GIB:
             gib = to_float(cell)
             fields["model_size"] = int(gib * 1024 ** 3) if gib is not None and 0 < gib < 1e6 else None
+        elif low in _EXTRA and cell:
+            if len(value) <= 32 and _BUILD_NAME.fullmatch(value):
+                extra.append(f"{_EXTRA[low]}={value}")
         elif low in _FIELDS and cell:
-            value = {"yes": "1", "no": "0"}.get(cell.lower(), cell)
             fields[_FIELDS[low]] = value
             stated_backend = stated_backend or low in _BACKEND_COLUMNS
     if test is None:
@@ -89,7 +99,7 @@ def rows_of(columns: list[str], cells: list[str]) -> list[dict]:
         if not stated_backend:  # llama-bench's "CPU" default is no reading of a table that hides the backend
             row["backend"] = None
             row["key"] = row["key"][:2] + (None,) + row["key"][3:]
-        row["config"] = f"{row['config']} build={build}" if row["config"] else f"build={build}"
+        row["config"] = " ".join(filter(None, (row["config"], *extra, f"build={build}")))
         out.append(row)
     return out
 

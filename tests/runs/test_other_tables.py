@@ -132,3 +132,15 @@ def test_a_hand_joined_table_with_two_t_s_columns_is_refused():
     """Two columns named t/s (field log 061): which is before and which after is only their position."""
     text = (FIXTURES.parent / "fixtures/field/061-llama-bench-compare-old-metal-apple7-pr-2023.log").read_text()
     assert figures(of_text(text)) == []
+
+
+def test_a_shown_property_that_is_no_config_field_still_tells_figures_apart():
+    """compare-llama-bench shows a property only where its values differ (or -s asks): mmap on and off
+    are two figures of each build, as llama-bench's own mmap column names them."""
+    text = "\n".join([
+        "| Model         | Use mmap | Test   |   t/s master |   t/s pr |   Speedup |",
+        "|:--------------|:---------|:-------|-------------:|---------:|----------:|",
+        "| llama 7B Q4_0 | No       | pp512  |        50.00 |    52.00 |      1.04 |",
+        "| llama 7B Q4_0 | Yes      | pp512  |        49.00 |    53.00 |      1.08 |"]) + "\n"
+    assert figures(of_text(text)) == [("pp512", 50.0, "mmap=0 build=master"), ("pp512", 52.0, "mmap=0 build=pr"),
+                                      ("pp512", 49.0, "mmap=1 build=master"), ("pp512", 53.0, "mmap=1 build=pr")]
