@@ -16,7 +16,7 @@ from analyzer.parsers import Dispatcher
 from analyzer.read.reader import Input
 from analyzer.rules.diagnose import diagnose_runs
 from analyzer.store import open_db
-from tests.ingest_util import FIXTURES, diagnosed
+from tests.ingest_util import FIXTURES, diagnosed, parse_in_memory
 
 
 def figures(runs) -> list[tuple[str, float, str | None]]:
@@ -144,3 +144,17 @@ def test_a_shown_property_that_is_no_config_field_still_tells_figures_apart():
         "| llama 7B Q4_0 | Yes      | pp512  |        49.00 |    53.00 |      1.08 |"]) + "\n"
     assert figures(of_text(text)) == [("pp512", 50.0, "mmap=0 build=master"), ("pp512", 52.0, "mmap=0 build=pr"),
                                       ("pp512", 49.0, "mmap=1 build=master"), ("pp512", 53.0, "mmap=1 build=pr")]
+
+
+@pytest.mark.parametrize("rel", ["bench/compare-three-builds-threads.md", "bench/ramalama-bench-cuda.md"])
+def test_the_rows_do_not_depend_on_chunking_or_line_ends(rel):
+    """The collector's table survives any read size (a chunk may end mid-row) and CRLF line ends."""
+    data = (FIXTURES / rel).read_bytes()
+
+    def speeds(body: bytes, chunk: int = 1 << 16) -> list[tuple[str, float]]:
+        return [(t.test, t.tok_s) for _facts, tps in parse_in_memory(body, chunk) for t in tps]
+
+    want = [(t, v) for t, v, _config in CASES[rel]]
+    assert speeds(data) == want
+    assert all(speeds(data, chunk) == want for chunk in (1, 7, 64))
+    assert speeds(data.replace(b"\n", b"\r\n")) == want
