@@ -20,10 +20,12 @@ from analyzer.parsers.gpu_backends import CUDA, VULKAN
 from analyzer.parsers.metal import METAL
 from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
 from analyzer.parsers.system import OLLAMA, SYSTEM
+from analyzer.parsers.tables import COMPARE
 from analyzer.parsers.timings import TIMINGS
 from analyzer.read.normalize import normalize
 
-FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, BENCH, TIMINGS, PROBE, SYSTEM_PROFILER, SYSTEM, OLLAMA, CONTEXT)
+FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, BENCH, COMPARE, TIMINGS, PROBE, SYSTEM_PROFILER, SYSTEM, OLLAMA,
+                               CONTEXT)
 
 LITERALS: tuple[str, ...] = tuple(dict.fromkeys(lit for fmt in FORMATS for lit in fmt.literals))
 LITERAL_BYTES: tuple[bytes, ...] = tuple(lit.encode() for lit in LITERALS)

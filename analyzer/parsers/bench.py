@@ -524,6 +524,33 @@ def _md_row(m: regex.Match) -> dict | None:
     return {"cells": cells}
 
 
+def _md_row_any(m: regex.Match) -> dict | None:
+    """A row of a table whose t/s cell is not its last (ramalama bench adds engine and date columns
+    after it): the same row, read by the header's names; a line with no rate cell is no row."""
+    cells = [c.strip() for c in m.group(0).strip().strip("|").split("|")]
+    rate = next((c for c in cells if _MD_RATE.match(c)), None)
+    if rate is None:
+        return None
+    for cell in cells:
+        t = _MD_TEST.match(cell.replace(" ", ""))
+        if t:
+            gen = t.group(1) == "tg"
+            plausible.check(to_float(_MD_RATE.match(rate).group(1)), to_int(t.group(2)),
+                            plausible.MAX_GEN_TOK_S if gen else plausible.MAX_PROMPT_TOK_S, cell)
+            break
+    return {"cells": cells}
+
+
+_MD_NAMES = ("model", "test", "t/s")
+
+
+def _md_header_any(m: regex.Match) -> dict | None:
+    """A header with the model, test and t/s columns where model is not the first (ramalama bench
+    puts an id column before it): the same header, its rows read by name."""
+    columns = _md_header(m)["columns"]
+    return {"columns": columns} if all(n in columns for n in _MD_NAMES) else None
+
+
 BENCH = Format(
     name="llama-bench",
     description="llama-bench results: md, json, jsonl, csv, sql (2023-2026)",
@@ -543,6 +570,9 @@ BENCH = Format(
         # cells, then the last one: the tail starts after the next-to-last "|", found going forward
         Pattern("bench.md_row", rx(r"^\|(?:[^|]*+\|)*?\s*+[-\d.,]+(?:e[+-]?\d+)? \u00b1 [-\d.,]+(?:e[+-]?\d+)?"
                                    r"\s*+\|\s*+$"), _md_row),
+        # tables of other shapes, read by their header names (tried after llama-bench's own)
+        Pattern("bench.md_row", rx(r"^\|(?:[^|]*+\|){2,}+\s*+$"), _md_row_any),
+        Pattern("bench.md_header", rx(r"^\|(?:[^|]*+\|){3,}+\s*+$"), _md_header_any),
     ),
     samples=(
         Sample('{"build_commit": "ee3d1b54c", "build_number": 10167, "cpu_info": "Accelerate, Apple M1 Ultra (Virtual)", '
@@ -568,14 +598,22 @@ BENCH = Format(
         Sample("| qwen2 14B Q5_K - Medium        |   9.78 GiB |    14.77 B | Metal,BLAS |       8 |         pp512 |"
                "        114.96 ± 0.08 |", "bench.md_row",
                {"cells": ["qwen2 14B Q5_K - Medium", "9.78 GiB", "14.77 B", "Metal,BLAS", "8", "pp512", "114.96 ± 0.08"]}),
+        # ramalama bench: an id column before the model, engine and date columns after t/s
+        Sample("| id | model                     | params | backend | ngl | threads | test  | t/s           | engine | date "
+               "                            |", "bench.md_header",
+               {"columns": ["id", "model", "params", "backend", "ngl", "threads", "test", "t/s", "engine", "date"]}),
+        Sample("| 1  | /mnt/models/gemma-3-1b.gguf | 1.00 B | CPU     | 99  | 8       | tg128 | 58.46 ± 1.93  | podman "
+               "| 2026-05-24T15:14:02.489613+00:00 |", "bench.md_row",
+               {"cells": ["1", "/mnt/models/gemma-3-1b.gguf", "1.00 B", "CPU", "99", "8", "tg128", "58.46 ± 1.93",
+                          "podman", "2026-05-24T15:14:02.489613+00:00"]}),
     ),
 )
 
 
 def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
     """Map a markdown row with the header seen before it."""
-    if len(columns) != len(cells):
-        return None
+    if len(columns) != len(cells) or len(set(columns)) != len(columns):
+        return None  # (two columns of one name, as a hand-joined before/after table: which is which is unsaid)
     rec = dict(zip(columns, cells, strict=False))
     ts = rec.get("t/s", "")
     m = _MD_RATE.match(ts)

@@ -119,12 +119,14 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
 
 
 def opens_block(asm: Assembler, ev: Event) -> None:
-    """A JSON object or CSV table begins: its rows arrive as ``bench.row`` events and decide the run."""
+    """A JSON object, CSV table or compare-llama-bench table begins: its rows arrive as ``bench.row`` (or
+    ``bench.row_list``) events and decide the run."""
 
 
 HANDLERS: dict[str, Handler] = {
     "bench.json_start": opens_block,
     "bench.csv_header": opens_block,
+    "bench.table_header": opens_block,
     "bench.md_header": on_bench_md_header,
     "bench.md_row": on_bench_md_row,
     "bench.row": on_bench_row,
