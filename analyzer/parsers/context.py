@@ -35,7 +35,7 @@ CONTEXT = Format(
                 "mmap'd buffers) and wrappers that disable the GPU",
     literals=("Chip:", "Model Name:", "ProductVersion:", "System Version:", "platform.platform:", "'device_name':",
               "Processor Name:", "machdep.cpu.brand_string", '"cpu_type"', "Intel(R) ",
-              "llama_memory_breakdown_print", " model buffer size", "assigned to device", "looks virtuali", "gpu_layers=0",
+              "llama_memory_breakdown_print", " model buffer size", "assigned to device", "looks virtuali", "gpu_layers=0", "GPU:", "Arch:", "Architecture:",
               "n_gpu_layers=0"),
     patterns=(
         # system_profiler SPHardwareDataType: "Chip: Apple M2 Max" (a guest reads "Apple M1 Ultra (Virtual)")
@@ -58,6 +58,10 @@ CONTEXT = Format(
         # 'CPU_Mapped', 'CPU_AARCH64', 'CUDA_Host'; and each layer's device at -v ('layer 3 assigned to device CPU')
         Pattern("model.buffer", rx(r"\b(?P<buffer>\w++) model buffer size"), _model_buffer),
         Pattern("layer.device", rx(r"\blayer +(?P<layer>\d++) assigned to device (?P<device>\w++)")),
+        # An app's own diagnostics, one 'key: value' a line (ToshLLM's header, bug-report templates): the GPU it
+        # names (a vendor's name only: 'GPU: 2' or 'GPU: yes' say nothing) and the process's architecture
+        Pattern("app.gpu", rx(r"^\s*+GPU:\s++(?P<name>(?:AMD|ATI|Intel|NVIDIA|Apple|Radeon)\b[^|]*?)\s*+$")),
+        Pattern("app.arch", rx(r"^\s*+Arch(?:itecture)?+:\s++(?P<arch>x86_64|arm64e?+|aarch64|i386)\s*+$")),
         Pattern("wrapper.virtualised", rx(r"looks virtuali[sz]ed\s*\((?P<name>[^()]+)\)")),
         Pattern("wrapper.gpu_layers", rx(r"\b(?:n_)?gpu_layers\s*=\s*(?P<layers>0)\b"), _gpu_layers),
     ),
@@ -91,6 +95,11 @@ CONTEXT = Format(
         Sample("2026-07-30 11:02:14,552 WARNING [inference] Metal device looks virtualised (Apple Paravirtual device): "
                "simdgroup kernels are unavailable, will run on CPU", "wrapper.virtualised",
                {"name": "Apple Paravirtual device"}),
+        Sample("GPU:    AMD Radeon RX 6950 XT", "app.gpu", {"name": "AMD Radeon RX 6950 XT"}),
+        Sample("GPU: AMD Radeon HD - FirePro D700", "app.gpu", {"name": "AMD Radeon HD - FirePro D700"}),
+        Sample("  GPU: Apple M2 Max", "app.gpu", {"name": "Apple M2 Max"}),
+        Sample("Arch: x86_64", "app.arch", {"arch": "x86_64"}),
+        Sample("Architecture: arm64", "app.arch", {"arch": "arm64"}),
         Sample("2026-07-30 11:02:14,552 INFO  [inference] Forcing gpu_layers=0", "wrapper.gpu_layers", {"layers": 0}),
     ),
 )

@@ -225,6 +225,10 @@ class RunView:
             signs.append((f"the program is an x86_64 build ({target}), so an Intel Mac or Rosetta",
                           [self.line_of(o) for o in x86 if o.kind == "build.target"][:1]
                           or self.lines("build.target", limit=1)))
+        app_x86 = [o for o in x86 if o.kind == "app.arch"]
+        if app_x86 and not targets:
+            signs.append(("the app reports its architecture as x86_64, so an Intel Mac or Rosetta",
+                          [self.line_of(app_x86[0])]))
         return signs
 
     @cached_property

@@ -87,6 +87,7 @@ class RunBuilder:
         # The device block being read: 1, 2, ... at each Metal block's GPU name line (MTL1 of GGML_METAL_DEVICES
         # included) or probe's device; the lines of a block describe that block's device only.
         self.block = 0
+        self.kinds: set[str] = set()  # the event kinds that made the run (what a process printed before main)
         self._observed: set[tuple] = set()  # (fact, subject, value, block) already in facts.observations
         self.observations_dropped = 0
 
@@ -145,6 +146,8 @@ class RunBuilder:
     # -- bookkeeping --------------------------------------------------------
     def touch(self, ev: Event, evidence: bool = True) -> None:
         self.content = True
+        if len(self.kinds) < 64:
+            self.kinds.add(ev.kind)
         if self.first_line is None:
             self.first_line = ev.line
         self.last_line = max(self.last_line or ev.line, ev.line)

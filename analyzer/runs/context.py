@@ -53,6 +53,16 @@ def on_memory_device(asm: Assembler, ev: Event) -> None:
     asm.run.hint_device(ev, ev.data["name"])
 
 
+def on_app_gpu(asm: Assembler, ev: Event) -> None:
+    asm.run.hint_device(ev, ev.data["name"])  # named in passing: evidence of the machine, never its block
+
+
+def on_app_arch(asm: Assembler, ev: Event) -> None:
+    arch = {"aarch64": "arm64", "arm64e": "arm64", "i386": "x86_64"}.get(ev.data["arch"], ev.data["arch"])
+    asm.run.observe("process.isa", arch, ev)
+    asm.run.touch(ev)
+
+
 def on_model_buffer(asm: Assembler, ev: Event) -> None:
     f = asm.run.facts
     if ev.data["mapped"]:
@@ -87,6 +97,8 @@ HANDLERS: dict[str, Handler] = {
     "host.macos": on_host_macos,
     "mlx.device": on_mlx_device,
     "memory.device": on_memory_device,
+    "app.gpu": on_app_gpu,
+    "app.arch": on_app_arch,
     "model.buffer": on_model_buffer,
     "layer.device": on_layer_device,
     "wrapper.virtualised": on_wrapper_virtualised,

@@ -30,14 +30,21 @@ def on_model_device(asm: Assembler, ev: Event) -> None:
 def _before_main(run: RunBuilder) -> bool:
     """Does the run hold only what a process prints before 'main: build =' (a shim banner from a
     constructor, the argument parser's GPU-offload warning)? Then that line is the same process's."""
+    if run.kinds <= _BEFORE_MAIN:
+        return True
     return ((run.facts.shim is not None or run.facts.gpu_disabled is not None) and run.device_source is None
             and not run.has_results and not run.saw_system_info and run.metal_blocks == 0)
+
+
+# What an app or the argument parser prints before the program's 'main: build =' line: an app's own
+# 'GPU:' / 'Arch:' header, the ignored --n-gpu-layers warning
+_BEFORE_MAIN = frozenset(("app.gpu", "app.arch", "gpu.disabled"))
 
 
 def on_process_start(asm: Assembler, ev: Event) -> None:
     """'main: build = N (commit)': the first line of a 2023-24 example program, printed before any
     backend initialises, so whatever came before belongs to an earlier process (a shim banner,
-    printed by a constructor before main, or the argument parser's warning, stays with this one)."""
+    printed by a constructor before main, the argument parser's warning or an app's header, stays with this one)."""
     run = asm.run
     if run.content and not _before_main(run):
         run = asm.new_run()
