@@ -85,6 +85,10 @@ EXPECTED_FAILURES: dict[str, str] = {
         "CPU-only sign not read: node-llama-cpp's \"getLlama({gpu:auto}) failed (NoBinaryFoundError); falling back to CPU\" and \"gpuLayers=0\"; no run is found at all",
     "125-phi2-intel-macbook-air-metal-unsupported-mul-mat-2024":
         "abort without a capability block not read: \"ggml_metal_graph_compute_block_invoke: error: unsupported op 'MUL_MAT'\" + GGML_ASSERT (a GPU without simdgroup reduction) gives no verdict (unknown)",
+    "209-koboldcpp-1-97-1-vulkan-7900xtx-benchmark-keys-2025":
+        "wrapper speed lines not read: koboldcpp's benchmark \"key: value\" lines (\"ProcessingSpeed: 625.75T/s\", \"GenerationSpeed: 19.89T/s\") give no run",
+    "210-llama-cpp-python-colab-t4-cpu-wheel-cpu-buffer-2024":
+        "CPU-only sign not read: a 2024 load log whose weights and KV cache sit only in CPU buffers (\"CPU buffer size = 4685.30 MiB\", \"CPU KV buffer size\", no device and no offload line) is read as unknown",
 }
 
 
