@@ -93,6 +93,10 @@ EXPECTED_FAILURES: dict[str, str] = {
         "table of another shape: a llama-bench table pasted without edge pipes (\"model | size | params | backend | ngl | test | t/s\", separator \"-- | -- | ...\") is not read; no run, so neither the Metal rows nor their speeds are found",
     "223-normiebench-arc-a770-vulkan-result-json-2026":
         "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"vulkan\") is not read; no run (the verdict is right only because unknown is accepted)",
+    "230-llama-bench-vulkan-pr-vs-master-vs-rocm-5700xt-2024":
+        "GPU table without a read device: an old-shape Vulkan device line (\"Vulkan0: AMD Radeon RX 5700 XT (RADV NAVI10) | uma: 0 | ...\") and rows whose backend names carry build tags (\"Vulkan (master)\", \"Vulkan (PR)\", ROCm) at ngl 99: the speeds are read, but the verdict is unknown",
+    "231-llama-bench-vulkan-rx9070xt-pi5-retest-table-2025":
+        "Vulkan table without device lines: rows with backend Vulkan at ngl 99 are read (every speed found), but with no device named the verdict stays unknown",
 }
 
 
