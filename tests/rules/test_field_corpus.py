@@ -85,6 +85,18 @@ EXPECTED_FAILURES: dict[str, str] = {
         "CPU-only sign not read: node-llama-cpp's \"getLlama({gpu:auto}) failed (NoBinaryFoundError); falling back to CPU\" and \"gpuLayers=0\"; no run is found at all",
     "125-phi2-intel-macbook-air-metal-unsupported-mul-mat-2024":
         "abort without a capability block not read: \"ggml_metal_graph_compute_block_invoke: error: unsupported op 'MUL_MAT'\" + GGML_ASSERT (a GPU without simdgroup reduction) gives no verdict (unknown)",
+    "209-koboldcpp-1-97-1-vulkan-7900xtx-benchmark-keys-2025":
+        "wrapper speed lines not read: koboldcpp's benchmark \"key: value\" lines (\"ProcessingSpeed: 625.75T/s\", \"GenerationSpeed: 19.89T/s\") give no run",
+    "210-llama-cpp-python-colab-t4-cpu-wheel-cpu-buffer-2024":
+        "CPU-only sign not read: a 2024 load log whose weights and KV cache sit only in CPU buffers (\"CPU buffer size = 4685.30 MiB\", \"CPU KV buffer size\", no device and no offload line) is read as unknown",
+    "219-llama-bench-m2-air-metal-table-no-edge-pipes-2024":
+        "table of another shape: a llama-bench table pasted without edge pipes (\"model | size | params | backend | ngl | test | t/s\", separator \"-- | -- | ...\") is not read; no run, so neither the Metal rows nor their speeds are found",
+    "223-normiebench-arc-a770-vulkan-result-json-2026":
+        "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"vulkan\") is not read; no run (the verdict is right only because unknown is accepted)",
+    "230-llama-bench-vulkan-pr-vs-master-vs-rocm-5700xt-2024":
+        "GPU table without a read device: an old-shape Vulkan device line (\"Vulkan0: AMD Radeon RX 5700 XT (RADV NAVI10) | uma: 0 | ...\") and rows whose backend names carry build tags (\"Vulkan (master)\", \"Vulkan (PR)\", ROCm) at ngl 99: the speeds are read, but the verdict is unknown",
+    "231-llama-bench-vulkan-rx9070xt-pi5-retest-table-2025":
+        "Vulkan table without device lines: rows with backend Vulkan at ngl 99 are read (every speed found), but with no device named the verdict stays unknown",
 }
 
 
