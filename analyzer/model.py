@@ -161,6 +161,8 @@ class RunFacts(_Record):
     gpu_info: str | None = None
     bench_backends: str | None = None
     n_gpu_layers: int | None = None
+    # llama-bench's dev column (-dev, 2025 on) of the run's first row: 'none' ran on no GPU device, the CPU alone
+    bench_devices: str | None = None
     build_commit: str | None = None
     skipped_kernels: int = 0
     skipped_kernels_non_bf16: int = 0

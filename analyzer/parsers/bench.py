@@ -121,7 +121,9 @@ def _limits(fields: dict[str, Any], cpu_info: str | None, gpu_info: str | None, 
 # names first, then the markdown columns of every era).
 CONFIG_FIELDS = (("threads", ("n_threads", "threads")), ("n_batch", ("n_batch",)), ("n_ubatch", ("n_ubatch",)),
                  ("type_k", ("type_k",)), ("type_v", ("type_v",)), ("fa", ("flash_attn", "fa")),
-                 ("ngl", ("n_gpu_layers", "ngl")), ("nkvo", ("no_kv_offload", "nkvo")))
+                 ("ngl", ("n_gpu_layers", "ngl")), ("nkvo", ("no_kv_offload", "nkvo")),
+                 # llama-bench -dev (2025 on): the devices a row ran on ('none': the CPU alone, 'CUDA0/CUDA1')
+                 ("dev", ("devices", "dev")))
 
 
 def config_label(fields: dict[str, Any]) -> str | None:
@@ -654,6 +656,7 @@ def md_row_to_bench(columns: list[str], cells: list[str]) -> dict | None:
         "backend": backend,
         "label": label,
         "n_gpu_layers": to_int(rec["ngl"]) if rec.get("ngl") else None,
+        "devices": rec.get("dev") or None,
         "cpu_info": None,
         "gpu_info": None,
         "config": config_label(rec),

@@ -193,6 +193,9 @@ def _zero_layers(v: RunView) -> Finding | None:
             return finding("The app forced gpu_layers=0: the model ran on the CPU.", v.lines("wrapper.gpu_layers", limit=1))
         return finding("llama-bench ran with n_gpu_layers = 0: the model ran on the CPU.",
                        v.lines("bench.device", limit=1))
+    if f.bench_devices == "none":  # llama-bench -dev none: no GPU device, whatever the backend column says
+        return finding("llama-bench ran with -dev none (its dev column): no GPU device was used, the model ran on "
+                       "the CPU.", v.lines("bench.device", limit=1))
     if f.ollama_library == "cpu":
         return finding("ollama chose library=cpu: no GPU was used.", v.lines("ollama.compute", limit=1))
     return None
@@ -233,10 +236,15 @@ def _gpu_disabled(v: RunView) -> Finding | None:
     return None
 
 
+# A hand-edited backend cell naming a CPU build by its instruction set ('CPU AVX2', 'CPU AVX512'): still the CPU
+_CPU_BUILD_CELL = re.compile(r"CPU [A-Z][A-Z0-9_]*")
+
+
 def _cpu_only_build(v: RunView) -> Finding | None:
     f = v.facts
     bench_cpu = f.bench_backends is not None and all(
-        p.strip().upper() in ("CPU", "BLAS", "ACCELERATE") for p in f.bench_backends.split(","))
+        p.strip().upper() in ("CPU", "BLAS", "ACCELERATE") or _CPU_BUILD_CELL.fullmatch(p.strip().upper())
+        for p in f.bench_backends.split(","))
     sys_cpu = f.system_backends is not None and f.system_backends and all(
         b.upper() in ("CPU", "BLAS", "ACCELERATE") for b in f.system_backends)
     # an x86_64 build not shown to be an Intel Mac's: no-metal-device or x86-build says why (Rosetta, or

@@ -599,7 +599,7 @@ class RunView:
         f = self.facts
         if f.offload and f.offload[0] == 0:
             return False
-        if f.n_gpu_layers == 0:
+        if f.n_gpu_layers == 0 or f.bench_devices == "none":
             return False
         return True
 

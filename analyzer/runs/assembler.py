@@ -10,8 +10,8 @@ its benchmark rows and timings. Boundaries, in order of evidence:
   another device (its enumeration waits for the name), or follows measured results;
 - a shim banner is printed by a constructor before ``main``: after a device
   it starts a new process;
-- a llama-bench JSON/CSV/SQL row carries its own device and build: it joins
-  the current run when they agree, else it starts one;
+- a llama-bench JSON/CSV/SQL row joins the run when its device and build agree, a markdown row when its
+  backend does; a header after rows starts one (a process prints one backend and one header);
 - probe and system_profiler output always form runs of their own;
 - a second ``system_info`` line, or Vulkan/CUDA device list, starts a new run
   (a device list and a Metal block with no result between them: one process).

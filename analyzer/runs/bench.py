@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 
 def on_bench_md_header(asm: Assembler, ev: Event) -> None:
+    # llama-bench prints its header once per process: a header after a table's rows is another
+    # invocation's table (several backends' tables pasted in one log), so another run.
+    if asm.run.has_results and asm.run.explicit_program == "llama-bench":
+        asm.new_run()
     asm.md_columns = ev.data["columns"]
 
 
@@ -95,13 +99,21 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
         if run.device_source is None and row.get("gpu_info"):
             run.device_source = "bench"
             f.device.name = row["gpu_info"]
-    elif run.device_source in ("probe", "sysprof"):
+    elif run.device_source in ("probe", "sysprof") or (
+            run.has_results and f.bench_backends is not None and row.get("backend")
+            and row["backend"] != f.bench_backends):
+        # A markdown row of another backend: one llama-bench build prints one backend column for all its
+        # rows, so a row of another is another build's, another process (tables of several pasted together).
         run = asm.new_run()
         f = run.facts
     if f.bench_backends is None and row.get("backend"):
         f.bench_backends = row["backend"]
     if f.n_gpu_layers is None and row.get("n_gpu_layers") is not None:
         f.n_gpu_layers = row["n_gpu_layers"]
+    if f.bench_devices is None and row.get("devices"):
+        f.bench_devices = row["devices"]
+        # the line that shows it: the rules cite it (a 'none' row ran on the CPU alone)
+        run.touch(Event("bench.device", ev.line, ev.text))
     if f.model is None and row.get("model"):
         f.model = row["model"]
     run.explicit_program = "llama-bench"

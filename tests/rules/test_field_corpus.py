@@ -45,8 +45,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not hold; the label's fixable comes from the thread",
     "029-cua-muse30b-shim-guest-pp-json":
         "llama-bench JSON alone of a shimmed guest with only a pp512 row: no capability block and no token-generation figure to set against the bandwidth ceiling, so the verdict is unknown (label healthy, from the thread)",
-    "006-llama-bench-vulkan-opencl-rocm-6800xt-2024":
-        "rows of different configurations averaged into one figure: OpenCL/Vulkan/ROCm at ngl 0 and 99 become one pp512 and one tg128",
     "060-llama-gpt-m2-max-70b-timings-2023":
         "rows of different configurations averaged into one figure: two timing blocks of two requests become one (eval 0.63 for 0.60 and 0.66)",
     "088-obench-ollama-pi-500-eval-rates-2025":
@@ -55,12 +53,8 @@ EXPECTED_FAILURES: dict[str, str] = {
         "table of another shape: a hand-joined before/after llama-bench table names both speed columns \"t/s\"; which is before and which after is only their position, so its rows are refused, not read",
     "066-normiebench-m1-max-json-result-2026":
         "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"llama.cpp / metal\") is not read",
-    "142-llama-bench-iris-xe-opencl-vulkan-cpu-2024":
-        "rows of different configurations averaged into one figure: OpenCL and Vulkan rows (ngl 99) and CPU AVX2/AVX512 rows (ngl 4) become one pp 512 and one tg 128 each",
     "150-whisper-rs-m1-pro-metal-loading-null-2023":
         "a failed Metal library load (loading '(null)', the cut ends before the error) is read as CPU-only; the label (unknown, healthy accepted) does not say the run fell back to the CPU",
-    "159-llama-bench-windows-cuda-present-dev-none-2026":
-        "llama-bench dev column not read: a row with backend CUDA, ngl -1 and dev none (a CPU-only run with the CUDA backend loaded) is read as a GPU run",
     "166-webui-llama-cpp-python-3070ti-offload-timings-2023":
         "wrapper line not read: text-generation-webui's \"Output generated in 163.82 seconds (0.39 tokens/s, ...)\" beside 2023 timings without tokens per second; no run is found",
     "167-main-cublas-a100-no-ngl-2023":

@@ -61,6 +61,10 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("backends/cpu-only-system-info-2024-10.log",), "no-gpu-offload", False),
         (("bench/anka-m3pro-guest-cpu.json",), "no-gpu-offload", False),
         (("timings/ollama-server-cpu.log",), "no-gpu-offload", False),
+        # llama-bench -dev none: the dev column says no GPU device ran the rows, whatever backend and ngl say
+        (("field/159-llama-bench-windows-cuda-present-dev-none-2026.log",), "no-gpu-offload", False),
+        (("rules/bench-dev-none-vulkan-2025.md",), "no-gpu-offload", False),
+        (("rules/bench-dev-none-cuda-threads-2026.md",), "no-gpu-offload", False),
     ],
     "metal-library-failed": [
         (("shapes/metal-library-null-2024.log",), "no-gpu-offload", False),
@@ -74,6 +78,9 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
     ],
     "cpu-only-build": [
         (("rules/cpu-only-build-2025.log",), "no-gpu-offload", False),
+        # a hand-edited llama-bench backend cell naming the CPU build by its instruction set (field/142's rows)
+        (("rules/cpu-only-build-bench-cpu-avx2-2024.md",), "no-gpu-offload", False),
+        (("rules/cpu-only-build-bench-cpu-avx512-2024.md",), "no-gpu-offload", False),
     ],
     "gpu-disabled": [
         (("rules/gpu-disabled-2023-main.log",), "no-gpu-offload", False),
