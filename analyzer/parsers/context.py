@@ -36,7 +36,8 @@ CONTEXT = Format(
     literals=("Chip:", "Model Name:", "ProductVersion:", "System Version:", "platform.platform:", "'device_name':",
               "Processor Name:", "machdep.cpu.brand_string", '"cpu_type"', "Intel(R) ",
               "llama_memory_breakdown_print", " model buffer size", "assigned to device", "looks virtuali", "gpu_layers=0",
-              "n_gpu_layers=0"),
+              "n_gpu_layers=0", "gpuLayers=0", "); falling back to CPU",
+              "falling back to using no GPU"),
     patterns=(
         # system_profiler SPHardwareDataType: "Chip: Apple M2 Max" (a guest reads "Apple M1 Ultra (Virtual)")
         Pattern("host.chip", rx(r"^Chip:\s+(?P<chip>Apple \S(?:.*\S)?+)\s*+$")),
@@ -59,7 +60,13 @@ CONTEXT = Format(
         Pattern("model.buffer", rx(r"\b(?P<buffer>\w++) model buffer size"), _model_buffer),
         Pattern("layer.device", rx(r"\blayer +(?P<layer>\d++) assigned to device (?P<device>\w++)")),
         Pattern("wrapper.virtualised", rx(r"looks virtuali[sz]ed\s*\((?P<name>[^()]+)\)")),
-        Pattern("wrapper.gpu_layers", rx(r"\b(?:n_)?gpu_layers\s*=\s*(?P<layers>0)\b"), _gpu_layers),
+        # node-llama-cpp (and apps on it) when no GPU binary loads: the model then runs with no layer on a GPU.
+        # Only these wordings: a runtime that falls back for one library may still find another (ollama).
+        Pattern("wrapper.gpu_layers", rx(r", falling back to using no GPU\b"
+                                         r"|\bgetLlama\([^()]*+\) failed \(\w++\); falling back to CPU\b"),
+                lambda m: {"layers": 0}),
+        # node-llama-cpp and apps on it spell it in camelCase ("gpuLayers=0")
+        Pattern("wrapper.gpu_layers", rx(r"\b(?:(?:n_)?+gpu_layers|gpuLayers)\s*+=\s*+(?P<layers>0)\b"), _gpu_layers),
     ),
     samples=(
         Sample("      Chip: Apple M2 Max", "host.chip", {"chip": "Apple M2 Max"}),
@@ -92,5 +99,12 @@ CONTEXT = Format(
                "simdgroup kernels are unavailable, will run on CPU", "wrapper.virtualised",
                {"name": "Apple Paravirtual device"}),
         Sample("2026-07-30 11:02:14,552 INFO  [inference] Forcing gpu_layers=0", "wrapper.gpu_layers", {"layers": 0}),
+        Sample("gpuLayers=0", "wrapper.gpu_layers", {"layers": 0}),
+        Sample("getLlama({gpu:auto}) failed (NoBinaryFoundError); falling back to CPU", "wrapper.gpu_layers", {"layers": 0}),
+        Sample('{"level":"warn","message":"[node-llama-cpp] The prebuilt binary for platform \\"linux\\" \\"x64\\" with CUDA '
+               'support is not compatible with the current system, falling back to using no GPU"}', "wrapper.gpu_layers",
+               {"layers": 0}),
+        Sample("[llm] model loaded: gemma-3-4b-it-Q4_K_M.gguf gpuLayers=0 contextSize=8192", "wrapper.gpu_layers",
+               {"layers": 0}),
     ),
 )

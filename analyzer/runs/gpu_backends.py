@@ -86,7 +86,30 @@ def on_cuda_failed(asm: Assembler, ev: Event) -> None:
     asm.run.touch(ev)
 
 
+def on_device_info(asm: Assembler, ev: Event) -> None:
+    asm.run.touch(ev, evidence=False)
+
+
+def on_device_info_device(asm: Assembler, ev: Event) -> None:
+    """A device_info entry: a Vulkan or CUDA/ROCm/MUSA one is read as that backend's device line (the run's
+    GPU); any other GPU backend's names the device in passing; the CPU entry is not a GPU."""
+    d = ev.data
+    entry = {"index": d.get("index", 0), "name": d["name"]}
+    if "vram_mib" in d:
+        entry["vram_mib"] = d["vram_mib"]
+    if d["backend"] == "Vulkan":
+        on_vulkan_device(asm, Event("vulkan.device", ev.line, ev.text, entry))
+    elif d["backend"] in ("CUDA", "ROCm", "MUSA"):
+        on_cuda_device(asm, Event("cuda.device", ev.line, ev.text, entry))
+    elif d["backend"] in ("CPU", "BLAS", "RPC"):
+        asm.run.touch(ev)
+    else:
+        asm.run.hint_device(ev, d["name"])
+
+
 HANDLERS: dict[str, Handler] = {
+    "device_info": on_device_info,
+    "device_info.device": on_device_info_device,
     "vulkan.count": on_vulkan_count,
     "vulkan.device": on_vulkan_device,
     "vulkan.none": on_vulkan_none,
