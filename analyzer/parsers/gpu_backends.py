@@ -169,12 +169,23 @@ CUDA = Format(
 
 
 
+_DEVICE_MEMORY = regex.compile(r"\((?P<total>\d++) MiB, (?P<free>\d++) MiB free\)$")
+
+
 def _device_info_device(m: regex.Match) -> dict:
-    data: dict = {"backend": m.group("backend"), "name": m.group("name")}
+    head = m.group("rest").rstrip()
+    mem = _DEVICE_MEMORY.search(head)
+    data: dict = {"backend": m.group("backend")}
+    if mem:
+        head = head[: mem.start()]
+        data["vram_mib"], data["free_mib"] = int(mem.group("total")), int(mem.group("free"))
     if m.group("index"):
         data["index"] = int(m.group("index"))
-    if m.group("total"):
-        data["vram_mib"], data["free_mib"] = int(m.group("total")), int(m.group("free"))
+    # a Vulkan name may carry its driver in parentheses, as the older device lines do
+    name, driver = _split_name_driver(head) if data["backend"] == "Vulkan" else (head.strip(), None)
+    data["name"] = name
+    if driver:
+        data["driver"] = driver
     return data
 
 
@@ -182,8 +193,7 @@ def _device_info_device(m: regex.Match) -> dict:
 # the ID is padded to the longest one; the memory group may be left out by a poster's cut.
 _DEVICE_INFO_DEVICE = Pattern(
     "device_info.device",
-    rx(r"^\s*+- (?P<backend>[A-Za-z]++)(?P<index>\d*+)\s*+: (?P<name>[^\s(](?:[^(]*[^\s(])?+)"
-       r"(?:\s*+\((?P<total>\d++) MiB, (?P<free>\d++) MiB free\))?+\s*+$"),
+    rx(r"^\s*+- (?P<backend>[A-Za-z]++)(?P<index>\d*+)\s*+: (?P<rest>\S.*+)$"),
     _device_info_device,
 )
 
@@ -204,6 +214,8 @@ DEVICE_INFO = Format(
         Sample("- CPU     : AMD Ryzen 7 7700X 8-Core Processor              (32374 MiB, 15485 MiB free)",
                "device_info.device", {"backend": "CPU", "name": "AMD Ryzen 7 7700X 8-Core Processor"},
                via=_DEVICE_INFO_DEVICE),
+        Sample("- Vulkan0 : AMD Radeon RX 6800 XT (RADV NAVI21) (16368 MiB, 15900 MiB free)", "device_info.device",
+               {"backend": "Vulkan", "name": "AMD Radeon RX 6800 XT", "driver": "RADV NAVI21"}, via=_DEVICE_INFO_DEVICE),
         Sample("- MTL0 : Apple M4 Max", "device_info.device", {"backend": "MTL", "index": 0, "name": "Apple M4 Max"},
                via=_DEVICE_INFO_DEVICE),
     ),

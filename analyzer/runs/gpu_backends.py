@@ -95,9 +95,14 @@ def on_device_info_device(asm: Assembler, ev: Event) -> None:
     GPU); any other GPU backend's names the device in passing; the CPU entry is not a GPU."""
     d = ev.data
     entry = {"index": d.get("index", 0), "name": d["name"]}
-    if "vram_mib" in d:
-        entry["vram_mib"] = d["vram_mib"]
-    if d["backend"] == "Vulkan":
+    for key in ("driver", "vram_mib"):
+        if key in d:
+            entry[key] = d[key]
+    listed = {"Vulkan": asm.run.facts.vulkan_devices}.get(d["backend"], asm.run.facts.cuda_devices)
+    if d["backend"] in ("Vulkan", "CUDA", "ROCm", "MUSA") and any(
+            x.get("index") == entry["index"] and x.get("name") == entry["name"] for x in listed):
+        asm.run.touch(ev)  # the backend's own init lines listed it already: one device, not two
+    elif d["backend"] == "Vulkan":
         on_vulkan_device(asm, Event("vulkan.device", ev.line, ev.text, entry))
     elif d["backend"] in ("CUDA", "ROCm", "MUSA"):
         on_cuda_device(asm, Event("cuda.device", ev.line, ev.text, entry))
