@@ -79,7 +79,7 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
     ],
     "cpu-only-build": [
         (("rules/cpu-only-build-2025.log",), "no-gpu-offload", False),
-        (("backends/device-info-cpu-only-2026.log",), "no-gpu-offload", False),  # a device_info block of the CPU only
+        (("rules/device-info-cpu-only-2026.log",), "no-gpu-offload", False),  # a device_info block of the CPU only
     ],
     "gpu-disabled": [
         (("rules/gpu-disabled-2023-main.log",), "no-gpu-offload", False),
@@ -167,9 +167,9 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("backends/rocm-2025-01-wave.log",), "healthy", False),
         # the 2026 device_info block names the GPU where system_info lists no GPU backend (issue 22)
         (("field/117-llama-app-serve-vulkan-rtx5060-device-info-2026.log",), "healthy", False),
-        (("backends/device-info-vulkan-radeon-2026.log",), "healthy", False),
-        (("backends/device-info-cuda-two-gpus-2026.log",), "healthy", False),
-        (("backends/device-info-after-cuda-init-2026.log",), "healthy", False),
+        (("rules/device-info-vulkan-radeon-2026.log",), "healthy", False),
+        (("rules/device-info-cuda-two-gpus-2026.log",), "healthy", False),
+        (("rules/device-info-after-cuda-init-2026.log",), "healthy", False),
     ],
 }
 

@@ -16,10 +16,10 @@ def _one(tmp_path, name):
 
 @pytest.mark.parametrize("name,backend,devices", [
     ("field/117-llama-app-serve-vulkan-rtx5060-device-info-2026.log", "vulkan", ["NVIDIA GeForce RTX 5060"]),
-    ("backends/device-info-vulkan-radeon-2026.log", "vulkan", ["AMD Radeon RX 7800 XT"]),
-    ("backends/device-info-cuda-two-gpus-2026.log", "cuda", ["NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 3090"]),
+    ("rules/device-info-vulkan-radeon-2026.log", "vulkan", ["AMD Radeon RX 7800 XT"]),
+    ("rules/device-info-cuda-two-gpus-2026.log", "cuda", ["NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 3090"]),
     # listed by ggml_cuda_init first: the device_info entry is the same device, not a second one
-    ("backends/device-info-after-cuda-init-2026.log", "cuda", ["NVIDIA GeForce RTX 5060 Laptop GPU"]),
+    ("rules/device-info-after-cuda-init-2026.log", "cuda", ["NVIDIA GeForce RTX 5060 Laptop GPU"]),
 ])
 def test_device_info_names_the_runs_gpus(tmp_path, name, backend, devices):
     run = _one(tmp_path, name)
@@ -32,12 +32,12 @@ def test_device_info_names_the_runs_gpus(tmp_path, name, backend, devices):
 
 
 def test_device_info_keeps_the_vulkan_driver_apart(tmp_path):
-    run = _one(tmp_path, "backends/device-info-vulkan-radeon-2026.log")
+    run = _one(tmp_path, "rules/device-info-vulkan-radeon-2026.log")
     assert run.facts.vulkan_devices[0].get("driver") == "RADV NAVI32"
 
 
 def test_a_device_info_block_of_the_cpu_alone_is_still_a_cpu_only_build(tmp_path):
-    run = _one(tmp_path, "backends/device-info-cpu-only-2026.log")
+    run = _one(tmp_path, "rules/device-info-cpu-only-2026.log")
     assert not run.facts.vulkan_devices and not run.facts.cuda_devices and run.facts.device.name is None
     assert run.diagnosis["verdict"] == "no-gpu-offload"
     assert "cpu-only-build" in {f["rule"] for f in run.diagnosis["findings"]}
@@ -68,9 +68,9 @@ def test_ollama_style_fallback_wording_is_not_read_as_cpu(tmp_path):
 
 @pytest.mark.parametrize("name,tok_s", [
     ("field/166-webui-llama-cpp-python-3070ti-offload-timings-2023.log", 0.39),
-    ("timings/webui-output-generated-2023.log", 9.17),
-    ("timings/webui-output-generated-early-2023.log", 13.90),
-    ("timings/webui-output-generated-context-2023.log", 15.34),
+    ("rules/webui-output-generated-2023.log", 9.17),
+    ("rules/webui-output-generated-early-2023.log", 13.90),
+    ("rules/webui-output-generated-context-2023.log", 15.34),
 ])
 def test_webui_output_generated_is_a_generation_rate(tmp_path, name, tok_s):
     run = _one(tmp_path, name)
