@@ -168,7 +168,6 @@ CUDA = Format(
 )
 
 
-
 _DEVICE_MEMORY = regex.compile(r"\((?P<total>\d++) MiB, (?P<free>\d++) MiB free\)$")
 
 
