@@ -35,8 +35,9 @@ CONTEXT = Format(
                 "mmap'd buffers) and wrappers that disable the GPU",
     literals=("Chip:", "Model Name:", "ProductVersion:", "System Version:", "platform.platform:", "'device_name':",
               "Processor Name:", "machdep.cpu.brand_string", '"cpu_type"', "Intel(R) ",
-              "llama_memory_breakdown_print", " model buffer size", "assigned to device", "looks virtuali", "gpu_layers=0", "GPU:", "Arch:", "Architecture:",
-              "n_gpu_layers=0"),
+              "llama_memory_breakdown_print", " model buffer size", "assigned to device", "looks virtuali", "gpu_layers=0",
+              "GPU:", "Arch:", "Architecture:", "n_gpu_layers=0", "gpuLayers=0", "); falling back to CPU",
+              "falling back to using no GPU"),
     patterns=(
         # system_profiler SPHardwareDataType: "Chip: Apple M2 Max" (a guest reads "Apple M1 Ultra (Virtual)")
         Pattern("host.chip", rx(r"^Chip:\s+(?P<chip>Apple \S(?:.*\S)?+)\s*+$")),
@@ -63,7 +64,13 @@ CONTEXT = Format(
         Pattern("app.gpu", rx(r"^\s*+GPU:\s++(?P<name>(?:AMD|ATI|Intel|NVIDIA|Apple|Radeon)\b[^|]*?)\s*+$")),
         Pattern("app.arch", rx(r"^\s*+Arch(?:itecture)?+:\s++(?P<arch>x86_64|arm64e?+|aarch64|i386)\s*+$")),
         Pattern("wrapper.virtualised", rx(r"looks virtuali[sz]ed\s*\((?P<name>[^()]+)\)")),
-        Pattern("wrapper.gpu_layers", rx(r"\b(?:n_)?gpu_layers\s*=\s*(?P<layers>0)\b"), _gpu_layers),
+        # node-llama-cpp (and apps on it) when no GPU binary loads: the model then runs with no layer on a GPU.
+        # Only these wordings: a runtime that falls back for one library may still find another (ollama).
+        Pattern("wrapper.gpu_layers", rx(r", falling back to using no GPU\b"
+                                         r"|\bgetLlama\([^()]*+\) failed \(\w++\); falling back to CPU\b"),
+                lambda m: {"layers": 0}),
+        # node-llama-cpp and apps on it spell it in camelCase ("gpuLayers=0")
+        Pattern("wrapper.gpu_layers", rx(r"\b(?:(?:n_)?+gpu_layers|gpuLayers)\s*+=\s*+(?P<layers>0)\b"), _gpu_layers),
     ),
     samples=(
         Sample("      Chip: Apple M2 Max", "host.chip", {"chip": "Apple M2 Max"}),
@@ -101,5 +108,12 @@ CONTEXT = Format(
         Sample("Arch: x86_64", "app.arch", {"arch": "x86_64"}),
         Sample("Architecture: arm64", "app.arch", {"arch": "arm64"}),
         Sample("2026-07-30 11:02:14,552 INFO  [inference] Forcing gpu_layers=0", "wrapper.gpu_layers", {"layers": 0}),
+        Sample("gpuLayers=0", "wrapper.gpu_layers", {"layers": 0}),
+        Sample("getLlama({gpu:auto}) failed (NoBinaryFoundError); falling back to CPU", "wrapper.gpu_layers", {"layers": 0}),
+        Sample('{"level":"warn","message":"[node-llama-cpp] The prebuilt binary for platform \\"linux\\" \\"x64\\" with CUDA '
+               'support is not compatible with the current system, falling back to using no GPU"}', "wrapper.gpu_layers",
+               {"layers": 0}),
+        Sample("[llm] model loaded: gemma-3-4b-it-Q4_K_M.gguf gpuLayers=0 contextSize=8192", "wrapper.gpu_layers",
+               {"layers": 0}),
     ),
 )

@@ -167,3 +167,55 @@ CUDA = Format(
     ),
 )
 
+
+_DEVICE_MEMORY = regex.compile(r"\((?P<total>\d++) MiB, (?P<free>\d++) MiB free\)$")
+
+
+def _device_info_device(m: regex.Match) -> dict:
+    head = m.group("rest").rstrip()
+    mem = _DEVICE_MEMORY.search(head)
+    data: dict = {"backend": m.group("backend")}
+    if mem:
+        head = head[: mem.start()]
+        data["vram_mib"], data["free_mib"] = int(mem.group("total")), int(mem.group("free"))
+    if m.group("index"):
+        data["index"] = int(m.group("index"))
+    # a Vulkan name may carry its driver in parentheses, as the older device lines do
+    name, driver = _split_name_driver(head) if data["backend"] == "Vulkan" else (head.strip(), None)
+    data["name"] = name
+    if driver:
+        data["driver"] = driver
+    return data
+
+
+# '  - Vulkan0 : NVIDIA GeForce RTX 5060 (7895 MiB, 7127 MiB free)', '  - CPU     : AMD Ryzen 7 ... (32374 MiB, ...)':
+# the ID is padded to the longest one; the memory group may be left out by a poster's cut.
+_DEVICE_INFO_DEVICE = Pattern(
+    "device_info.device",
+    rx(r"^\s*+- (?P<backend>[A-Za-z]++)(?P<index>\d*+)\s*+: (?P<rest>\S.*+)$"),
+    _device_info_device,
+)
+
+DEVICE_INFO = Format(
+    name="device_info",
+    description="the device_info block llama.cpp's tools print at start (2026): each backend device by its ID",
+    literals=("device_info:",),
+    patterns=(
+        Pattern("device_info", rx(r"^device_info:\s*+$"), collector=lambda m, n, t: _ListCollector(_DEVICE_INFO_DEVICE)),
+    ),
+    samples=(
+        Sample("device_info:", "device_info", {}),
+        Sample("- Vulkan0 : NVIDIA GeForce RTX 5060 (7895 MiB, 7127 MiB free)", "device_info.device",
+               {"backend": "Vulkan", "index": 0, "name": "NVIDIA GeForce RTX 5060", "vram_mib": 7895, "free_mib": 7127},
+               via=_DEVICE_INFO_DEVICE),
+        Sample("  - CUDA1 : NVIDIA GeForce RTX 3090 (24124 MiB, 23713 MiB free)", "device_info.device",
+               {"backend": "CUDA", "index": 1, "name": "NVIDIA GeForce RTX 3090"}, via=_DEVICE_INFO_DEVICE),
+        Sample("- CPU     : AMD Ryzen 7 7700X 8-Core Processor              (32374 MiB, 15485 MiB free)",
+               "device_info.device", {"backend": "CPU", "name": "AMD Ryzen 7 7700X 8-Core Processor"},
+               via=_DEVICE_INFO_DEVICE),
+        Sample("- Vulkan0 : AMD Radeon RX 6800 XT (RADV NAVI21) (16368 MiB, 15900 MiB free)", "device_info.device",
+               {"backend": "Vulkan", "name": "AMD Radeon RX 6800 XT", "driver": "RADV NAVI21"}, via=_DEVICE_INFO_DEVICE),
+        Sample("- MTL0 : Apple M4 Max", "device_info.device", {"backend": "MTL", "index": 0, "name": "Apple M4 Max"},
+               via=_DEVICE_INFO_DEVICE),
+    ),
+)

@@ -146,7 +146,7 @@ TIMINGS = Format(
     description="timing lines: llama_print_timings, llama_perf_context_print, common_perf_print, llama-server slots and "
                 "JSON timings, ollama --verbose, mlx_lm, new llama-cli, whisper_print_timings",
     literals=("per second", "per_second", "print_timing", "rate:", "-per-sec", "_tps", "t/s ]", "eval count:",
-              '"prompt_n"', '"predicted_n"', "prompt_tokens="),
+              '"prompt_n"', '"predicted_n"', "prompt_tokens=", "Output generated in "),
     patterns=(
         # One-line server JSON: both rates with their counts (before the single-key pattern below).
         Pattern("timing.pair", rx(r'"timings"\s*:\s*\{(?P<body>[^{}]*)\}'), _server_timings),
@@ -182,6 +182,10 @@ TIMINGS = Format(
                 _pair("p", "g", "mlx_lm")),
         Pattern("timing.pair", rx(rf"\[ Prompt: (?P<p>{_NUM}) t/s \| Generation: (?P<g>{_NUM}) t/s \]"),
                 _pair("p", "g", "llama-cli")),
+        # text-generation-webui, per reply: the generation rate and its token count (", context N" since 2023-03,
+        # ", seed N" later); the prompt's time is inside the seconds, so the line gives no prompt rate.
+        Pattern("timing", rx(rf"\bOutput generated in (?:{_NUM}) seconds \((?P<tps>{_NUM}) tokens/s, (?P<n>\d++) tokens\b"),
+                lambda m: _single(m, "eval", "webui", to_int(m.group("n")))),
         Pattern("whisper.timing", rx(rf"whisper_print_timings:\s+(?P<phase>\w+) time\s*=\s*(?P<ms>{_NUM}) ms"),
                 lambda m: {"phase": m.group("phase"), "ms": to_float(m.group("ms"))}),
     ),
@@ -216,6 +220,12 @@ TIMINGS = Format(
         Sample("Generation: 100 tokens, 30.501 tokens-per-sec", "timing", {"phase": "eval", "tok_s": 30.501,
                                                                           "source": "mlx_lm"}),
         Sample("[ Prompt: 45.3 t/s | Generation: 12.1 t/s ]", "timing.pair", {"prompt_tok_s": 45.3, "eval_tok_s": 12.1}),
+        Sample("Output generated in 163.82 seconds (0.39 tokens/s, 64 tokens, context 1623, seed 1809972029)", "timing",
+               {"phase": "eval", "tok_s": 0.39, "tokens": 64, "source": "webui"}),
+        Sample("Output generated in 4.07 seconds (2.21 tokens/s, 9 tokens, context 1848)", "timing",
+               {"phase": "eval", "tok_s": 2.21, "tokens": 9, "source": "webui"}),
+        Sample("2023-03-20 11:08:51 INFO:Output generated in 11.08 seconds (13.90 tokens/s, 154 tokens)", "timing",
+               {"phase": "eval", "tok_s": 13.9, "tokens": 154, "source": "webui"}),
         Sample("whisper_print_timings:   encode time =   123.45 ms /     1 runs (  123.45 ms per run)", "whisper.timing",
                {"phase": "encode", "ms": 123.45}),
     ),

@@ -86,7 +86,35 @@ def on_cuda_failed(asm: Assembler, ev: Event) -> None:
     asm.run.touch(ev)
 
 
+def on_device_info(asm: Assembler, ev: Event) -> None:
+    asm.run.touch(ev, evidence=False)
+
+
+def on_device_info_device(asm: Assembler, ev: Event) -> None:
+    """A device_info entry: a Vulkan or CUDA/ROCm/MUSA one is read as that backend's device line (the run's
+    GPU); any other GPU backend's names the device in passing; the CPU entry is not a GPU."""
+    d = ev.data
+    entry = {"index": d.get("index", 0), "name": d["name"]}
+    for key in ("driver", "vram_mib"):
+        if key in d:
+            entry[key] = d[key]
+    listed = {"Vulkan": asm.run.facts.vulkan_devices}.get(d["backend"], asm.run.facts.cuda_devices)
+    if d["backend"] in ("Vulkan", "CUDA", "ROCm", "MUSA") and any(
+            x.get("index") == entry["index"] and x.get("name") == entry["name"] for x in listed):
+        asm.run.touch(ev)  # the backend's own init lines listed it already: one device, not two
+    elif d["backend"] == "Vulkan":
+        on_vulkan_device(asm, Event("vulkan.device", ev.line, ev.text, entry))
+    elif d["backend"] in ("CUDA", "ROCm", "MUSA"):
+        on_cuda_device(asm, Event("cuda.device", ev.line, ev.text, entry))
+    elif d["backend"] in ("CPU", "BLAS", "RPC"):
+        asm.run.touch(ev)
+    else:
+        asm.run.hint_device(ev, d["name"])
+
+
 HANDLERS: dict[str, Handler] = {
+    "device_info": on_device_info,
+    "device_info.device": on_device_info_device,
     "vulkan.count": on_vulkan_count,
     "vulkan.device": on_vulkan_device,
     "vulkan.none": on_vulkan_none,

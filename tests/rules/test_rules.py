@@ -65,6 +65,11 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("field/159-llama-bench-windows-cuda-present-dev-none-2026.log",), "no-gpu-offload", False),
         (("rules/bench-dev-none-vulkan-2025.md",), "no-gpu-offload", False),
         (("rules/bench-dev-none-cuda-threads-2026.md",), "no-gpu-offload", False),
+        # node-llama-cpp: camelCase gpuLayers=0 and its CPU-fallback lines (issue 22)
+        (("field/124-aicoworker-node-llama-cpp-m4-falls-back-to-cpu-2026.log",), "no-gpu-offload", False),
+        (("shapes/node-llama-cpp-gpu-layers-0.log",), "no-gpu-offload", False),
+        (("shapes/node-llama-cpp-gpu-layers-0-only.log",), "no-gpu-offload", False),
+        (("shapes/node-llama-cpp-prebuilt-no-gpu-2025.log",), "no-gpu-offload", False),
     ],
     "metal-library-failed": [
         (("shapes/metal-library-null-2024.log",), "no-gpu-offload", False),
@@ -81,6 +86,7 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         # a hand-edited llama-bench backend cell naming the CPU build by its instruction set (field/142's rows)
         (("rules/cpu-only-build-bench-cpu-avx2-2024.md",), "no-gpu-offload", False),
         (("rules/cpu-only-build-bench-cpu-avx512-2024.md",), "no-gpu-offload", False),
+        (("rules/device-info-cpu-only-2026.log",), "no-gpu-offload", False),  # a device_info block of the CPU only
     ],
     "gpu-disabled": [
         (("rules/gpu-disabled-2023-main.log",), "no-gpu-offload", False),
@@ -166,6 +172,11 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("metal/m4-2026-09-m5-max.log",), "healthy", False),
         (("backends/cuda-2026-03-vram.log",), "healthy", False),
         (("backends/rocm-2025-01-wave.log",), "healthy", False),
+        # the 2026 device_info block names the GPU where system_info lists no GPU backend (issue 22)
+        (("field/117-llama-app-serve-vulkan-rtx5060-device-info-2026.log",), "healthy", False),
+        (("rules/device-info-vulkan-radeon-2026.log",), "healthy", False),
+        (("rules/device-info-cuda-two-gpus-2026.log",), "healthy", False),
+        (("rules/device-info-after-cuda-init-2026.log",), "healthy", False),
     ],
 }
 

@@ -76,6 +76,13 @@ CASES: dict[str, dict] = {
     # environment evidence: Apple's own driver's error domain, a GPU named by its driver, a shim banner alone
     "agx-error-domain.log": dict(verdict="healthy", fixable=False, environment="bare-metal"),
     "radv-navi10-vulkan.log": dict(verdict="healthy", fixable=False, environment="bare-metal"),
+    # node-llama-cpp on the CPU (issue 22): its camelCase gpuLayers=0 and its own fallback lines
+    "node-llama-cpp-gpu-layers-0.log": dict(verdict="no-gpu-offload", fixable=False, environment=None,
+                                            rule="zero-layers-offloaded"),
+    "node-llama-cpp-gpu-layers-0-only.log": dict(verdict="no-gpu-offload", fixable=False, environment=None,
+                                                 rule="zero-layers-offloaded"),
+    "node-llama-cpp-prebuilt-no-gpu-2025.log": dict(verdict="no-gpu-offload", fixable=False, environment=None,
+                                                    rule="zero-layers-offloaded"),
     "shim-banner-only.log": dict(verdict="unknown", fixable=False, environment="vm"),
     # MLX in a VM: healthy, never offered the remedy
     "mlx-in-vm.log": dict(verdict="healthy", fixable=False, environment="vm", no_remedy=True),
