@@ -575,6 +575,11 @@ def _healthy(v: RunView) -> Finding | None:
     if gpus and f.offload and f.offload[0] == f.offload[1] > 0:
         return finding(f"Every layer ({f.offload[0]}/{f.offload[1]}) was offloaded into {', '.join(gpus)}: the GPU is "
                        "used; no capability clamp applies to this backend.", v.lines("offload", "model.buffer", limit=2))
+    # llama-bench rows of a CUDA/ROCm/Vulkan/SYCL build with layers on the GPU, no device list in the cut
+    if (f.backend in ("cuda", "rocm", "vulkan", "sycl") and f.bench_backends and f.n_gpu_layers not in (None, 0)
+            and v.throughput and "software" not in v.vendors):
+        return finding(f"The rows ran on the {f.bench_backends} backend with layers on the GPU (ngl {f.n_gpu_layers}); "
+                       "no capability clamp applies to this backend.", v.lines("bench.device", "bench.row", limit=1))
     return None
 
 

@@ -55,10 +55,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"llama.cpp / metal\") is not read",
     "150-whisper-rs-m1-pro-metal-loading-null-2023":
         "a failed Metal library load (loading '(null)', the cut ends before the error) is read as CPU-only; the label (unknown, healthy accepted) does not say the run fell back to the CPU",
-    "166-webui-llama-cpp-python-3070ti-offload-timings-2023":
-        "wrapper line not read: text-generation-webui's \"Output generated in 163.82 seconds (0.39 tokens/s, ...)\" beside 2023 timings without tokens per second; no run is found",
-    "159-llama-bench-windows-cuda-present-dev-none-2026":
-        "llama-bench dev column not read: a row with backend CUDA, ngl -1 and dev none (a CPU-only run with the CUDA backend loaded) is read as a GPU run",
     "167-main-cublas-a100-no-ngl-2023":
         "CPU-only sign not read: a 2023 cuBLAS build run without -ngl (the device line is printed, no layer is offloaded and no offload line is printed) is read as a GPU run",
     "169-llama-bench-intel-mbp-5600m-metal-ngl-sweep-2024":
@@ -85,10 +81,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "table of another shape: a llama-bench table pasted without edge pipes (\"model | size | params | backend | ngl | test | t/s\", separator \"-- | -- | ...\") is not read; no run, so neither the Metal rows nor their speeds are found",
     "223-normiebench-arc-a770-vulkan-result-json-2026":
         "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"vulkan\") is not read; no run (the verdict is right only because unknown is accepted)",
-    "230-llama-bench-vulkan-pr-vs-master-vs-rocm-5700xt-2024":
-        "GPU table without a read device: an old-shape Vulkan device line (\"Vulkan0: AMD Radeon RX 5700 XT (RADV NAVI10) | uma: 0 | ...\") and rows whose backend names carry build tags (\"Vulkan (master)\", \"Vulkan (PR)\", ROCm) at ngl 99: the speeds are read, but the verdict is unknown",
-    "231-llama-bench-vulkan-rx9070xt-pi5-retest-table-2025":
-        "Vulkan table without device lines: rows with backend Vulkan at ngl 99 are read (every speed found), but with no device named the verdict stays unknown",
 }
 
 

@@ -168,6 +168,9 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("bench/host-m1-ultra.json", "shims/lume-shim-apple9-on-m1.log"), "virtualization-overhead", False),
     ],
     "full-capabilities": [
+        # llama-bench tables of Vulkan/ROCm builds at ngl 99 with no device line in the cut
+        (("field/231-llama-bench-vulkan-rx9070xt-pi5-retest-table-2025.log",), "healthy", False),
+        (("field/230-llama-bench-vulkan-pr-vs-master-vs-rocm-5700xt-2024.log",), "healthy", False),
         (("metal/m2-2024-03-m2max.log",), "healthy", False),
         (("metal/m4-2026-09-m5-max.log",), "healthy", False),
         (("backends/cuda-2026-03-vram.log",), "healthy", False),
