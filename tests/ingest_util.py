@@ -23,6 +23,15 @@ from analyzer.store.queries import load_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((FIXTURES / "expected.json").read_text())
+
+
+def is_label(path: Path) -> bool:
+    """The field corpus's sidecars and first-sight records are labels, not logs: the sweeps over every
+    fixture skip them (tests/rules/test_field_corpus.py reads them)."""
+    parts = path.relative_to(FIXTURES).parts
+    return parts[0] == "field" and path.suffix == ".json"
+
+
 FLAGS = ("simdgroup_reduction", "simdgroup_mm", "bfloat", "tensor", "unified_memory")
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from analyzer.model import FactsError, RunFacts, facts_json, load_facts
-from tests.ingest_util import FIXTURES, parse_in_memory
+from tests.ingest_util import FIXTURES, is_label, parse_in_memory
 
 FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.name not in ("expected.json", "README.md")
-               and not p.name.startswith("_") and p.suffix != ".py")
+               and not p.name.startswith("_") and p.suffix != ".py" and not is_label(p))
 
 
 def strict(stored: bytes) -> RunFacts:

@@ -18,10 +18,11 @@ from jsonschema import Draft202012Validator
 from analyzer.cli import cli
 from analyzer.output.contract import DiagnoseDocument, RunDocument
 from tests.conftest import REPO, run_capscan
+from tests.ingest_util import is_label
 
 FIXTURES = REPO / "tests" / "fixtures"
 LOGS = sorted([p for p in FIXTURES.rglob("*") if p.is_file() and p.name not in ("expected.json", "README.md")
-               and not p.name.startswith("_") and p.suffix != ".py"] + list((REPO / "examples").glob("*.log")))
+               and not p.name.startswith("_") and p.suffix != ".py" and not is_label(p)] + list((REPO / "examples").glob("*.log")))
 
 
 def invoke(*args: str) -> tuple[int, str, str]:

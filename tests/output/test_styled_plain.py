@@ -18,11 +18,11 @@ from analyzer.model import Evidence, RunFacts, StoredRun
 from analyzer.output.report import console
 from analyzer.output.run_report import run_lines
 from analyzer.output.styled import StyledLines, plain_text, styles_shown, write_rich
-from tests.ingest_util import FIXTURES, diagnosed
+from tests.ingest_util import FIXTURES, diagnosed, is_label
 
 LOGS = sorted(str(p.relative_to(FIXTURES)) for p in FIXTURES.rglob("*")
               if p.is_file() and p.suffix in (".log", ".jsonl", ".txt", ".json", ".csv", ".md")
-              and "bad" not in p.parts and p.name not in ("expected.json", "README.md"))
+              and "bad" not in p.parts and p.name not in ("expected.json", "README.md") and not is_label(p))
 
 
 def through_rich(lines: StyledLines) -> str:

@@ -16,6 +16,7 @@ from analyzer.read.literal_search import _MEMMEM, HyperscanSearch, PureSearch, h
 from analyzer.parsers import Dispatcher
 from analyzer.parsers.bench import bench_row_from
 from analyzer.parsers.scanner import Scanner
+from tests.ingest_util import is_label
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 LITS = (b"BEGIN", b"hit", b"\xc2\xb1", b"build_commit")
@@ -234,7 +235,8 @@ def _events(path: Path, chunk: int, dense: bool = True) -> list:
 
 
 FIXTURE_FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".log", ".jsonl", ".json", ".csv",
-                                                                                         ".sql", ".md", ".txt"))
+                                                                                         ".sql", ".md", ".txt")
+                       and not is_label(p))
 
 
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: str(p.relative_to(FIXTURES)))
