@@ -61,7 +61,8 @@ CONTEXT = Format(
         Pattern("layer.device", rx(r"\blayer +(?P<layer>\d++) assigned to device (?P<device>\w++)")),
         # An app's own diagnostics, one 'key: value' a line (ToshLLM's header, bug-report templates): the GPU it
         # names (a vendor's name only: 'GPU: 2' or 'GPU: yes' say nothing) and the process's architecture
-        Pattern("app.gpu", rx(r"^\s*+GPU:\s++(?P<name>(?:AMD|ATI|Intel|NVIDIA|Apple|Radeon)\b(?:[^|\s]++|\s++(?=[^|\s]))*+)\s*+$")),
+        Pattern("app.gpu", rx(r"^\s*+GPU:\s++(?P<name>(?:AMD|ATI|Intel|NVIDIA|Apple|Radeon)\b"
+                              r"(?:[^|\s]++|\s++(?=[^|\s]))*+)\s*+$")),
         Pattern("app.arch", rx(r"^\s*+Arch(?:itecture)?+:\s++(?P<arch>x86_64|arm64e?+|aarch64|i386)\s*+$")),
         Pattern("wrapper.virtualised", rx(r"looks virtuali[sz]ed\s*\((?P<name>[^()]+)\)")),
         # node-llama-cpp (and apps on it) when no GPU binary loads: the model then runs with no layer on a GPU.
