@@ -186,6 +186,7 @@ class RunFacts(_Record):
     # device) and, at -v, the devices its layers were assigned to
     weight_buffers: list[str] = Field(default_factory=list)
     model_load_failed: str | None = None  # 'error loading model: ...': nothing ran
+    kv_buffers: list[str] = Field(default_factory=list)  # the KV cache's buffers' devices, named as above
     layer_devices: list[str] = Field(default_factory=list)
     agx_domain: str | None = None  # an AGXMetal* error domain: Apple's own GPU driver answered (bare metal)
     library_load_s: float | None = None

@@ -35,7 +35,7 @@ CONTEXT = Format(
                 "mmap'd buffers) and wrappers that disable the GPU",
     literals=("Chip:", "Model Name:", "ProductVersion:", "System Version:", "platform.platform:", "'device_name':",
               "Processor Name:", "machdep.cpu.brand_string", '"cpu_type"', "Intel(R) ",
-              "llama_memory_breakdown_print", " model buffer size", "assigned to device", "looks virtuali", "gpu_layers=0",
+              "llama_memory_breakdown_print", " model buffer size", "llm_load_tensors:", " KV buffer size", "assigned to device", "looks virtuali", "gpu_layers=0",
               "GPU:", "Arch:", "Architecture:", "n_gpu_layers=0", "gpuLayers=0", "); falling back to CPU",
               "falling back to using no GPU"),
     patterns=(
@@ -58,6 +58,10 @@ CONTEXT = Format(
         # Where the weights went (load_tensors, 2024-11 on): 'CUDA0 model buffer size', 'MTL0_Mapped ...' (mmap'd),
         # 'CPU_Mapped', 'CPU_AARCH64', 'CUDA_Host'; and each layer's device at -v ('layer 3 assigned to device CPU')
         Pattern("model.buffer", rx(r"\b(?P<buffer>\w++) model buffer size"), _model_buffer),
+        # the same before 2024-11 ('llm_load_tensors:        CPU buffer size', 'Metal buffer size', 'CUDA0 ...')
+        Pattern("model.buffer", rx(r"\bllm_load_tensors:\s++(?P<buffer>\w++) buffer size\b"), _model_buffer),
+        # where the KV cache went ('llama_kv_cache_init:        CPU KV buffer size', 'Metal KV', 'CUDA0 KV')
+        Pattern("kv.buffer", rx(r"\bllama_kv_cache\w*+:\s++(?P<buffer>\w++) KV buffer size\b"), _model_buffer),
         Pattern("layer.device", rx(r"\blayer +(?P<layer>\d++) assigned to device (?P<device>\w++)")),
         # An app's own diagnostics, one 'key: value' a line (ToshLLM's header, bug-report templates): the GPU it
         # names (a vendor's name only: 'GPU: 2' or 'GPU: yes' say nothing) and the process's architecture
@@ -98,6 +102,13 @@ CONTEXT = Format(
         Sample("load_tensors:   CPU_Mapped model buffer size =  4437.80 MiB", "model.buffer", {"buffer": "CPU", "mapped": True}),
         Sample("0.00.125.045 I load_tensors:  CPU_AARCH64 model buffer size =   648.00 MiB", "model.buffer",
                {"buffer": "CPU", "mapped": False}),
+        Sample("llm_load_tensors:        CPU buffer size =  4685.30 MiB", "model.buffer", {"buffer": "CPU"}),
+        Sample("llm_load_tensors:      Metal buffer size =  3577.56 MiB", "model.buffer", {"buffer": "Metal"}),
+        Sample("llm_load_tensors:      CUDA0 buffer size =  3820.94 MiB", "model.buffer", {"buffer": "CUDA0"}),
+        Sample("llama_kv_cache_init:        CPU KV buffer size =    64.00 MiB", "kv.buffer", {"buffer": "CPU"}),
+        Sample("llama_kv_cache_init:      CUDA0 KV buffer size =   256.00 MiB", "kv.buffer", {"buffer": "CUDA0"}),
+        Sample("llama_kv_cache_unified:      Metal KV buffer size =   448.00 MiB", "kv.buffer", {"buffer": "Metal"}),
+        Sample("llama_kv_cache:        CPU KV buffer size =  1024.00 MiB", "kv.buffer", {"buffer": "CPU"}),
         Sample("load_tensors: layer  23 assigned to device CPU, is_swa = 0", "layer.device", {"layer": "23", "device": "CPU"}),
         Sample("load_tensors: layer   0 assigned to device CUDA0, is_swa = 0", "layer.device", {"device": "CUDA0"}),
         Sample("2026-07-30 11:02:14,552 WARNING [inference] Metal device looks virtualised (Apple Paravirtual device): "

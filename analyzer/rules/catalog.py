@@ -234,6 +234,12 @@ def _gpu_disabled(v: RunView) -> Finding | None:
             and not any(map(gpu_buffer, f.weight_buffers))):
         return finding("Every layer assignment the log shows names the CPU, and no model buffer is on a GPU: the model "
                        "ran on the CPU.", v.lines("layer.device", "model.buffer", limit=2))
+    # both loads seen (so a cut that ends mid-load cannot fire it): a GPU build that offloads names its device
+    # in one of them, and only a GPU build prints the 'offloaded N/M layers' line
+    if (f.weight_buffers and f.kv_buffers and f.offload is None
+            and not any(map(gpu_buffer, f.weight_buffers + f.kv_buffers))):
+        return finding("The model's weights and its KV cache both sit in CPU buffers: nothing was offloaded to a GPU.",
+                       v.lines("model.buffer", "kv.buffer", limit=2))
     if f.whisper_weights and all(b.upper() == "CPU" for b in f.whisper_weights):
         return finding("whisper.cpp put its model weights on the CPU: no GPU backend was used "
                        "(built without one, or run with -ng / --no-gpu).", v.lines("whisper.weights", limit=1))

@@ -72,6 +72,13 @@ def on_model_buffer(asm: Assembler, ev: Event) -> None:
     asm.run.touch(ev)
 
 
+def on_kv_buffer(asm: Assembler, ev: Event) -> None:
+    f = asm.run.facts
+    if ev.data["buffer"] not in f.kv_buffers and len(f.kv_buffers) < 16:
+        f.kv_buffers.append(ev.data["buffer"])
+    asm.run.touch(ev)
+
+
 def on_layer_device(asm: Assembler, ev: Event) -> None:
     f = asm.run.facts
     if ev.data["device"] not in f.layer_devices and len(f.layer_devices) < 16:
@@ -101,6 +108,7 @@ HANDLERS: dict[str, Handler] = {
     "app.arch": on_app_arch,
     "model.buffer": on_model_buffer,
     "layer.device": on_layer_device,
+    "kv.buffer": on_kv_buffer,
     "wrapper.virtualised": on_wrapper_virtualised,
     "wrapper.gpu_layers": on_wrapper_gpu_layers,
 }

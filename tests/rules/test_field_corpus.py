@@ -75,8 +75,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "abort without a capability block not read: \"ggml_metal_graph_compute_block_invoke: error: unsupported op 'MUL_MAT'\" + GGML_ASSERT (a GPU without simdgroup reduction) gives no verdict (unknown)",
     "209-koboldcpp-1-97-1-vulkan-7900xtx-benchmark-keys-2025":
         "wrapper speed lines not read: koboldcpp's benchmark \"key: value\" lines (\"ProcessingSpeed: 625.75T/s\", \"GenerationSpeed: 19.89T/s\") give no run",
-    "210-llama-cpp-python-colab-t4-cpu-wheel-cpu-buffer-2024":
-        "CPU-only sign not read: a 2024 load log whose weights and KV cache sit only in CPU buffers (\"CPU buffer size = 4685.30 MiB\", \"CPU KV buffer size\", no device and no offload line) is read as unknown",
     "219-llama-bench-m2-air-metal-table-no-edge-pipes-2024":
         "table of another shape: a llama-bench table pasted without edge pipes (\"model | size | params | backend | ngl | test | t/s\", separator \"-- | -- | ...\") is not read; no run, so neither the Metal rows nor their speeds are found",
     "223-normiebench-arc-a770-vulkan-result-json-2026":

@@ -95,6 +95,9 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("rules/gpu-disabled-whisper-no-gpu.log",), "no-gpu-offload", False),
         (("rules/gpu-disabled-whisper-no-gpu-found.log",), "no-gpu-offload", False),
         (("field/058-whisper-cli-intel-mbp-no-gpu-flag-2023.log",), "no-gpu-offload", False),
+        # weights and KV cache in CPU buffers only, no offload line: the 2024 loader's and the 2025 server's
+        (("field/210-llama-cpp-python-colab-t4-cpu-wheel-cpu-buffer-2024.log",), "no-gpu-offload", False),
+        (("rules/cpu-buffers-only-2025-server.log",), "no-gpu-offload", False),
     ],
     "paravirtual-family-clamp": [
         (("metal/m4-2026-08-guest-stock.log",), "capability-downgrade", False),
@@ -267,6 +270,15 @@ def test_a_gpu_the_run_initialises_outweighs_weights_on_the_cpu(tmp_path):
     """whisper.cpp on a paravirtual GPU falls back to the CPU for lack of family 7 and puts its weights there:
     that is the downgrade, not a CPU-only build."""
     run = diagnosed(tmp_path, "field/003-audio-whisper-r-gh-runner-paravirtual-2024.log")[0]
+    assert "gpu-disabled" not in fired(run)
+    assert run.diagnosis["verdict"] != "no-gpu-offload"
+
+
+@pytest.mark.parametrize("name", ["rules/cpu-buffers-and-metal-2024.log", "rules/cpu-buffers-cut-before-kv-2024.log"])
+def test_cpu_buffers_beside_a_gpu_buffer_or_before_the_kv_cache_are_not_cpu_only(tmp_path, name):
+    """The CPU buffer beside a Metal one is the token table; a cut that ends before the KV cache has not shown
+    where the cache went."""
+    run = diagnosed(tmp_path, name)[0]
     assert "gpu-disabled" not in fired(run)
     assert run.diagnosis["verdict"] != "no-gpu-offload"
 
