@@ -35,7 +35,8 @@ CONTEXT = Format(
                 "mmap'd buffers) and wrappers that disable the GPU",
     literals=("Chip:", "Model Name:", "ProductVersion:", "System Version:", "platform.platform:", "'device_name':",
               "Processor Name:", "machdep.cpu.brand_string", '"cpu_type"', "Intel(R) ",
-              "llama_memory_breakdown_print", " model buffer size", "llm_load_tensors:", " KV buffer size", "assigned to device", "looks virtuali", "gpu_layers=0",
+              "llama_memory_breakdown_print", " model buffer size", "llm_load_tensors:", " KV buffer size",
+              "assigned to device", "looks virtuali", "gpu_layers=0",
               "GPU:", "Arch:", "Architecture:", "n_gpu_layers=0", "gpuLayers=0", "); falling back to CPU",
               "falling back to using no GPU"),
     patterns=(
