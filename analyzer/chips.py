@@ -147,3 +147,27 @@ def bandwidth_gbs(chip: str | None) -> float | None:
     ('Apple M1 Ultra', 'Accelerate, Apple M2 Max (Virtual)'), or None when unknown."""
     name = apple_chip(chip)
     return _BANDWIDTH_GBS.get(name) if name else None
+
+
+# Published bare-metal llama-bench results of llama.cpp's own benchmark (Llama 2 7B Q4_0, -ngl 99, batch 1:
+# pp512 and tg128, tok/s) per chip and GPU-core count, from llama.cpp's "Performance of llama.cpp on Apple
+# Silicon M-series" discussion. The discussion itself was unreachable when this was written: the rows were
+# read from copies that cite it per row (a 2026 survey of inference engines quoting its Apple table; a
+# benchmark note quoting the M1 Max row), are rounded as those copies print them, and are unverified
+# against the discussion. A guest's figure beside one is an estimate of the gap, never a baseline.
+PUBLISHED_7B_Q4_0_SOURCE = "https://github.com/ggml-org/llama.cpp/discussions/4167"
+_PUBLISHED_7B_Q4_0: dict[str, tuple[int, float, float]] = {  # chip: (GPU cores, pp512, tg128)
+    "Apple M1 Max": (32, 530.06, 61.19),
+    "Apple M1 Ultra": (64, 1030.0, 83.7),
+    "Apple M2 Ultra": (76, 1238.0, 94.3),
+    "Apple M3 Ultra": (80, 1471.0, 92.1),
+    "Apple M4 Pro": (20, 440.0, 50.7),
+    "Apple M4 Max": (40, 886.0, 83.1),
+    "Apple M5 Max": (40, 987.0, 102.9),  # the Metal backend alone (the Neural Accelerators' BLAS path is faster)
+}
+
+
+def published_7b_q4_0(chip: str | None) -> tuple[int, float, float] | None:
+    """(GPU cores, pp512, tg128) published for ``chip`` on Llama 2 7B Q4_0, or None when no row."""
+    name = apple_chip(chip)
+    return _PUBLISHED_7B_Q4_0.get(name) if name else None

@@ -144,7 +144,10 @@ def reference_lines(diag: dict[str, Any], throughput: list[dict[str, Any]]) -> l
     out = []
     for r in diag.get("reference") or []:
         mine, ceiling = best.get(r["test"]), r["ceiling_tok_s"]
-        if mine and ceiling:
+        if mine and ceiling and r["basis"].startswith("published: "):
+            out.append(f"reference  {r['test']} {fmt_tps(mine)} t/s: {mine / ceiling:.0%} of the {ceiling:,g} t/s published "
+                       f"for {r['basis'].removeprefix('published: ')}")
+        elif mine and ceiling:
             out.append(f"reference  {r['test']} {fmt_tps(mine)} t/s: {mine / ceiling:.0%} of the {ceiling:,.0f} t/s "
                        f"the host's memory bandwidth allows ({r['basis']}; an estimate, not a measured host run)")
     return out

@@ -106,15 +106,23 @@ def _baseline(view: RunView) -> dict[str, Any]:
 
 
 def reference(view: RunView) -> list[dict[str, Any]]:
-    """Where a guest stands without a stored host run (RunView.bandwidth_ceiling): the same ceiling for
-    every token-generation figure. An estimate, never a baseline and never a reason for "fixable"."""
-    found = view.bandwidth_ceiling
-    if found is None:
-        return []
-    ceiling, basis = found
+    """Where a guest stands without a stored host run: the published bare-metal result of the same benchmark
+    on its chip (RunView.published_bare_metal), and the bandwidth ceiling (RunView.bandwidth_ceiling), the
+    same for every token-generation figure. Estimates, never a baseline and never a reason for "fixable"."""
     tests = dict.fromkeys(t["test"] for t in view.throughput)  # the ceiling is the same for every configuration
-    return [{"test": test, "ceiling_tok_s": round(ceiling, 1), "basis": basis}
-            for test in tests if test.startswith("tg") or test == "generation"]
+    out: list[dict[str, Any]] = []
+    published = view.published_bare_metal
+    if published is not None:
+        chip, figures = published
+        out += [{"test": test, "ceiling_tok_s": figures[test],
+                 "basis": f"published: {chip} on bare metal, Llama 2 7B Q4_0 {test} "
+                          f"(llama.cpp discussion #4167)"} for test in tests if test in figures]
+    found = view.bandwidth_ceiling
+    if found is not None:
+        ceiling, basis = found
+        out += [{"test": test, "ceiling_tok_s": round(ceiling, 1), "basis": basis}
+                for test in tests if test.startswith("tg") or test == "generation"]
+    return out
 
 
 def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | None:

@@ -628,6 +628,21 @@ class RunView:
         return bandwidth * 1e9 / size, f"{chip} {bandwidth:g} GB/s / model {size / 1e9:.2f} GB"
 
     @cached_property
+    def published_bare_metal(self) -> tuple[str, dict[str, float]] | None:
+        """llama.cpp's own benchmark (Llama 2 7B Q4_0) has published bare-metal results per chip: a guest
+        that ran exactly it on a named chip gets them ({'pp512': .., 'tg128': ..}, and the chip's row in
+        words). The model is matched by its quantization and its file size, which names it to within 1%."""
+        f, chip = self.facts, self.host_chip
+        row = chips.published_7b_q4_0(chip)
+        name = " ".join(filter(None, (f.model, f.quant)))
+        if self.environment != "vm" or row is None or "Q4_0" not in name.upper() or not f.model_size_bytes:
+            return None
+        if abs(f.model_size_bytes / LLAMA2_7B_Q4_0_BYTES - 1) > 0.01:
+            return None
+        cores, pp512, tg128 = row
+        return f"{chips.apple_chip(chip)} ({cores}-core GPU)", {"pp512": pp512, "tg128": tg128}
+
+    @cached_property
     def generation_share(self) -> tuple[str, float, float] | None:
         """(figure, tok/s, share of the bandwidth ceiling) of the run's fastest token-generation figure,
         when its speed can stand for the capabilities nothing printed: a paravirtual Metal guest of a
@@ -672,4 +687,5 @@ class RunView:
 METAL3_CODE = chips.METAL3
 # A model this small may sit in the chip's caches: the bandwidth ceiling says nothing about it.
 REFERENCE_MIN_BYTES = 256 * 2**20
+LLAMA2_7B_Q4_0_BYTES = 3_825_065_984  # llama-bench's model_size of Llama 2 7B Q4_0 (3.56 GiB)
 _MOE = re.compile(r"moe|\bA\d+(?:\.\d+)?B\b|\d+x\d+B|experts", re.IGNORECASE)

@@ -13,6 +13,7 @@ from analyzer.ingest import ingest
 from analyzer.read.reader import Input
 from analyzer.rules.diagnose import diagnose_runs
 from analyzer.store import open_db
+from tests.conftest import run_capscan
 
 ROOT = Path(__file__).resolve().parents[2]
 GUEST_JSON = ROOT / "examples" / "m1-ultra-guest-stock-json.log"  # llama-bench -o json 2>&1, model_size 667 MB
@@ -58,3 +59,32 @@ def test_no_reference_without_the_chip_or_on_bare_metal():
     stock = (ROOT / "examples" / "m1-ultra-guest-stock.log").read_bytes()  # no chip named
     assert diagnose(stock)[0]["reference"] == []
     assert diagnose(HOST.read_bytes())[0]["reference"] == []
+
+
+def llama2_7b_q4_0(text: bytes, size: int = 3825065984) -> bytes:
+    """The guest's llama-bench JSON as if it had run llama.cpp's own benchmark model (Llama 2 7B Q4_0)."""
+    return (text.replace(b'"llama 1B Q4_K - Medium"', b'"llama 7B Q4_0"')
+            .replace(b'"model_size": 667078656', f'"model_size": {size}'.encode()))
+
+
+def test_llama_cpps_own_benchmark_gets_the_published_bare_metal_result_of_the_chip():
+    """#4167's M1 Ultra row for Llama 2 7B Q4_0 beside the guest's pp512 and tg128, then the ceiling."""
+    [d] = diagnose(llama2_7b_q4_0(GUEST_JSON.read_bytes()))
+    published = [r for r in d["reference"] if r["basis"].startswith("published: ")]
+    assert {r["test"]: r["ceiling_tok_s"] for r in published} == {"pp512": 1030.0, "tg128": 83.7}
+    assert "Apple M1 Ultra (64-core GPU)" in published[0]["basis"] and "#4167" in published[0]["basis"]
+    assert [r["test"] for r in d["reference"] if r not in published] == ["tg128"]  # the ceiling stays
+    assert d["fixable"] is False or d["proof"]  # an estimate never makes a run fixable by itself
+
+
+def test_another_model_or_size_gets_no_published_row():
+    for text in (llama2_7b_q4_0(GUEST_JSON.read_bytes(), size=4_080_218_112),  # Mistral 7B Q4_0
+                 GUEST_JSON.read_bytes().replace(b'"model_size": 667078656', b'"model_size": 3825065984')):
+        [d] = diagnose(text)
+        assert not [r for r in d["reference"] if r["basis"].startswith("published: ")]
+
+
+def test_the_report_prints_the_published_row(tmp_path):
+    proc = run_capscan(input=llama2_7b_q4_0(GUEST_JSON.read_bytes()), db=tmp_path / "c.db")
+    assert ("tg128 12.63 t/s: 15% of the 83.7 t/s published for Apple M1 Ultra (64-core GPU) on bare metal, Llama 2 7B Q4_0 tg128 "
+            "(llama.cpp discussion #4167)") in proc.stdout.decode()
