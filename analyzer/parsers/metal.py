@@ -80,7 +80,8 @@ METAL = Format(
     name="metal",
     description="ggml-metal capability block, kernel skips and op errors (2023-2026)",
     # the bare capability labels let through a block pasted without its ggml_metal_*: prefix
-    literals=("ggml_metal", "Metal GPU does not support", "GPU name:", "GPU family: MTLGPUFamily", "simdgroup ",
+    literals=("ggml_metal", "Metal GPU does not support", "GPU name:", "GPU family: MTLGPUFamily", "GPU family: Apple",
+              "simdgroup ",
               "hasUnifiedMemory", "has unified memory", "has bfloat", "has tensor", "recommendedMaxWorkingSetSize",
               "AGXMetal", "Metal backend"),
     patterns=(
@@ -92,6 +93,9 @@ METAL = Format(
                r"\s+\((?P<code>\d+)\)\s*$"),
             _family,
         ),
+        # a probe script's own wording of the same fact ('GPU family: Apple 6', the highest family it supports)
+        Pattern("metal.family", rx(r"^\s*+GPU family:\s*+Apple ?(?P<n>[1-9]\d?)\s*+$"),
+                lambda m: {"code": 1000 + int(m.group("n")), "group": "Apple"}),
         Pattern(
             "metal.flag",
             rx(
@@ -139,6 +143,8 @@ METAL = Format(
         Sample("GPU name:   MTL0 (Apple Paravirtual device)", "metal.device",
                {"index": 0, "name": "Apple Paravirtual device", "era": "M4"}),
         Sample("GPU family: MTLGPUFamilyApple5  (1005)", "metal.family", {"code": 1005}),
+        Sample("GPU family: Apple 6", "metal.family", {"code": 1006, "group": "Apple"}),
+        Sample("  GPU family: Apple7", "metal.family", {"code": 1007}),
         Sample("simdgroup reduction   = false", "metal.flag", {"flag": "simdgroup_reduction", "value": False}),
         Sample("hasUnifiedMemory              = false", "metal.flag", {"flag": "unified_memory", "value": False}),
         Sample("ggml_metal_init: GPU name:   Apple M2 Max", "metal.device", {"name": "Apple M2 Max", "era": "legacy"}),
