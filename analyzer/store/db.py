@@ -75,7 +75,7 @@ def open_db(path: str | os.PathLike[str]) -> Database:
         conn.execute("PRAGMA foreign_keys = ON")
         _refuse_newer(db, path)
         conn.execute("PRAGMA recursive_triggers = ON")  # as sqlite-utils' Database sets it
-        _retry(lambda: _migrate(db))
+        _retry(lambda: _migrate(db, path))
     except sqlite3.OperationalError as exc:
         raise StoreError(f"{path}: cannot use the database ({exc})") from None
     except sqlite3.DatabaseError as exc:
@@ -170,16 +170,46 @@ def _retry(step, attempts: int = 40) -> None:
             time.sleep(0.02 * (attempt + 1))
 
 
-def _migrate(db: Database) -> None:
+def _migrate(db: Database, path: str) -> None:
     """Apply pending migrations. Each migration and its record are one
-    transaction, so a lost race leaves nothing half done."""
+    transaction, so a lost race leaves nothing half done; and the processes that
+    open a new database at once take turns (sqlite-utils reads what is pending
+    once, then applies each: two at once applied and recorded each twice)."""
     try:
-        if MIGRATIONS.pending_names(db.conn):  # one query; sqlite-utils only when there is work
-            MIGRATIONS.apply(db.sqlite_utils)
+        if not MIGRATIONS.pending_names(db.conn):  # one query; sqlite-utils only when there is work
+            return
+        with _directory_lock(os.path.dirname(path) or "."):
+            if MIGRATIONS.pending_names(db.conn):  # another process may have applied them meanwhile
+                MIGRATIONS.apply(db.sqlite_utils)
     except BaseException:
         if db.conn.in_transaction:
             db.conn.execute("ROLLBACK")
         raise
+
+
+class _directory_lock:
+    """An exclusive flock on the database's directory while migrations run: no
+    file of its own to leave behind, and never a lock on the database file, whose
+    POSIX locks SQLite holds (closing any other descriptor of it would drop them).
+    Where the file system has no flock, migrations run unserialised, as before."""
+
+    def __init__(self, directory: str):
+        self.directory, self.fd = directory, -1
+
+    def __enter__(self) -> None:
+        import fcntl
+
+        try:
+            self.fd = os.open(self.directory, os.O_RDONLY)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except OSError:
+            if self.fd >= 0:
+                os.close(self.fd)
+            self.fd = -1
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # closing releases the flock
 
 
 def checkpoint(path: Path) -> str | None:
