@@ -38,47 +38,81 @@ SEVERITY = ["capability-downgrade", "hardware-limit", "no-gpu-offload", "virtual
 # log name -> what capscan does not read yet (grouped by class in the report of issue 22)
 EXPECTED_FAILURES: dict[str, str] = {
     "011-cua-tinyllama-stock-guest-bench-json":
-        "llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not hold; the label's fixable comes from the thread",
+        ("llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is "
+         "right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not "
+         "hold; the label's fixable comes from the thread"),
     "023-cua-gemma4-stock-guest-bench-json":
-        "llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not hold; the label's fixable comes from the thread",
+        ("llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is "
+         "right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not "
+         "hold; the label's fixable comes from the thread"),
     "028-cua-muse30b-stock-guest-tg-json":
-        "llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not hold; the label's fixable comes from the thread",
+        ("llama-bench JSON alone: its speed shows the downgrade (1-5% of the bandwidth ceiling: the verdict is "
+         "right), but fixable needs the paravirtual device's own capability block (issue 21), which the JSON does not "
+         "hold; the label's fixable comes from the thread"),
     "029-cua-muse30b-shim-guest-pp-json":
-        "llama-bench JSON alone of a shimmed guest with only a pp512 row: no capability block and no token-generation figure to set against the bandwidth ceiling, so the verdict is unknown (label healthy, from the thread)",
+        ("llama-bench JSON alone of a shimmed guest with only a pp512 row: no capability block and no "
+         "token-generation figure to set against the bandwidth ceiling, so the verdict is unknown (label healthy, "
+         "from the thread)"),
     "060-llama-gpt-m2-max-70b-timings-2023":
-        "rows of different configurations averaged into one figure: two timing blocks of two requests become one (eval 0.63 for 0.60 and 0.66)",
+        ("rows of different configurations averaged into one figure: two timing blocks of two requests become one "
+         "(eval 0.63 for 0.60 and 0.66)"),
     "088-obench-ollama-pi-500-eval-rates-2025":
-        "rows of different configurations averaged into one figure: three ollama eval rates and the wrapper's average become one figure",
+        ("rows of different configurations averaged into one figure: three ollama eval rates and the wrapper's "
+         "average become one figure"),
     "061-llama-bench-compare-old-metal-apple7-pr-2023":
-        "table of another shape: a hand-joined before/after llama-bench table names both speed columns \"t/s\"; which is before and which after is only their position, so its rows are refused, not read",
+        ("table of another shape: a hand-joined before/after llama-bench table names both speed columns \"t/s\"; "
+         "which is before and which after is only their position, so its rows are refused, not read"),
     "066-normiebench-m1-max-json-result-2026":
         "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"llama.cpp / metal\") is not read",
     "150-whisper-rs-m1-pro-metal-loading-null-2023":
-        "a failed Metal library load (loading '(null)', the cut ends before the error) is read as CPU-only; the label (unknown, healthy accepted) does not say the run fell back to the CPU",
+        ("a failed Metal library load (loading '(null)', the cut ends before the error) is read as CPU-only; the "
+         "label (unknown, healthy accepted) does not say the run fell back to the CPU"),
     "167-main-cublas-a100-no-ngl-2023":
-        "CPU-only sign not read: a 2023 cuBLAS build run without -ngl (the device line is printed, no layer is offloaded and no offload line is printed) is read as a GPU run",
+        ("CPU-only sign not read: a 2023 cuBLAS build run without -ngl (the device line is printed, no layer is "
+         "offloaded and no offload line is printed) is read as a GPU run"),
     "169-llama-bench-intel-mbp-5600m-metal-ngl-sweep-2024":
-        "Intel-Mac Metal table without device lines: the AMD GPU's hardware limit is not known from Metal rows alone, and the ngl 0 rows make the verdict no-gpu-offload",
+        ("Intel-Mac Metal table without device lines: the AMD GPU's hardware limit is not known from Metal rows "
+         "alone, and the ngl 0 rows make the verdict no-gpu-offload"),
     "184-llama-benchy-llama-server-turboquant-cuda-table-2026":
-        "rows of different configurations averaged into one figure: the llama-benchy table is read by its header names, but its two pp2048 rows (one run with tg32, one with tg128) have no column that tells them apart and become one figure",
+        ("rows of different configurations averaged into one figure: the llama-benchy table is read by its header "
+         "names, but its two pp2048 rows (one run with tg32, one with tg128) have no column that tells them apart and "
+         "become one figure"),
     "202-koboldcpp-ctxlimit-process-generate-ts-line-2024":
-        "wrapper speed line not read: koboldcpp's \"CtxLimit: ..., Process:0.44s (442.0ms/T = 2.26T/s), Generate:... T/s, Total:... T/s\" gives no run",
+        ("wrapper speed line not read: koboldcpp's \"CtxLimit: ..., Process:0.44s (442.0ms/T = 2.26T/s), Generate:... "
+         "T/s, Total:... T/s\" gives no run"),
     "100-llama-bench-gh-runner-macos15-apple5-stderr-tail-2026":
-        "host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner stays not fixable",
+        ("host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... "
+         "libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner "
+         "stays not fixable"),
     "106-cua-muse30b-stock-guest-pp512-stderr-2026":
-        "host proof outside the log: the stock guest's stderr names no host chip (the M1 Ultra host is in the evidence set's metadata.md), so the downgrade stays not fixable; 027, its tg128 twin, is labeled false under the log-only reading",
+        ("host proof outside the log: the stock guest's stderr names no host chip (the M1 Ultra host is in the "
+         "evidence set's metadata.md), so the downgrade stays not fixable; 027, its tg128 twin, is labeled false "
+         "under the log-only reading"),
     "108-cua-mlx-lm-safe-shim-guest-json-2026":
         "wrapper result JSON (mlx_lm benchmark: samples and median prompt_tps/generation_tps) is not read",
     "115-llama-cli-and-llama-server-perf-print-timing-2025":
-        "rows of different configurations averaged into one figure: the llama-cli perf lines and the llama-server print_timing block become one prompt (54.29) and one generation (12.29) figure",
+        ("rows of different configurations averaged into one figure: the llama-cli perf lines and the llama-server "
+         "print_timing block become one prompt (54.29) and one generation (12.29) figure"),
     "125-phi2-intel-macbook-air-metal-unsupported-mul-mat-2024":
-        "abort without a capability block not read: \"ggml_metal_graph_compute_block_invoke: error: unsupported op 'MUL_MAT'\" + GGML_ASSERT (a GPU without simdgroup reduction) gives no verdict (unknown)",
+        ("abort without a capability block not read: \"ggml_metal_graph_compute_block_invoke: error: unsupported op "
+         "'MUL_MAT'\" + GGML_ASSERT (a GPU without simdgroup reduction) gives no verdict (unknown)"),
     "209-koboldcpp-1-97-1-vulkan-7900xtx-benchmark-keys-2025":
-        "wrapper speed lines not read: koboldcpp's benchmark \"key: value\" lines (\"ProcessingSpeed: 625.75T/s\", \"GenerationSpeed: 19.89T/s\") give no run",
+        ("wrapper speed lines not read: koboldcpp's benchmark \"key: value\" lines (\"ProcessingSpeed: 625.75T/s\", "
+         "\"GenerationSpeed: 19.89T/s\") give no run"),
     "219-llama-bench-m2-air-metal-table-no-edge-pipes-2024":
-        "table of another shape: a llama-bench table pasted without edge pipes (\"model | size | params | backend | ngl | test | t/s\", separator \"-- | -- | ...\") is not read; no run, so neither the Metal rows nor their speeds are found",
+        ("table of another shape: a llama-bench table pasted without edge pipes (\"model | size | params | backend | "
+         "ngl | test | t/s\", separator \"-- | -- | ...\") is not read; no run, so neither the Metal rows nor their "
+         "speeds are found"),
     "223-normiebench-arc-a770-vulkan-result-json-2026":
-        "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"vulkan\") is not read; no run (the verdict is right only because unknown is accepted)",
+        ("wrapper result JSON (normiebench: pp512/tg128 keys, backend \"vulkan\") is not read; no run (the verdict is "
+         "right only because unknown is accepted)"),
+    "240-koboldcpp-m2-ultra-metal-library-not-found-2024":
+        ("a failed Metal library load (ggml-metal.metal not found, \"llama_new_context_with_model: failed to "
+         "initialize Metal backend\") is read as CPU-only; the context fails and nothing runs, so the label is unknown"),
+    "247-koboldcpp-benchmark-csv-3x-p40-cublas-70b-2024":
+        ("wrapper speed lines not read: koboldcpp's benchmark CSV (header "
+         "\"Timestamp,Backend,Layers,...,ProcessingSpeed,GenerationTime,GenerationSpeed,...\" and its row) gives no "
+         "run (the verdict is right only because unknown is accepted)"),
 }
 
 
