@@ -14,7 +14,7 @@ from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 # rules that read the downgrade from its symptoms rather than from a printed capability block
 _SYMPTOM_RULES = ("downgrade-symptoms", "gap-to-bare-metal", "metal-slower-than-cpu")
 _RUNTIME = {"llama-bench": "llama.cpp", "llama-server": "llama.cpp", "llama.cpp": "llama.cpp", "ollama": "ollama",
-            "whisper.cpp": "whisper.cpp", "mlx_lm": "MLX"}
+            "whisper.cpp": "whisper.cpp", "mlx_lm": "MLX", "koboldcpp": "koboldcpp"}
 
 
 def runtime_name(program: str | None) -> str:

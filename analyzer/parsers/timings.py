@@ -146,7 +146,8 @@ TIMINGS = Format(
     description="timing lines: llama_print_timings, llama_perf_context_print, common_perf_print, llama-server slots and "
                 "JSON timings, ollama --verbose, mlx_lm, new llama-cli, whisper_print_timings",
     literals=("per second", "per_second", "print_timing", "rate:", "-per-sec", "_tps", "t/s ]", "eval count:",
-              '"prompt_n"', '"predicted_n"', "prompt_tokens=", "Output generated in "),
+              '"prompt_n"', '"predicted_n"', "prompt_tokens=", "Output generated in ", "ms/T = ", "Speed: ",
+              ",koboldcpp"),
     patterns=(
         # One-line server JSON: both rates with their counts (before the single-key pattern below).
         Pattern("timing.pair", rx(r'"timings"\s*:\s*\{(?P<body>[^{}]*)\}'), _server_timings),
@@ -186,6 +187,18 @@ TIMINGS = Format(
         # ", seed N" later); the prompt's time is inside the seconds, so the line gives no prompt rate.
         Pattern("timing", rx(rf"\bOutput generated in (?:{_NUM}) seconds \((?P<tps>{_NUM}) tokens/s, (?P<n>\d++) tokens\b"),
                 lambda m: _single(m, "eval", "webui", to_int(m.group("n")))),
+        # koboldcpp, per reply ('CtxLimit: 3768/4096, Process:0.44s (442.0ms/T = 2.26T/s), Generate:...'; the Total
+        # rate mixes both phases and is not a figure), its --benchmark summary lines ('ProcessingSpeed: 625.75T/s'),
+        # and that benchmark's CSV row (Timestamp,Backend,Layers,Model,MaxCtx,GenAmount,ProcessingTime,
+        # ProcessingSpeed,GenerationTime,GenerationSpeed,TotalTime,...), whose backend is koboldcpp's library
+        Pattern("timing.pair", rx(rf"\bProcess:\s*+(?:{_NUM})s \((?:{_NUM})ms/T = (?P<p>{_NUM})T/s\),\s*+"
+                                  rf"Generate:\s*+(?:{_NUM})s \((?:{_NUM})ms/T = (?P<g>{_NUM})T/s\)"),
+                _pair("p", "g", "koboldcpp")),
+        Pattern("timing", rx(rf"^\s*+(?P<phase>Processing|Generation)Speed:\s*+(?P<tps>{_NUM})\s*+T/s\s*+$"),
+                lambda m: _single(m, "prompt" if m.group("phase") == "Processing" else "eval", "koboldcpp")),
+        Pattern("timing.pair", rx(r"^\d{4}-\d\d-\d\d [\d:.+]++,koboldcpp\w*+(?:\.dll|\.so|\.dylib)?+,-?\d++,[^,]*+,"
+                                  r"\d++,\d++,[\d.]++,(?P<p>[\d.]++),[\d.]++,(?P<g>[\d.]++),"),
+                _pair("p", "g", "koboldcpp")),
         Pattern("whisper.timing", rx(rf"whisper_print_timings:\s+(?P<phase>\w+) time\s*=\s*(?P<ms>{_NUM}) ms"),
                 lambda m: {"phase": m.group("phase"), "ms": to_float(m.group("ms"))}),
     ),
@@ -220,6 +233,17 @@ TIMINGS = Format(
         Sample("Generation: 100 tokens, 30.501 tokens-per-sec", "timing", {"phase": "eval", "tok_s": 30.501,
                                                                           "source": "mlx_lm"}),
         Sample("[ Prompt: 45.3 t/s | Generation: 12.1 t/s ]", "timing.pair", {"prompt_tok_s": 45.3, "eval_tok_s": 12.1}),
+        Sample("CtxLimit: 3768/4096, Process:0.44s (442.0ms/T = 2.26T/s), Generate:0.00s (3.0ms/T = 333.33T/s), "
+               "Total:0.45s (2.25T/s)", "timing.pair", {"prompt_tok_s": 2.26, "eval_tok_s": 333.33, "source": "koboldcpp"}),
+        Sample("CtxLimit:1277/8192, Amt:200/200, Init:0.01s, Process:1.55s (1.4ms/T = 697.13T/s), Generate:8.87s "
+               "(44.4ms/T = 22.54T/s), Total:10.43s (19.18T/s)", "timing.pair",
+               {"prompt_tok_s": 697.13, "eval_tok_s": 22.54}),
+        Sample("ProcessingSpeed: 625.75T/s", "timing", {"phase": "prompt", "tok_s": 625.75, "source": "koboldcpp"}),
+        Sample("GenerationSpeed: 19.89T/s", "timing", {"phase": "eval", "tok_s": 19.89}),
+        Sample("2024-06-19 21:46:13.064748+00:00,koboldcpp_cublas.dll,81,Llama-3-70B-Instruct-abliterated-v3_q6,8192,100,"
+               "79.72,101.50,15.95,6.27,95.67", "timing.pair", {"prompt_tok_s": 101.5, "eval_tok_s": 6.27}),
+        Sample("2024-11-02 10:11:12.5+00:00,koboldcpp_vulkan.so,99,gemma-2-9b-it-Q6_K,4096,100,3.10,1290.32,4.02,24.88,"
+               "7.12,,", "timing.pair", {"prompt_tok_s": 1290.32, "eval_tok_s": 24.88}),
         Sample("Output generated in 163.82 seconds (0.39 tokens/s, 64 tokens, context 1623, seed 1809972029)", "timing",
                {"phase": "eval", "tok_s": 0.39, "tokens": 64, "source": "webui"}),
         Sample("Output generated in 4.07 seconds (2.21 tokens/s, 9 tokens, context 1848)", "timing",

@@ -236,7 +236,9 @@ def _gpu_disabled(v: RunView) -> Finding | None:
                        "ran on the CPU.", v.lines("layer.device", "model.buffer", limit=2))
     # both loads seen (so a cut that ends mid-load cannot fire it): a GPU build that offloads names its device
     # in one of them, and only a GPU build prints the 'offloaded N/M layers' line
-    if (f.weight_buffers and f.kv_buffers and f.offload is None
+    # (and the weakest sign: a device list, an x86_64 build or a CUDA failure says why, in its own rule)
+    if (f.weight_buffers and f.kv_buffers and f.offload is None and f.listed_devices is None
+            and v.x86_build is None and not f.cuda_failed
             and not any(map(gpu_buffer, f.weight_buffers + f.kv_buffers))):
         return finding("The model's weights and its KV cache both sit in CPU buffers: nothing was offloaded to a GPU.",
                        v.lines("model.buffer", "kv.buffer", limit=2))

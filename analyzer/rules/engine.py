@@ -165,6 +165,10 @@ def evidence_advice(view: RunView) -> str:
     f = view.facts
     program = f.program or ""
     kinds = {e.kind for e in view.evidence}
+    if program == "koboldcpp":
+        return ("koboldcpp prints llama.cpp's device lines in its console while it loads the model: copy the "
+                "console from the start (`koboldcpp --model MODEL 2>&1 | capscan`, `--debugmode` for more), not only "
+                "the speed lines; in a macOS guest, `capscan probe` answers too.")
     if program in ("llama-cli", "llama-server", "llama-completion") or "timing.pair" in kinds:
         return ("Since 2026-05 llama-cli and llama-server hide the Metal capability block at their default "
                 "verbosity: run the same command with `-lv 4` (or `-v`) and `2>&1`, or `llama-cli --list-devices`, "

@@ -50,7 +50,7 @@ def _timing(asm: Assembler, ev: Event, phase: str, tok_s: float | None, source: 
     if tokens is None:
         tokens = pending if pending is not None else run.setup_counts.get(key)
     program = {"ollama": "ollama", "mlx_lm": "mlx_lm", "server-slot": "llama-server", "server-json": "llama-server",
-               "llama-cli": "llama-cli"}.get(source)
+               "llama-cli": "llama-cli", "koboldcpp": "koboldcpp"}.get(source)
     if program and run.explicit_program in (None, "llama.cpp"):
         run.explicit_program = program
     tp = Throughput(test="prompt" if key == "prompt" else "generation", tok_s=tok_s, model=run.facts.model,

@@ -78,8 +78,8 @@ EXPECTED_FAILURES: dict[str, str] = {
          "names, but its two pp2048 rows (one run with tg32, one with tg128) have no column that tells them apart and "
          "become one figure"),
     "202-koboldcpp-ctxlimit-process-generate-ts-line-2024":
-        ("wrapper speed line not read: koboldcpp's \"CtxLimit: ..., Process:0.44s (442.0ms/T = 2.26T/s), Generate:... "
-         "T/s, Total:... T/s\" gives no run"),
+        ("a mixed rate is not a figure: koboldcpp's \"CtxLimit: ...\" line gives its Process and Generate rates, but "
+         "its Total rate (2.25T/s, both phases over the whole time) is not reported, and the label lists it"),
     "100-llama-bench-gh-runner-macos15-apple5-stderr-tail-2026":
         ("host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... "
          "libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner "
@@ -96,9 +96,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "125-phi2-intel-macbook-air-metal-unsupported-mul-mat-2024":
         ("abort without a capability block not read: \"ggml_metal_graph_compute_block_invoke: error: unsupported op "
          "'MUL_MAT'\" + GGML_ASSERT (a GPU without simdgroup reduction) gives no verdict (unknown)"),
-    "209-koboldcpp-1-97-1-vulkan-7900xtx-benchmark-keys-2025":
-        ("wrapper speed lines not read: koboldcpp's benchmark \"key: value\" lines (\"ProcessingSpeed: 625.75T/s\", "
-         "\"GenerationSpeed: 19.89T/s\") give no run"),
     "219-llama-bench-m2-air-metal-table-no-edge-pipes-2024":
         ("table of another shape: a llama-bench table pasted without edge pipes (\"model | size | params | backend | "
          "ngl | test | t/s\", separator \"-- | -- | ...\") is not read; no run, so neither the Metal rows nor their "
@@ -109,10 +106,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "240-koboldcpp-m2-ultra-metal-library-not-found-2024":
         ("a failed Metal library load (ggml-metal.metal not found, \"llama_new_context_with_model: failed to "
          "initialize Metal backend\") is read as CPU-only; the context fails and nothing runs, so the label is unknown"),
-    "247-koboldcpp-benchmark-csv-3x-p40-cublas-70b-2024":
-        ("wrapper speed lines not read: koboldcpp's benchmark CSV (header "
-         "\"Timestamp,Backend,Layers,...,ProcessingSpeed,GenerationTime,GenerationSpeed,...\" and its row) gives no "
-         "run (the verdict is right only because unknown is accepted)"),
 }
 
 

@@ -78,3 +78,32 @@ def test_webui_output_generated_is_a_generation_rate(tmp_path, name, tok_s):
     assert [t["tok_s"] for t in gen] == [pytest.approx(tok_s)]
     assert not [t for t in run.throughput if t["test"] == "prompt"]  # its seconds hold the prompt: no prompt rate
     assert run.diagnosis["fixable"] is False
+
+
+@pytest.mark.parametrize("name,prompt,generation", [
+    ("field/202-koboldcpp-ctxlimit-process-generate-ts-line-2024.log", 2.26, 333.33),
+    ("rules/koboldcpp-ctxlimit-2025.log", 697.13, 22.54),
+    ("field/209-koboldcpp-1-97-1-vulkan-7900xtx-benchmark-keys-2025.log", 625.75, 19.89),
+    ("field/247-koboldcpp-benchmark-csv-3x-p40-cublas-70b-2024.log", 101.50, 6.27),
+])
+def test_koboldcpp_speed_lines_are_its_prompt_and_generation_rates(tmp_path, name, prompt, generation):
+    """Its per-reply CtxLimit line, its --benchmark summary, and the benchmark's CSV row; never the Total rate."""
+    run = _one(tmp_path, name)
+    got = {t["test"]: t["tok_s"] for t in run.throughput}
+    assert got == {"prompt": pytest.approx(prompt), "generation": pytest.approx(generation)}
+    assert run.diagnosis["fixable"] is False
+
+
+def test_a_koboldcpp_benchmark_prints_each_rate_twice_and_they_are_one_figure(tmp_path):
+    """The benchmark's CtxLimit line and its summary agree: one prompt and one generation figure."""
+    run = _one(tmp_path, "rules/koboldcpp-benchmark-2024.log")
+    assert sorted((t["test"], t["tok_s"]) for t in run.throughput) in (
+        [("generation", 22.17), ("prompt", 652.58)],
+        [("generation", 22.17), ("generation", 22.17), ("prompt", 652.58), ("prompt", 652.58)])
+
+
+def test_a_koboldcpp_log_without_device_lines_gets_koboldcpps_advice(tmp_path):
+    run = _one(tmp_path, "rules/koboldcpp-ctxlimit-2025.log")
+    assert run.facts.program == "koboldcpp"
+    steps = " ".join(run.diagnosis["next_steps"])
+    assert "koboldcpp prints llama.cpp's device lines in its console" in steps and "-lv 4" not in steps
