@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,19 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _ignored_signals_reach_no_child() -> None:
+    """A suite started with signals ignored (a background job of a script, nohup, some CI runners) hands
+    that on to every child it starts, and a capscan child then never sees the Ctrl-C, hang-up or
+    termination a test sends it. A handler that does nothing keeps them ignored here, and a caught
+    signal is reset to its default in an exec'd child."""
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, lambda *_: None)
+
+
+_ignored_signals_reach_no_child()
 
 
 @pytest.fixture(autouse=True)
