@@ -28,11 +28,12 @@ test-fast:
 
 # The declared minimum versions (constraints-min.txt) in their own venv, against the
 # suite minus the SVG snapshots (those are recorded with constraints-test.txt's versions)
-# and the native tests (no Python dependency).
+# and the native tests (no Python dependency), with one bundled log in four of each
+# per-fixture sweep (tests/conftest.py: the sweeps test capscan's reading, not the versions).
 FLOORS_VENV ?= .venv-floors
 test-floors:
 	PY="$(PY)" CONSTRAINTS=constraints-min.txt NATIVE=0 ./scripts/install-test-deps "$(FLOORS_VENV)"
-	PATH="$(abspath $(FLOORS_VENV))/bin:$$PATH" $(FLOORS_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	CAPSCAN_SWEEP_SHARE=4 PATH="$(abspath $(FLOORS_VENV))/bin:$$PATH" $(FLOORS_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		--ignore=tests/tui/test_snapshots.py --ignore=tests/test_native_interposer.py
 
 # The house rules (run by .ci/run after the suite): import-linter's layers contract (the pipeline,
