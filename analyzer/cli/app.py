@@ -116,7 +116,12 @@ def _run() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code if exc.exit_code else EXIT_USAGE)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        # remedy run turns SIGTERM and SIGHUP into an interrupt that carries the signal: 128 + its number
+        signum = getattr(exc, "signum", None)
+        if signum is not None:
+            click.echo(f"capscan: interrupted by {exc}; the command was stopped and the record says so", err=True)
+            sys.exit(128 + signum)
         click.echo("capscan: interrupted; the source being read was not stored", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except OSError:

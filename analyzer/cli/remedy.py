@@ -158,6 +158,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> Result:
     from analyzer.rules.diagnose import diagnose_runs
 
     db = open_db(opts)
+    L.reconcile(db)  # what a capscan that died left 'running' is marked lost first
     stock_id = _stock_run(db, run_id, last)
     stock = next(iter(diagnose_runs(db, [stock_id])), None)
     if stock is None:
@@ -188,7 +189,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> Result:
     out_sink = sys.stderr.buffer if opts.as_json else sys.stdout.buffer
     sys.stdout.flush()
     sys.stderr.flush()
-    outcome = L.launch(db, cmd, env, out=out_sink, err=sys.stderr.buffer)
+    outcome = L.launch(db, cmd, env, out=out_sink, err=sys.stderr.buffer, action_id=action_id)
     cmp = L.settle(db, outcome, stock=stock, family=family, inj=inj, action_id=action_id)
     failed_checks = [c for c in outcome.checks if c.failed]
     doc = {"refused": False, "stock_run_id": stock_id, "run_ids": outcome.run_ids, "family": family,
@@ -405,8 +406,13 @@ def status_cmd(opts) -> Result:
     """What capscan changed, from its records, and what is injected right now."""
     from analyzer.remedy import platform as plat
     from analyzer.store import remedy_records as records
+    from analyzer.store.db import is_read_only
 
-    db = open_existing_db(opts)  # only reads the records: never creates a database
+    db = open_existing_db(opts)  # never creates a database
+    if db is not None and not is_read_only(db):
+        from analyzer.remedy.launch import reconcile
+
+        reconcile(db)  # a record a capscan that died left 'running' says 'lost' from now on
     acts = records.actions(db) if db is not None else []
     links = records.links(db) if db is not None else []
     injected = {v: os.environ[v] for v in plat.all_injection_vars() if os.environ.get(v)}

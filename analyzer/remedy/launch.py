@@ -8,10 +8,12 @@ Only the child's environment changes: the injection variable
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -112,6 +114,41 @@ class _LineStream:
             self._held.close()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP reached capscan while the command ran (timeout(1), a CI cancellation, launchd, a
+    closed terminal): handled as Ctrl-C is, the signal forwarded to the child first; the exit code is
+    128 + ``signum`` (143, 129)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+
+class _forwarding:
+    """While the command runs, SIGTERM and SIGHUP interrupt capscan like Ctrl-C instead of killing it
+    outright (which left the child running and the record at 'running'). Main thread only."""
+
+    def __enter__(self) -> None:
+        self.old: dict[int, Any] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in FORWARDED:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # started ignoring it (nohup): stays ignored
+            self.old[sig] = signal.signal(sig, self._raise)
+
+    @staticmethod
+    def _raise(signum: int, _frame: Any) -> None:
+        raise Terminated(signum)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+
+
 @dataclass
 class Outcome:
     returncode: int | None = None
@@ -120,7 +157,8 @@ class Outcome:
     shim_trouble: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     error: str | None = None
-    interrupted: bool = False  # Ctrl-C (SIGINT) reached capscan while the command ran
+    interrupted: bool = False  # Ctrl-C (SIGINT), SIGTERM or SIGHUP reached capscan while the command ran
+    signum: int = signal.SIGINT  # which of them
     stopped_by: str | None = None  # how the child was made to stop after the interrupt
 
     @property
@@ -164,12 +202,13 @@ def child_env(base: dict[str, str], inj: plat.Injection, library: str, family: i
 
 
 def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, err: BinaryIO,
-           grace: float = GRACE_S) -> Outcome:
+           grace: float = GRACE_S, action_id: int | None = None) -> Outcome:
     """Run cmd, tee stdout->out and stderr->err, ingest both as one log. Returns the new run ids.
 
     Ctrl-C is not left to the terminal alone: it is forwarded to the child
     (which may trap it), then SIGTERM and SIGKILL follow ``grace`` seconds
-    apart; the outcome says ``interrupted`` and how the child ended."""
+    apart; SIGTERM and SIGHUP to capscan likewise (forwarded as themselves).
+    The outcome says ``interrupted``, by which signal, and how the child ended."""
     from analyzer.ingest import ingest
     from analyzer.read.reader import Input, InputError
 
@@ -179,6 +218,8 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
     except OSError as exc:
         outcome.error = f"could not start {cmd[0]}: {exc.strerror or exc}"
         return outcome
+    if action_id is not None:
+        note_child(db, action_id, proc.pid)
     stream = _LineStream()
     lock = threading.Lock()
     threads = [threading.Thread(target=_pump, args=(proc.stdout, out, stream, outcome, lock, True), daemon=True),
@@ -186,26 +227,31 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
     for t in threads:
         t.start()
     name = f"capscan remedy run: {shlex.join(cmd)}"[:300]
-    try:
-        try:
-            result = ingest(db, Input(name, stream), force=True)  # type: ignore[arg-type]
-            outcome.run_ids = list(result.run_ids)
-        except InputError as exc:
-            outcome.error = str(exc)
-        except KeyboardInterrupt:
-            # the source is rolled back (nothing half stored); the child must not outlive us
-            outcome.interrupted = True
-            stream.abandon()
-            outcome.stopped_by = stop_child(proc, grace)
-        if proc.poll() is None:
-            try:
-                proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                outcome.stopped_by = stop_child(proc, grace, first=signal.SIGTERM)
-    except KeyboardInterrupt:  # Ctrl-C while waiting for the child to end
+
+    def interrupted(exc: KeyboardInterrupt) -> None:
+        # the source is rolled back (nothing half stored); the child must not outlive us
         outcome.interrupted = True
+        outcome.signum = getattr(exc, "signum", signal.SIGINT)
         stream.abandon()
-        outcome.stopped_by = stop_child(proc, grace)
+        with _forwarding():  # a second SIGTERM skips to the next step, as a second Ctrl-C does
+            outcome.stopped_by = stop_child(proc, grace, first=outcome.signum)
+
+    try:
+        with _forwarding():
+            try:
+                result = ingest(db, Input(name, stream), force=True)  # type: ignore[arg-type]
+                outcome.run_ids = list(result.run_ids)
+            except InputError as exc:
+                outcome.error = str(exc)
+            except KeyboardInterrupt as exc:
+                interrupted(exc)
+            if proc.poll() is None:
+                try:
+                    proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    outcome.stopped_by = stop_child(proc, grace, first=signal.SIGTERM)
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM, SIGHUP) while waiting for the child to end
+        interrupted(exc)
     finally:
         stream.abandon()
         for t in threads:
@@ -223,7 +269,9 @@ def stop_child(proc: subprocess.Popen, grace: float = GRACE_S, first: int = sign
     then SIGKILL, each after ``grace`` seconds; another Ctrl-C skips to the
     next step. Returns the name of the last signal sent ("" when none was)."""
     sent = ""
-    for sig in ESCALATION[ESCALATION.index(first):]:
+    first = signal.Signals(first)
+    steps = ESCALATION[ESCALATION.index(first):] if first in ESCALATION else (first, *ESCALATION[1:])
+    for sig in steps:
         if proc.poll() is not None:
             break
         try:
@@ -364,10 +412,41 @@ def compare(stock: Any, new: Any) -> dict[str, Any]:
 
 def record_run(db: Database, *, cmd: list[str], family: int, library: str, sha256: str | None,
                inj: plat.Injection, stock_run_id: int) -> int:
+    # who runs it (host and pid): a capscan that dies without settling is found out by the next one
     return records.record(db, "remedy-run", {
         "argv": cmd, "family": family, "library": library, "sha256": sha256, "env_var": inj.env_var,
-        "stock_run_id": stock_run_id, "run_ids": []}, "running",
+        "stock_run_id": stock_run_id, "run_ids": [], "host": this_host(), "capscan_pid": os.getpid()}, "running",
         {"why": "nothing to undo: only the child's environment was changed"})
+
+
+def note_child(db: Database, action_id: int, pid: int) -> None:
+    rec = records.get(db, action_id)
+    if rec is not None and rec["result"] == "running":
+        records.set_result(db, action_id, "running", {**rec["args"], "child_pid": pid})
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user's counts: it cannot be signalled)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def reconcile(db: Database) -> list[int]:
+    """Mark 'lost' what a capscan that died left 'running' (see records.reconcile_lost)."""
+    return records.reconcile_lost(db, this_host(), pid_alive)
 
 
 def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat.Injection,
@@ -380,9 +459,10 @@ def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat
         # never left 'running': the record says it was interrupted and how the child ended
         rec = records.get(db, action_id)
         how = outcome.ended + (f" after capscan sent {outcome.stopped_by}" if outcome.stopped_by else "")
-        records.set_result(db, action_id, f"interrupted: the command {how}",
+        by = "" if outcome.signum == signal.SIGINT else f" by {signal.Signals(outcome.signum).name}"
+        records.set_result(db, action_id, f"interrupted{by}: the command {how}",
                            {**(rec["args"] if rec else {}), "returncode": outcome.returncode, "ended": outcome.ended})
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt if outcome.signum == signal.SIGINT else Terminated(outcome.signum)
     if outcome.run_ids:
         records.link_runs(db, outcome.run_ids, stock.id, RELATION, action_id)
     new_runs = diagnose_runs(db, outcome.run_ids)

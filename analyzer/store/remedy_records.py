@@ -4,7 +4,7 @@ how to undo it), and the links from remedied runs to their stock runs."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from analyzer.store.writer import now
 
@@ -27,6 +27,26 @@ def set_result(db: Database, action_id: int, result: str, args: dict[str, Any] |
         else:
             db.conn.execute("UPDATE remedy_actions SET result = ?, args = ? WHERE id = ?",
                             (result, json.dumps(args), action_id))
+
+
+def reconcile_lost(db: Database, host: str, alive: Callable[[int], bool]) -> list[int]:
+    """Records left 'running' by a capscan of this host that is gone (kill -9, a crash, a power cut): each
+    becomes 'lost', with the time it was noticed and whether its child was still running then. A
+    record of another host, or without the pid (older capscan), is left as it is. Returns their ids."""
+    lost = []
+    for a in actions(db):
+        args = a["args"] if isinstance(a["args"], dict) else {}
+        pid = args.get("capscan_pid")
+        if a["result"] != "running" or args.get("host") != host or not isinstance(pid, int) or alive(pid):
+            continue
+        child = args.get("child_pid")
+        child_alive = isinstance(child, int) and alive(child)
+        when = now()
+        still = f"; its child (pid {child}) was still running then" if child_alive else ""
+        set_result(db, a["id"], f"lost: the capscan that ran it (pid {pid}) ended without recording a result "
+                                f"(noticed {when}){still}", {**args, "lost_at": when, "child_alive": child_alive})
+        lost.append(a["id"])
+    return lost
 
 
 def mark_undone(db: Database, action_id: int) -> None:

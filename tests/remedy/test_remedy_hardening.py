@@ -245,6 +245,77 @@ def test_a_child_that_stops_on_the_forwarded_sigint_is_not_escalated(env, linux_
     assert result == "interrupted: the command exited with status 3 after capscan sent SIGINT"
 
 
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_are_forwarded_recorded_and_leave_nothing_running(env, linux_build, tmp_path, sig, code):
+    """timeout(1), a CI cancellation or launchd send SIGTERM, a closed terminal SIGHUP: capscan forwards the
+    same signal to the child, records the interruption (never 'running') and exits 128 + the signal."""
+    _stock(env, linux_build)
+    name = signal.Signals(sig).name
+    child = _script(tmp_path, "polite.py", TRAPPER.replace(
+        "signal.signal(signal.SIGTERM, note)",
+        f"signal.signal(signal.{name}, lambda s, f: (note(s, f), sys.exit(3)))"))
+    child_log = tmp_path / "child.log"
+    err = tmp_path / "capscan.err"
+    with open(err, "wb") as err_f:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
+                                 sys.executable, str(child), str(child_log)],
+                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        _wait_for(err, "child ready")
+        child_pid = int(child_log.read_text().split()[1])
+        proc.send_signal(sig)  # to capscan only
+        assert proc.wait(timeout=120) == code, err.read_text()
+    text = err.read_text()
+    assert "Traceback" not in text and f"interrupted by {name}" in text.splitlines()[-1]
+    assert f"got {name}" in child_log.read_text()
+    with pytest.raises(ProcessLookupError):
+        os.kill(child_pid, 0)
+    ((_, result, args),) = _actions(env)
+    assert result == f"interrupted by {name}: the command exited with status 3 after capscan sent {name}", result
+    assert json.loads(args)["child_pid"] == child_pid
+
+
+def test_a_record_left_running_by_a_killed_capscan_is_lost_on_the_next_command(env, linux_build, tmp_path):
+    """kill -9 of capscan leaves its record at 'running'; the next remedy command finds its pid gone and
+    says 'lost', with when it noticed and that the child was still running then."""
+    _stock(env, linux_build)
+    child = _script(tmp_path, "trapper.py", TRAPPER)
+    child_log = tmp_path / "child.log"
+    err = tmp_path / "capscan.err"
+    with open(err, "wb") as err_f:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
+                                 sys.executable, str(child), str(child_log)],
+                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        _wait_for(err, "child ready")
+        child_pid = int(child_log.read_text().split()[1])
+        proc.kill()
+        proc.wait(timeout=60)
+    try:
+        ((_, result, _),) = _actions(env)
+        assert result == "running"
+        status = json.loads(env.capscan("remedy", "status", "--json").stdout)
+        ((_, result, args),) = _actions(env)
+        assert result.startswith(f"lost: the capscan that ran it (pid {proc.pid}) ended without recording a result")
+        assert "its child (pid %d) was still running then" % child_pid in result
+        assert json.loads(args)["lost_at"] and json.loads(args)["child_alive"] is True
+        assert [a["result"] for a in status["actions"] if a["result"] == "running"] == []
+    finally:
+        os.kill(child_pid, signal.SIGKILL)
+
+
+def test_a_running_record_of_a_live_capscan_or_another_host_is_left_alone(env):
+    from analyzer.store import open_db, remedy_records as records
+
+    db = open_db(env.db)
+    mine = records.record(db, "remedy-run", {"host": launch.this_host(), "capscan_pid": os.getpid()}, "running", None)
+    other = records.record(db, "remedy-run", {"host": "another-mac", "capscan_pid": 999_999_999}, "running", None)
+    old = records.record(db, "remedy-run", {"argv": ["llama-bench"]}, "running", None)  # an older capscan's: no pid
+    assert launch.reconcile(db) == []
+    assert [records.get(db, i)["result"] for i in (mine, other, old)] == ["running"] * 3
+    gone = records.record(db, "remedy-run", {"host": launch.this_host(), "capscan_pid": 999_999_999}, "running", None)
+    assert launch.reconcile(db) == [gone] and records.get(db, gone)["result"].startswith("lost: ")
+    db.conn.close()
+
+
 # -- a child killed by a signal ---------------------------------------------------------------------
 
 
