@@ -274,6 +274,11 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
         if rid is None:
             click.echo("capscan: no stored run: nothing confirms this machine is a fixable guest; you vouch for it.",
                        err=True)
+        else:
+            chosen = "as asked (--run)" if run_id is not None else (
+                "the newest stored run (--last)" if last else "the newest stored run not made by capscan remedy")
+            click.echo(f"capscan: for stock run {rid} ({diag.get('verdict')}), {chosen}; `--run N` picks another "
+                       "(`capscan runs` lists them).", err=True)
         out.write(line + "\n")
         out.flush()
         if not cmd:

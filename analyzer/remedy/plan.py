@@ -90,6 +90,11 @@ def refusal_for(run: Any, diag: dict[str, Any], runner: Runner | None = None) ->
     return REFUSALS.get(verdict, REFUSALS["unknown"])
 
 
+# program names a log gives that are also the names of the programs themselves
+REAL_PROGRAMS = frozenset({"llama-bench", "llama-cli", "llama-server", "llama-completion", "main", "server",
+                           "whisper-cli", "ollama", "koboldcpp"})
+
+
 def _step(title: str, argv: list[str], check: str) -> dict[str, Any]:
     argv = [str(a) for a in argv]
     return {"title": title, "argv": argv, "shell": shlex.join(argv), "check": check}
@@ -127,8 +132,11 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
 
     system = plat.system()
     inj = plat.injection(system)
-    cmd = list(command) if command else [run.facts.program or "llama-bench"]
-    exe = cmd[0]
+    # the log names a program, not its command line: an explicit placeholder, never a label such as
+    # 'llama.cpp' that would be refused when pasted; the checks read the program itself where it is found
+    program = run.facts.program or "llama.cpp"
+    cmd = list(command) if command else [f"<your {program} command>"]
+    exe = cmd[0] if command else (program if program in REAL_PROGRAMS else f"<path of your {program}>")
     family, family_why = plan_family(diag, runner)
     steps: list[dict[str, Any]] = []
     notes: list[str] = []

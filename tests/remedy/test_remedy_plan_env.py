@@ -156,3 +156,26 @@ def test_tart_dylib_and_alias_variables(tmp_path):
 def test_transport_refuses_unknown_via():
     with pytest.raises(transport.TransportError):
         transport.wrap("telnet", "vm", ["true"])
+
+
+def test_a_plan_without_a_command_names_a_placeholder_never_a_label(env, linux_build):
+    """The log names a program (or only 'llama.cpp'), not its command line: the launch line says so plainly
+    (`-- '<your llama.cpp command>'`) instead of a label that would be refused when pasted."""
+    env.darwin()
+    log = stock_fake_llama_log(linux_build)
+    rid = env.ingest_text(log)
+    doc = json.loads(env.capscan("remedy", "plan", "--json").stdout)
+    launch = doc["steps"][-1]
+    program = json.loads(env.capscan("show", str(rid), "--json").stdout)["program"] or "llama.cpp"
+    assert launch["argv"][-1] == f"<your {program} command>"
+    assert launch["shell"].endswith(f"-- '<your {program} command>'")
+    assert "llama.cpp" not in launch["argv"][:-1]
+
+
+def test_env_says_which_stored_run_it_used(env, linux_build):
+    rid = env.ingest_text(stock_fake_llama_log(linux_build))
+    r = env.capscan("remedy", "env", "--family", "1007")
+    assert f"for stock run {rid} (capability-downgrade), the newest stored run not made by capscan remedy" in \
+        r.stderr.decode()
+    r = env.capscan("remedy", "env", "--family", "1007", "--run", str(rid))
+    assert f"for stock run {rid} (capability-downgrade), as asked (--run)" in r.stderr.decode()
