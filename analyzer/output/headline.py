@@ -79,6 +79,9 @@ def headline(program: str | None, diag: dict[str, Any] | None, throughput: list[
         how = f"about {_times(gap[0])} slower than {gap[1]}" if gap else "on slow fallback paths"
         gpu = "its virtual GPU" if vm else "the GPU"
         text = f"{runs} {how}, because {gpu} under-reports what it can do"
+        if diag.get("fixable") and "ollama-app-hardened" in rules:
+            return text + ("; capscan can fix that, but not inside the official Ollama.app (its hardened runtime "
+                           "drops the injection): the next steps say what works.")
         if diag.get("fixable"):
             return text + "; capscan can fix that."
         if diag.get("fixable_reason") == "the runtime does not gate on the family":

@@ -218,6 +218,21 @@ def check_protected(system: str, target: Target, sip: str) -> Check:
                   "or disable SIP in the guest")
 
 
+OLLAMA_APP = "/Ollama.app/Contents/"
+
+
+def check_ollama_app(target: Target) -> Check | None:
+    """The official Ollama.app (its `ollama` CLI is a link into the bundle): signed with the hardened runtime,
+    so dyld drops the variable for it and its runner. Said by name, before any signature is read."""
+    for p in (*target.chain, str(target.real or "")):
+        if OLLAMA_APP in str(p):
+            return failed("official Ollama.app", f"{p} is the official Ollama.app, signed with the hardened "
+                          "runtime: dyld drops the injection for it and for its runner",
+                          "run an ollama from Homebrew or built yourself (`$(brew --prefix)/bin/ollama serve`), or "
+                          "llama-server from Homebrew or source")
+    return None
+
+
 def check_setid(target: Target) -> Check:
     for p in target.chain:
         try:
@@ -567,6 +582,9 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, st
         if not tcheck.failed and target.real is not None:
             checks.append(check_protected(system, target, sip))
             checks.append(check_setid(target))
+            app = check_ollama_app(target)
+            if app is not None:
+                checks.append(app)
             exe = target.real
             checks.append(check_codesign(system, runner, exe, tools))
             checks.append(check_restrict_segment(system, runner, exe, tools))

@@ -213,6 +213,14 @@ def gpu_buffer(name: str) -> bool:
     return bool(_GPU_BUFFER.fullmatch(name))
 
 
+def _ollama_app(v: RunView) -> Finding | None:
+    if not v.facts.ollama_app:
+        return None
+    return finding("The official Ollama.app ran this (its runner under /Applications/Ollama.app): the app is signed "
+                   "with the hardened runtime, so dyld drops DYLD_INSERT_LIBRARIES for it and its runner, and "
+                   "capscan's interposer cannot load there.", v.lines("ollama.runner", limit=1))
+
+
 def _gpu_disabled(v: RunView) -> Finding | None:
     """The process said so itself: llama.cpp's argument parser ignoring --n-gpu-layers, whisper.cpp's
     'use gpu = 0' or 'no GPU found', or whisper.cpp's weights on the CPU only. A GPU the same run
@@ -616,6 +624,7 @@ RULES: tuple[Rule, ...] = (
     Rule("mlx-unaffected", None, "info", _mlx),
     Rule("venus-guest", None, "info", _venus),
     Rule("wrapper-disabled-gpu", None, "warning", _wrapper_disabled_gpu),
+    Rule("ollama-app-hardened", None, "info", _ollama_app),
     Rule("macos14-mmap", None, "warning", _macos14_mmap),
     Rule("virtualization-overhead", "virtualization-overhead", "warning", _virtualization_overhead),
     Rule("full-capabilities", "healthy", "info", _healthy),

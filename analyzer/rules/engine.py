@@ -185,6 +185,17 @@ def evidence_advice(view: RunView) -> str:
     return START_UP_BLOCK
 
 
+def OLLAMA_APP_ROUTES(run_id: int, cap: int) -> list[str]:
+    """What works for a log of the official Ollama.app, whose hardened runtime refuses the injection."""
+    return [f"The official Ollama.app refuses the injection (hardened runtime). What works: an ollama from Homebrew "
+            f"or built yourself (its `ollama runner` child, which does the GPU work, inherits the library): capscan "
+            f"remedy run --run {run_id} --family {cap} -- \"$(brew --prefix)/bin/ollama\" serve",
+            f"Or llama-server from Homebrew or source on the same model: capscan remedy run --run {run_id} --family "
+            f"{cap} -- llama-server -m MODEL.gguf",
+            "Inside the app itself nothing works: the host default ForceUnrestrictedDeviceFeatureLevel alone left "
+            "guests at Apple5 in published tests (`capscan remedy host-default --status` on the host says more)."]
+
+
 START_UP_BLOCK = ("Paste the start-up block too: the ggml_metal_device_init: (or ggml_metal_init:) lines printed before "
                   "the model loads (llama-bench prints them; llama-cli/llama-server need -v), or run `capscan probe` "
                   "on the same machine, then pipe it into capscan.")
@@ -201,6 +212,8 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
     a fixable downgrade, or a guest whose app gave up on the GPU with the same proof of its host."""
     cap = view.host_family or chips.APPLE7
     missing = missing or []
+    if verdict == "capability-downgrade" and fixable and view.facts.ollama_app:
+        return OLLAMA_APP_ROUTES(view.id, cap)
     if verdict == "capability-downgrade" and fixable:
         why = ("the host's real one" if view.host_family else
                "the lowest of any Apple-silicon host, and all llama.cpp needs")

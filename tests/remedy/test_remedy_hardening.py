@@ -372,3 +372,21 @@ def test_a_child_printing_a_huge_line_without_newline_is_bounded(env, linux_buil
     assert proc.returncode == 1, err_path.read_text()  # launched, nothing to verify (no device block)
     assert "Traceback" not in err_path.read_text()
     assert 0 < peak < 150, f"peak RSS {peak:.0f} MB for a 128 MiB line"
+
+
+def test_preflight_refuses_the_official_app_by_its_path(env, linux_build, tmp_path):
+    """`ollama` on PATH is a link into the app bundle: refused by name, nothing launched, no record."""
+    _stock(env, linux_build)
+    bundle = tmp_path / "Applications" / "Ollama.app" / "Contents" / "Resources"
+    bundle.mkdir(parents=True)
+    real = bundle / "ollama"
+    real.write_text("#!/bin/sh\necho should-not-run\n")
+    real.chmod(0o755)
+    link = tmp_path / "bin" / "ollama"
+    link.parent.mkdir()
+    os.symlink(real, link)
+    r = env.capscan("remedy", "run", "--family", "1007", "--", str(link), "serve")
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    assert "official Ollama.app" in err and "Homebrew" in err and "should-not-run" not in r.stdout.decode() + err
+    assert _actions(env) == []

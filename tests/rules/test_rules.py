@@ -78,6 +78,10 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
     "wrapper-disabled-gpu": [
         (("shapes/wrapper-virtualised-forced-cpu.log",), "no-gpu-offload", False),
     ],
+    "ollama-app-hardened": [
+        (("rules/ollama-app-guest-stock-2025.log",), "capability-downgrade", True),  # fixable: the routes say how
+        (("timings/ollama-server-metal.log",), "healthy", False),
+    ],
     "macos14-mmap": [
         (("shapes/macos14-guest-mmap.log",), "healthy", False),
     ],
