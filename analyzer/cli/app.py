@@ -117,7 +117,7 @@ def _run() -> None:
         exc.show()
         sys.exit(exc.exit_code if exc.exit_code else EXIT_USAGE)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
-        # remedy run turns SIGTERM and SIGHUP into an interrupt that carries the signal: 128 + its number
+        # remedy run's interrupt carries its signal (Ctrl-C, SIGTERM, SIGHUP): 128 + its number
         signum = getattr(exc, "signum", None)
         if signum is not None:
             click.echo(f"capscan: interrupted by {exc}; the command was stopped and the record says so", err=True)

@@ -9,7 +9,6 @@ Only the child's environment changes: the injection variable
 from __future__ import annotations
 
 import os
-import queue
 import re
 import shlex
 import signal
@@ -33,85 +32,98 @@ LOADER_ERRORS = re.compile(
     r"could not load inserted library|terminating because inserted dylib|incompatible architecture|"
     r"from LD_PRELOAD cannot be preloaded|into hardened process", re.IGNORECASE)
 PIECE = 1 << 20  # the most read from the child's pipes at once
-QUEUE_PIECES = 16  # pieces waiting for the parsers (at most 16 MiB)
 GRACE_S = 3.0  # after a forwarded Ctrl-C, then after SIGTERM, before the next signal
 SHIM_TROUBLE = re.compile(r"\[capscan-interposer\] (disabled|inactive|interposing is disabled) ")
 
 
-class _LineStream:
-    """What ingest reads: the child's stderr live, line by line, then its stdout.
+class _Spool:
+    """The child's output as ingest reads it, once the child has ended: its stderr, then its stdout.
 
-    llama.cpp writes its device block to stderr (unbuffered) and results to
-    stdout (block-buffered in a pipe, so it often arrives in one piece at exit).
-    Reading stderr first and stdout after is the order `2>&1` shows in a pipe,
-    and keeps benchmark rows attached to the run whose device printed them.
-    stdout is spooled (memory, then a temporary file) until stderr ends.
+    llama.cpp writes its device block to stderr (unbuffered) and results to stdout (block-buffered in
+    a pipe, so it often arrives in one piece at exit). Reading stderr first and stdout after is the
+    order `2>&1` shows in a pipe, and keeps benchmark rows attached to the run whose device printed
+    them. Both are spooled (memory, then a temporary file), so nothing is stored until the command
+    has ended, whatever stopped it, and no transaction is open while it runs (the record can move).
     """
 
     def __init__(self) -> None:
-        # bounded: a child faster than the parsers waits on its pipe instead of filling memory
-        self._q: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUE_PIECES)
-        self._abandoned = threading.Event()
-        self._live_open = True
-        self._held = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 - lives as long as the reader
-        self._held_lock = threading.Lock()
-        self._held_done = threading.Event()
-        self._rewound = False
+        self.live = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 - closed by close()
+        self.held = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115
+        self._lock = threading.Lock()
+        self._sealed = False
+        self._reading: Any = None  # live, then held, once sealed
 
-    def put(self, line: bytes) -> None:
-        self._put(line)
+    def write(self, which: Any, line: bytes) -> None:
+        with self._lock:
+            if not self._sealed:
+                which.write(line)
 
-    def live_done(self) -> None:
-        self._put(None)
-
-    def _put(self, item: bytes | None) -> None:
-        while not self._abandoned.is_set():
-            try:
-                self._q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def abandon(self) -> None:
-        """Nobody reads any more (interrupted): the pumps drop what they get."""
-        self._abandoned.set()
-
-    def hold(self, line: bytes) -> None:
-        if self._abandoned.is_set():
-            return
-        with self._held_lock:
-            self._held.write(line)
-
-    def held_done(self) -> None:
-        self._held_done.set()
+    def seal(self) -> None:
+        """No more writes (a grandchild may still hold the pipes open): what is there is the log."""
+        with self._lock:
+            self._sealed = True
+            self.live.seek(0)
+            self.held.seek(0)
+            self._reading = self.live
 
     def read(self, n: int = -1) -> bytes:
-        if self._live_open:
-            parts: list[bytes] = []
-            size = 0
-            while True:
-                if parts and self._q.empty():
-                    break
-                item = self._q.get()
-                if item is None:
-                    self._live_open = False
-                    break
-                parts.append(item)
-                size += len(item)
-                if 0 < n <= size:
-                    break
-            if parts:
-                return b"".join(parts)
-        self._held_done.wait()
-        if not self._rewound:
-            self._held.seek(0)
-            self._rewound = True
-        return self._held.read(n if n and n > 0 else 1 << 20)
+        if self._reading is None:
+            return b""
+        data = self._reading.read(n if n and n > 0 else 1 << 20)
+        if not data and self._reading is self.live:
+            self._reading = self.held
+            data = self._reading.read(n if n and n > 0 else 1 << 20)
+        return data
 
     def close(self) -> None:
-        self.abandon()
-        with self._held_lock:
-            self._held.close()
+        self.live.close()
+        self.held.close()
+
+
+_FLAG = re.compile(r"\b(?P<name>simdgroup reduction|simdgroup matrix mul\.|has bfloat)(?: support)?\s*=\s*(?P<v>true|false)\b")
+_BANNER = re.compile(r"\[capscan-interposer\] enabled for ")
+
+
+class EarlyCheck:
+    """The verdict of the new capability block as soon as the child prints it: a server never exits,
+    so waiting for the end would never verify it. A preview from the raw lines (the interposer's banner
+    and the three flags llama.cpp gates on); the stored run is verified again when the command ends."""
+
+    NAMES = {"simdgroup reduction": "simdgroup reduction", "simdgroup matrix mul.": "simdgroup matrix mul.",
+             "has bfloat": "bfloat"}
+
+    def __init__(self) -> None:
+        self.banner = False
+        self.flags: dict[str, bool] = {}
+        self.decision: tuple[bool, str] | None = None
+        self._taken = False
+        self._lock = threading.Lock()
+
+    def feed(self, text: str) -> None:
+        with self._lock:
+            if self.decision is not None:
+                return
+            if _BANNER.search(text):
+                self.banner = True
+            m = _FLAG.search(text)
+            if m is not None:
+                self.flags[self.NAMES[m.group("name")]] = m.group("v") == "true"
+            if len(self.flags) == len(self.NAMES):
+                off = [k for k, v in self.flags.items() if not v]
+                if self.banner and not off:
+                    self.decision = (True, "the interposer's banner, and simdgroup reduction, matrix mul. and "
+                                           "bfloat true")
+                else:
+                    why = ([] if self.banner else ["no [capscan-interposer] banner"]) + [f"{k} false" for k in off]
+                    self.decision = (False, ", ".join(why))
+
+    def take(self) -> tuple[bool, str] | None:
+        """The decision, once (None before it is made and after it was taken)."""
+        with self._lock:
+            if self.decision is None or self._taken:
+                return None
+            self._taken = True
+            return self.decision
 
 
 class Terminated(KeyboardInterrupt):
@@ -157,6 +169,7 @@ class Outcome:
     shim_trouble: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     error: str | None = None
+    early: tuple[bool, str] | None = None  # EarlyCheck's verdict of the block as printed, when it decided
     interrupted: bool = False  # Ctrl-C (SIGINT), SIGTERM or SIGHUP reached capscan while the command ran
     signum: int = signal.SIGINT  # which of them
     stopped_by: str | None = None  # how the child was made to stop after the interrupt
@@ -170,28 +183,26 @@ class Outcome:
         return bool(self.checks) and not any(c.failed for c in self.checks)
 
 
-def _pump(pipe: BinaryIO, sink: BinaryIO, stream: _LineStream, outcome: Outcome, lock: threading.Lock,
-          held: bool) -> None:
-    try:
-        # pieces of at most PIECE bytes: a line of 1 GiB without a newline costs PIECE at a time
-        for line in iter(lambda: pipe.readline(PIECE), b""):
-            try:
-                sink.write(line)
-                sink.flush()
-            except (OSError, ValueError):
-                pass
-            # loader and shim messages are short lines: the head of a piece is enough (a 1 MiB piece of one
-            # huge line is not decoded and searched whole)
-            text = line[:4096].decode("utf-8", "replace").rstrip()
-            if LOADER_ERRORS.search(text):
-                with lock:
-                    outcome.loader_errors.append(text)
-            if SHIM_TROUBLE.search(text):
-                with lock:
-                    outcome.shim_trouble.append(text)
-            (stream.hold if held else stream.put)(line)
-    finally:
-        (stream.held_done if held else stream.live_done)()
+def _pump(pipe: BinaryIO, sink: BinaryIO, spool: _Spool, which: Any, outcome: Outcome, lock: threading.Lock,
+          early: EarlyCheck) -> None:
+    # pieces of at most PIECE bytes: a line of 1 GiB without a newline costs PIECE at a time
+    for line in iter(lambda: pipe.readline(PIECE), b""):
+        try:
+            sink.write(line)
+            sink.flush()
+        except (OSError, ValueError):
+            pass
+        # loader and shim messages are short lines: the head of a piece is enough (a 1 MiB piece of one
+        # huge line is not decoded and searched whole)
+        text = line[:4096].decode("utf-8", "replace").rstrip()
+        if LOADER_ERRORS.search(text):
+            with lock:
+                outcome.loader_errors.append(text)
+        if SHIM_TROUBLE.search(text):
+            with lock:
+                outcome.shim_trouble.append(text)
+        early.feed(text)
+        spool.write(which, line)
 
 
 def child_env(base: dict[str, str], inj: plat.Injection, library: str, family: int) -> dict[str, str]:
@@ -203,12 +214,15 @@ def child_env(base: dict[str, str], inj: plat.Injection, library: str, family: i
 
 def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, err: BinaryIO,
            grace: float = GRACE_S, action_id: int | None = None) -> Outcome:
-    """Run cmd, tee stdout->out and stderr->err, ingest both as one log. Returns the new run ids.
+    """Run cmd, tee stdout->out and stderr->err, and once it has ended ingest both as one log. Returns
+    the new run ids.
 
-    Ctrl-C is not left to the terminal alone: it is forwarded to the child
-    (which may trap it), then SIGTERM and SIGKILL follow ``grace`` seconds
-    apart; SIGTERM and SIGHUP to capscan likewise (forwarded as themselves).
-    The outcome says ``interrupted``, by which signal, and how the child ended."""
+    The new capability block is judged as soon as it is printed (``EarlyCheck``): a server keeps
+    running, and the verdict is printed and recorded then. Ctrl-C is not left to the terminal alone:
+    it is forwarded to the child (which may trap it), then SIGTERM and SIGKILL follow ``grace``
+    seconds apart; SIGTERM and SIGHUP to capscan likewise (forwarded as themselves). Whatever
+    stopped it, what the command printed is stored and verified; the outcome says ``interrupted``,
+    by which signal, and how the child ended."""
     from analyzer.ingest import ingest
     from analyzer.read.reader import Input, InputError
 
@@ -220,45 +234,68 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
         return outcome
     if action_id is not None:
         note_child(db, action_id, proc.pid)
-    stream = _LineStream()
-    lock = threading.Lock()
-    threads = [threading.Thread(target=_pump, args=(proc.stdout, out, stream, outcome, lock, True), daemon=True),
-               threading.Thread(target=_pump, args=(proc.stderr, err, stream, outcome, lock, False), daemon=True)]
+    spool, early, lock = _Spool(), EarlyCheck(), threading.Lock()
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, out, spool, spool.held, outcome, lock, early),
+                                daemon=True),
+               threading.Thread(target=_pump, args=(proc.stderr, err, spool, spool.live, outcome, lock, early),
+                                daemon=True)]
     for t in threads:
         t.start()
-    name = f"capscan remedy run: {shlex.join(cmd)}"[:300]
 
-    def interrupted(exc: KeyboardInterrupt) -> None:
-        # the source is rolled back (nothing half stored); the child must not outlive us
-        outcome.interrupted = True
-        outcome.signum = getattr(exc, "signum", signal.SIGINT)
-        stream.abandon()
-        with _forwarding():  # a second SIGTERM skips to the next step, as a second Ctrl-C does
-            outcome.stopped_by = stop_child(proc, grace, first=outcome.signum)
+    def report_early() -> None:
+        decided = early.take()
+        if decided is not None:
+            _report_early(db, action_id, decided, err)
 
     try:
         with _forwarding():
-            try:
-                result = ingest(db, Input(name, stream), force=True)  # type: ignore[arg-type]
-                outcome.run_ids = list(result.run_ids)
-            except InputError as exc:
-                outcome.error = str(exc)
-            except KeyboardInterrupt as exc:
-                interrupted(exc)
-            if proc.poll() is None:
+            while proc.poll() is None:
                 try:
-                    proc.wait(timeout=grace)
+                    proc.wait(timeout=0.2)
                 except subprocess.TimeoutExpired:
-                    outcome.stopped_by = stop_child(proc, grace, first=signal.SIGTERM)
-    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM, SIGHUP) while waiting for the child to end
-        interrupted(exc)
+                    pass
+                report_early()
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP while the command runs
+        outcome.interrupted = True
+        outcome.signum = getattr(exc, "signum", signal.SIGINT)
+        with _forwarding():  # a second one skips to the next step
+            outcome.stopped_by = stop_child(proc, grace, first=outcome.signum)
     finally:
-        stream.abandon()
         for t in threads:
-            t.join(timeout=grace)
+            t.join(timeout=grace)  # a grandchild may hold the pipes open: its output after this is not read
+        spool.seal()
         outcome.returncode = proc.poll()
-        stream.close()
+    report_early()
+    outcome.early = early.decision
+    name = f"capscan remedy run: {shlex.join(cmd)}"[:300]
+    try:
+        with _forwarding():
+            result = ingest(db, Input(name, spool), force=True)  # type: ignore[arg-type]
+        outcome.run_ids = list(result.run_ids)
+    except InputError as exc:
+        outcome.error = str(exc)
+    except KeyboardInterrupt as exc:  # while storing: the source is rolled back, nothing half stored
+        outcome.interrupted = True
+        outcome.signum = getattr(exc, "signum", signal.SIGINT)
+    finally:
+        spool.close()
     return outcome
+
+
+def _report_early(db: Database, action_id: int | None, decided: tuple[bool, str], err: BinaryIO) -> None:
+    ok, why = decided
+    line = (f"capscan: verified while it runs: {why}; the log is stored and checked again when the command ends\n"
+            if ok else f"capscan: NOT verified while it runs: {why}\n")
+    try:
+        err.write(line.encode())
+        err.flush()
+    except (OSError, ValueError):
+        pass
+    if action_id is not None:
+        rec = records.get(db, action_id)
+        if rec is not None and rec["result"] == "running":
+            records.set_result(db, action_id, "running: verified while it runs" if ok else
+                               f"running: not verified while it runs ({why})", rec["args"])
 
 
 ESCALATION = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
@@ -455,14 +492,6 @@ def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat
     them, record the result. Returns the before/after comparison (None without a new run)."""
     from analyzer.rules.diagnose import diagnose_runs
 
-    if outcome.interrupted:
-        # never left 'running': the record says it was interrupted and how the child ended
-        rec = records.get(db, action_id)
-        how = outcome.ended + (f" after capscan sent {outcome.stopped_by}" if outcome.stopped_by else "")
-        by = "" if outcome.signum == signal.SIGINT else f" by {signal.Signals(outcome.signum).name}"
-        records.set_result(db, action_id, f"interrupted{by}: the command {how}",
-                           {**(rec["args"] if rec else {}), "returncode": outcome.returncode, "ended": outcome.ended})
-        raise KeyboardInterrupt if outcome.signum == signal.SIGINT else Terminated(outcome.signum)
     if outcome.run_ids:
         records.link_runs(db, outcome.run_ids, stock.id, RELATION, action_id)
     new_runs = diagnose_runs(db, outcome.run_ids)
@@ -474,5 +503,14 @@ def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat
     rec = records.get(db, action_id)
     args = {**(rec["args"] if rec else {}), "run_ids": outcome.run_ids, "returncode": outcome.returncode,
             "ended": outcome.ended}
+    if outcome.interrupted:
+        # never left 'running': the record says it was interrupted, how the child ended, and what the block
+        # showed while it ran (a server is stopped this way, so its exit status says nothing)
+        how = outcome.ended + (f" after capscan sent {outcome.stopped_by}" if outcome.stopped_by else "")
+        by = "" if outcome.signum == signal.SIGINT else f" by {signal.Signals(outcome.signum).name}"
+        seen = ("" if outcome.early is None else
+                "; verified while it ran" if outcome.early[0] else f"; not verified while it ran ({outcome.early[1]})")
+        records.set_result(db, action_id, f"interrupted{by}: the command {how}{seen}", args)
+        raise Terminated(outcome.signum)
     records.set_result(db, action_id, result, args)
     return cmp

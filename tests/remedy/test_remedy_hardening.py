@@ -390,3 +390,69 @@ def test_preflight_refuses_the_official_app_by_its_path(env, linux_build, tmp_pa
     assert r.returncode == 2, err
     assert "official Ollama.app" in err and "Homebrew" in err and "should-not-run" not in r.stdout.decode() + err
     assert _actions(env) == []
+
+
+# -- a server: verified while it runs ---------------------------------------------------------------
+
+SERVER = """
+import os, subprocess, sys, time
+log = open(sys.argv[2], "a", buffering=1)
+log.write(f"pid {os.getpid()}\\n")
+subprocess.run([sys.argv[1]], check=False)  # the fake llama prints its Metal block (injected: all true)
+sys.stderr.write("main: server is listening on http://127.0.0.1:8080\\n")
+sys.stderr.flush()
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_a_server_is_verified_while_it_runs_and_stored_when_stopped(env, linux_build, tmp_path):
+    """A server never exits: the block it prints at start-up is judged at once (printed, and the record
+    moves from 'running'), the server keeps running; stopped with Ctrl-C, its log is stored and the record
+    keeps what was seen."""
+    stock = _stock(env, linux_build)
+    server = _script(tmp_path, "server.py", SERVER)
+    server_log = tmp_path / "server.log"
+    err = tmp_path / "capscan.err"
+    with open(err, "wb") as err_f:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
+                                 sys.executable, str(server), str(linux_build / "fake-llama"), str(server_log)],
+                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        try:
+            _wait_for(err, "capscan: verified while it runs: the interposer's banner, and simdgroup reduction")
+            assert proc.poll() is None  # still serving
+            ((_, result, _),) = _actions(env)
+            assert result == "running: verified while it runs"
+            server_pid = int(server_log.read_text().split()[1])
+        finally:
+            proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, err.read_text()
+    with pytest.raises(ProcessLookupError):
+        os.kill(server_pid, 0)
+    ((_, result, args),) = _actions(env)
+    assert result.startswith("interrupted: the command ") and result.endswith("; verified while it ran"), result
+    new = json.loads(args)["run_ids"]
+    assert len(new) >= 1  # what it printed is stored, and linked to the stock run
+    con = sqlite3.connect(env.db)
+    assert {r[0] for r in con.execute("SELECT stock_run_id FROM run_links")} == {stock}
+    shown = json.loads(env.capscan("show", str(new[0]), "--json").stdout)
+    assert shown["capabilities"]["simdgroup_reduction"] is True
+
+
+def test_a_block_still_clamped_is_reported_at_once_too(env, linux_build, tmp_path):
+    """The stock fake llama under a family cap below Apple7: the flags stay false, said while it runs."""
+    _stock(env, linux_build)
+    server = _script(tmp_path, "server.py", SERVER)
+    err = tmp_path / "capscan.err"
+    with open(err, "wb") as err_f:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1006", "--",
+                                 sys.executable, str(server), str(linux_build / "fake-llama"),
+                                 str(tmp_path / "server.log")],
+                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        try:
+            _wait_for(err, "capscan: NOT verified while it runs: ")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 143, err.read_text()
+    ((_, result, _),) = _actions(env)
+    assert result.startswith("interrupted by SIGTERM: ") and "; not verified while it ran (" in result, result
