@@ -137,10 +137,13 @@ def _print_compare(cmp: dict[str, Any], out) -> None:
 @click.option("--last", is_flag=True, help="Use the newest stored run as the stock run.")
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None,
               help="Inject this library instead of the one built from native/interposer/.")
+@click.option("--scrub-children", is_flag=True,
+              help="Also set CAPSCAN_INTERPOSER_SCRUB=1: programs the command starts do not inherit the library "
+                   "(with SIP off, Apple's arm64e ones would halt on it).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @via_options
 @output_options("db", "json")
-def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> Result:
+def run_cmd(opts, family_spec, run_id, last, dylib_path, scrub_children, command) -> Result:
     """Launch CMD with the interposer injected, store and verify the new run.
 
     capscan remedy run [--family auto|N] -- CMD ARGS...
@@ -185,7 +188,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, command) -> Result:
                err=True)
     action_id = L.record_run(db, cmd=cmd, family=family, library=library, sha256=lib.sha256, inj=inj,
                              stock_run_id=stock_id)
-    env = L.child_env(runner.env, inj, library, family)
+    env = L.child_env(runner.env, inj, library, family, scrub_children=scrub_children)
     out_sink = sys.stderr.buffer if opts.as_json else sys.stdout.buffer
     sys.stdout.flush()
     sys.stderr.flush()

@@ -205,10 +205,15 @@ def _pump(pipe: BinaryIO, sink: BinaryIO, spool: _Spool, which: Any, outcome: Ou
         spool.write(which, line)
 
 
-def child_env(base: dict[str, str], inj: plat.Injection, library: str, family: int) -> dict[str, str]:
+def child_env(base: dict[str, str], inj: plat.Injection, library: str, family: int, *,
+              scrub_children: bool = False) -> dict[str, str]:
+    from analyzer.remedy.prefix import SCRUB_VAR
+
     env = dict(base)
     env[inj.env_var] = library
     env[plat.FAMILY_VAR] = str(family)
+    if scrub_children:
+        env[SCRUB_VAR] = "1"  # the interposer drops itself from the variable once loaded
     return env
 
 

@@ -27,6 +27,9 @@ BANNER_NAME = "capscan-interposer"
 TART_DYLIB = Path("/usr/local/lib/TartMetalCapabilities.dylib")
 BRAND_ARGV = ["sysctl", "-n", "machdep.cpu.brand_string"]
 HV_ARGV = ["sysctl", "-n", "kern.hv_vmm_present"]
+BOOTARGS_ARGV = ["sysctl", "-n", "kern.bootargs"]
+# Apple's arm64e processes load third-party arm64e code only with this boot-arg (whatever SIP says)
+ARM64E_PREVIEW_ABI = "-arm64e_preview_abi"
 CLT_ARGV = ["xcode-select", "-p"]
 
 
@@ -79,6 +82,18 @@ def brand_string(runner: Runner) -> str | None:
     result = runner.run(BRAND_ARGV)
     text = result.stdout.strip()
     return text if result.ok and text else None
+
+
+def boot_args(runner: Runner) -> str | None:
+    """`sysctl -n kern.bootargs` on macOS (often empty), None when unreadable or not macOS."""
+    if system() != "darwin":
+        return None
+    result = runner.run(BOOTARGS_ARGV)
+    return result.stdout.strip() if result.ok else None
+
+
+def arm64e_preview_abi(boot: str | None) -> bool:
+    return bool(boot) and ARM64E_PREVIEW_ABI in (boot or "").split()
 
 
 def is_guest_brand(brand: str | None) -> bool | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Mapping
 
 from analyzer.remedy import macho
+from analyzer.remedy import platform as plat
 from analyzer.remedy.check import Check, failed, passed, skipped, warned
 from analyzer.remedy.platform import (
     ALIAS_FAMILY_VARS,
@@ -445,30 +446,35 @@ def sip_lets_apple_binaries_load(sip: str) -> bool:
     return sip != "enabled"
 
 
-def check_library_arm64e(system: str, sip: str, lib_archs: list[str] | None, library: Path) -> Check:
-    """With SIP off, every child that inherits the variable loads the library, Apple's arm64e ones included."""
+def check_library_arm64e(system: str, sip: str, lib_archs: list[str] | None, library: Path,
+                         boot: str | None = None) -> Check:
+    """Apple's arm64e programs the command starts (/bin/sh, /usr/bin/env, tee). With SIP enabled they drop
+    DYLD_* variables and never load the library. With SIP off they inherit it, and they load third-party
+    arm64e code only with the -arm64e_preview_abi boot-arg: without it they halt (exit 134) whatever the
+    library holds (an arm64e slice does not help), so this is a warning about children, never a refusal."""
     if system != "darwin":
         return skipped("arm64e slice", "Linux: no arm64e")
     if lib_archs is None:
         return failed("arm64e slice", f"the architectures of {library.name} could not be read",
-                      "rebuild it: make -C native/interposer macos-native")
-    if "arm64e" in lib_archs:
-        return passed("arm64e slice", f"{library.name} has {' '.join(lib_archs)}: Apple's arm64e programs "
-                      "(/bin/sh, /usr/bin/env, tee) can load it too")
+                      "rebuild it: make -C native/interposer darwin")
+    held = " ".join(lib_archs)
     if not sip_lets_apple_binaries_load(sip):
-        return warned("arm64e slice", f"{library.name} has no arm64e slice ({' '.join(lib_archs)}); with SIP "
-                      "enabled Apple's arm64e programs drop DYLD_* variables, so they do not load it",
-                      "build the universal library natively (make -C native/interposer macos-native) before "
-                      "disabling SIP")
-    return failed("arm64e slice", f"{library.name} has no arm64e slice ({' '.join(lib_archs)}), and with SIP "
-                  f"{'off' if sip == 'disabled' else 'in a ' + sip + ' state'} dyld inserts it into every child "
-                  "that inherits the variable, Apple's arm64e /bin/sh, /usr/bin/env and tee included, and halts "
-                  "them (exit 134)", "let capscan build the universal library with the Command Line Tools "
-                  "(xcode-select --install), or pass --dylib with an arm64+arm64e+x86_64 build")
+        return passed("arm64e slice", f"{library.name} has {held}; with SIP enabled Apple's arm64e programs drop "
+                      "DYLD_* variables, so the ones the command starts never load it")
+    state = "off" if sip == "disabled" else "in a " + sip + " state"
+    if plat.arm64e_preview_abi(boot) and "arm64e" in lib_archs:
+        return passed("arm64e slice", f"{library.name} has {held} and the boot-args hold "
+                      f"{plat.ARM64E_PREVIEW_ABI}, so Apple's arm64e programs the command starts can load it")
+    args = f"kern.bootargs {boot!r}" if boot is not None else "kern.bootargs unreadable"
+    return warned("arm64e slice", f"with SIP {state}, Apple's arm64e programs the command starts (/bin/sh, "
+                  f"/usr/bin/env, tee) inherit the variable and halt (exit 134) whatever the library holds, unless "
+                  f"the {plat.ARM64E_PREVIEW_ABI} boot-arg is set ({args}; {library.name} has {held})",
+                  "start the workload directly rather than through a shell, or pass --scrub-children so the "
+                  "programs it starts do not inherit the library")
 
 
 def check_launch_chain(system: str, runner: Runner, target: "Target", lib_archs: list[str] | None, sip: str,
-                       tools: bool) -> Check:
+                       tools: bool, boot: str | None = None) -> Check:
     """Every binary the launch execs (program, #! interpreters, /usr/bin/env, what env runs) against the library."""
     if system != "darwin":
         return skipped("launch chain", "Linux: one architecture")
@@ -487,15 +493,18 @@ def check_launch_chain(system: str, runner: Runner, target: "Target", lib_archs:
         if archs is None:
             unread.append(f"{path} ({how})")
             continue
-        missing = [a for a in needed_slices(archs) if a not in lib_archs]
+        need = needed_slices(archs)
+        missing = [a for a in need if a not in lib_archs]
         if missing:
             halted.append(f"{path} ({' '.join(archs)}; needs {' '.join(missing)})")
+        elif "arm64e" in need and sip_lets_apple_binaries_load(sip) and not plat.arm64e_preview_abi(boot):
+            halted.append(f"{path} (arm64e: refuses third-party arm64e code without {plat.ARM64E_PREVIEW_ABI})")
         seen.append(f"{path} {'/'.join(archs)}")
     data = {"chain": [str(p) for p in target.chain], "binaries": seen, "halted": halted}
     if halted:
         return failed("launch chain", f"the library has {' '.join(lib_archs)}, so dyld would halt "
-                      + ", ".join(halted), "use the universal arm64+arm64e+x86_64 library (capscan builds it with "
-                      "the Command Line Tools), or start the program directly instead of through those binaries",
+                      + ", ".join(halted), "start the program directly instead of through those binaries (or, "
+                      "for an arm64e one, set the -arm64e_preview_abi boot-arg and use a library with arm64e)",
                       data=data)
     if unread:
         return warned("launch chain", f"not checked against the library: {', '.join(unread)}",
@@ -596,7 +605,8 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, st
                            may_record=record_checksum, tools=tools)
     checks.extend(lib.checks)
     if system == "darwin" and lib.choice is not None and lib.archs is not None:
-        checks.append(check_library_arm64e(system, sip, lib.archs, lib.choice.path))
+        boot = plat.boot_args(runner)
+        checks.append(check_library_arm64e(system, sip, lib.archs, lib.choice.path, boot))
         if target is not None:
-            checks.append(check_launch_chain(system, runner, target, lib.archs, sip, tools))
+            checks.append(check_launch_chain(system, runner, target, lib.archs, sip, tools, boot))
     return checks, inj, fam, lib

@@ -9,8 +9,9 @@ optionally runs a short llama-bench stock and remedied, and gives one verdict:
   variable was dropped), so Metal answered stock
 - refused-by-hardened-runtime: a program to inject is hardened without the
   entitlement, or the loader said so
-- arm64e-missing: the library has no arm64e slice where one is needed (dyld
-  halts arm64e processes it cannot load it into)
+- arm64e-missing: an arm64e program on the launch path would halt (with SIP
+  off, Apple's arm64e programs refuse third-party code without the
+  -arm64e_preview_abi boot-arg)
 - not-a-vm: bare metal already reports its real family; nothing to fix
 - inconclusive: something else went wrong (the reason says what)
 
@@ -49,8 +50,9 @@ MEANING = {
          "result used)",
     HARDENED: "a program to inject has the hardened runtime without allow-dyld-environment-variables, so dyld drops "
               "the variable: use a build without it (build llama.cpp yourself) or an ad-hoc re-signed copy",
-    ARM64E: "the library lacks an arm64e slice, and with SIP off dyld halts every arm64e process it cannot load it "
-            "into: install the Command Line Tools (xcode-select --install) so capscan builds the universal library",
+    ARM64E: "an arm64e program on the launch path would halt: with SIP off, Apple's arm64e programs load "
+            "third-party code only with the -arm64e_preview_abi boot-arg (an arm64e slice alone does not help); "
+            "start the program directly",
     NOT_VM: "this is bare metal: the GPU already reports its real family, so there is nothing to fix",
     INCONCLUSIVE: "the self-test could not decide; the reason and the stored runs say what happened",
 }

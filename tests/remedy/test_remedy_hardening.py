@@ -456,3 +456,23 @@ def test_a_block_still_clamped_is_reported_at_once_too(env, linux_build, tmp_pat
         assert proc.wait(timeout=120) == 143, err.read_text()
     ((_, result, _),) = _actions(env)
     assert result.startswith("interrupted by SIGTERM: ") and "; not verified while it ran (" in result, result
+
+
+def test_scrub_children_keeps_the_library_out_of_what_the_command_starts(env, linux_build, tmp_path):
+    """--scrub-children: the direct target (here a Python server) loads the library and drops it from the
+    variable, so the fake llama it starts answers stock (said while it runs); without it, it inherits it."""
+    _stock(env, linux_build)
+    server = _script(tmp_path, "server.py", SERVER)
+    err = tmp_path / "capscan.err"
+    with open(err, "wb") as err_f:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007",
+                                 "--scrub-children", "--", sys.executable, str(server), str(linux_build / "fake-llama"),
+                                 str(tmp_path / "server.log")],
+                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        try:
+            _wait_for(err, "capscan: NOT verified while it runs: no [capscan-interposer] banner")
+        finally:
+            proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, err.read_text()
+    ((_, result, args),) = _actions(env)
+    assert "not verified while it ran (no [capscan-interposer] banner" in result, result

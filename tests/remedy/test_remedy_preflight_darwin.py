@@ -44,7 +44,9 @@ def test_preflight_passes_and_argv_of_every_tool(env, linux_build, macos_build):
     assert pre["guest"]["status"] == "pass" and pre["SIP"]["status"] == "pass"
     assert pre["hardened runtime"]["status"] == "pass" and pre["__RESTRICT segment"]["status"] == "pass"
     assert pre["architectures"]["data"]["archs"] == ["arm64"]
-    assert pre["arm64e slice"]["status"] == "pass" and pre["launch chain"]["status"] == "pass"
+    # SIP off, no -arm64e_preview_abi: Apple's arm64e children would halt, whatever the library holds (a warning)
+    assert pre["arm64e slice"]["status"] == "warn" and pre["launch chain"]["status"] == "pass"
+    assert "unless the -arm64e_preview_abi boot-arg is set (kern.bootargs ''" in pre["arm64e slice"]["reason"]
     assert pre["dylib architectures"]["data"]["archs"] == ["x86_64", "arm64", "arm64e"]
     assert doc["injection"]["env_var"] == "DYLD_INSERT_LIBRARIES"
     assert doc["injection"]["library"] == str(LIBRARY["path"])
@@ -57,6 +59,7 @@ def test_preflight_passes_and_argv_of_every_tool(env, linux_build, macos_build):
     calls = env.calls()
     assert ["sysctl", "-n", "machdep.cpu.brand_string"] in calls
     assert ["sysctl", "-n", "kern.hv_vmm_present"] in calls
+    assert ["sysctl", "-n", "kern.bootargs"] in calls
     assert ["xcode-select", "-p"] in calls
     assert ["csrutil", "status"] in calls
     assert ["codesign", "-dv", "--verbose=4", exe] in calls
@@ -67,22 +70,30 @@ def test_preflight_passes_and_argv_of_every_tool(env, linux_build, macos_build):
     assert doc["stock_run_id"] == stock
 
 
-def test_library_without_arm64e_is_refused_with_sip_off(env, linux_build, macos_build):
-    """The cross-built universal file (arm64 + x86_64) would make dyld halt Apple's arm64e children."""
+def test_apple_arm64e_children_are_a_warning_whatever_the_library_holds(env, linux_build, macos_build):
+    """Apple's arm64e programs refuse third-party arm64e code unless the -arm64e_preview_abi boot-arg is set, so
+    an arm64e slice buys nothing with SIP off: the cross-built universal file (arm64 + x86_64) is not refused, and
+    the check warns about the children, with the boot-args it read; with the boot-arg and an arm64e slice it passes."""
     _ready(env, linux_build, macos_build)
     cross = str(macos_build / "libcapscan_interposer.universal.dylib")
-    r = env.capscan("remedy", "run", "--json", "--dylib", cross, "--", str(linux_build / "fake-llama"))
-    hit = _refused(r, "arm64e slice", "has no arm64e slice")
-    assert "halts them (exit 134)" in hit["reason"] and "xcode-select --install" in hit["instead"]
-    # with SIP enabled, Apple's binaries drop the variable: only a warning
+    for lib in (cross, str(LIBRARY["path"])):
+        doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", lib, "--",
+                                     str(linux_build / "fake-llama")).stdout)
+        assert not doc["refused"], doc
+        check = next(c for c in doc["preflight"] if c["name"] == "arm64e slice")
+        assert check["status"] == "warn" and "halt (exit 134) whatever the library holds" in check["reason"]
+        assert "--scrub-children" in check["instead"]
+    doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", str(LIBRARY["path"]), "--",
+                                 str(linux_build / "fake-llama"), CAPSCAN_FAKE_BOOTARGS="-v -arm64e_preview_abi").stdout)
+    assert next(c for c in doc["preflight"] if c["name"] == "arm64e slice")["status"] == "pass"
+    # with SIP enabled, Apple's binaries drop the variable: nothing to warn about
     doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", cross, "--", str(linux_build / "fake-llama"),
                                  CAPSCAN_FAKE_SIP="enabled").stdout)
-    assert not doc["refused"]
-    assert next(c for c in doc["preflight"] if c["name"] == "arm64e slice")["status"] == "warn"
+    assert next(c for c in doc["preflight"] if c["name"] == "arm64e slice")["status"] == "pass"
     # "unknown (Custom Configuration)": treated as off for this check
-    r = env.capscan("remedy", "run", "--json", "--dylib", cross, "--", str(linux_build / "fake-llama"),
-                    CAPSCAN_FAKE_SIP="unknown-custom")
-    _refused(r, "arm64e slice", "has no arm64e slice")
+    doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", cross, "--", str(linux_build / "fake-llama"),
+                                 CAPSCAN_FAKE_SIP="unknown-custom").stdout)
+    assert next(c for c in doc["preflight"] if c["name"] == "arm64e slice")["status"] == "warn"
 
 
 def _refused(r, name: str, phrase: str) -> dict:
@@ -150,8 +161,13 @@ def test_sip_protected_program_is_refused_only_with_sip_on(env, linux_build, mac
     env_bin = shutil.which("env")
     assert env_bin and env_bin.startswith(("/usr/bin", "/bin"))
     _refused(_run(env, env_bin, CAPSCAN_FAKE_SIP="enabled"), "protected location", "SIP-protected")
-    doc = json.loads(_run(env, env_bin, "true", CAPSCAN_FAKE_SIP="disabled").stdout)
-    assert not doc["refused"]
+    # SIP off: not protected any more, but Apple's arm64e env halts on third-party code without the boot-arg
+    hit = _refused(_run(env, env_bin, "true", CAPSCAN_FAKE_SIP="disabled"), "launch chain",
+                   "refuses third-party arm64e code without -arm64e_preview_abi")
+    assert "boot-arg" in hit["instead"]
+    doc = json.loads(_run(env, env_bin, "true", CAPSCAN_FAKE_SIP="disabled",
+                          CAPSCAN_FAKE_BOOTARGS="-arm64e_preview_abi").stdout)
+    assert not doc["refused"], doc
     assert next(c for c in doc["preflight"] if c["name"] == "protected location")["status"] == "pass"
 
 
