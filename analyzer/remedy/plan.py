@@ -173,8 +173,8 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                   "only with the Command Line Tools)."),
             _step("Check every binary of the launch chain", ["lipo", "-archs", exe_path],
                   "The program, its #! interpreters, /usr/bin/env and what env runs, each read in-process: every "
-                  "one must find its slice in the library, and with SIP off the library needs arm64e, or dyld "
-                  "halts Apple's arm64e children (/bin/sh, env, tee)."),
+                  "one must find its slice in the library; with SIP off an arm64e one (Apple's) refuses "
+                  "third-party code unless kern.bootargs holds -arm64e_preview_abi."),
             _step("Verify the interposer", ["shasum", "-a", "256", str(dylibmod.library_path(inj))],
                   "One universal file (arm64 + arm64e + x86_64), built on first use with `make macos-native` when "
                   "the Command Line Tools are installed; owned by you or root, not group- or world-writable, "
