@@ -449,9 +449,11 @@ def sip_lets_apple_binaries_load(sip: str) -> bool:
 def check_library_arm64e(system: str, sip: str, lib_archs: list[str] | None, library: Path,
                          boot: str | None = None) -> Check:
     """Apple's arm64e programs the command starts (/bin/sh, /usr/bin/env, tee). With SIP enabled they drop
-    DYLD_* variables and never load the library. With SIP off they inherit it, and they load third-party
-    arm64e code only with the -arm64e_preview_abi boot-arg: without it they halt (exit 134) whatever the
-    library holds (an arm64e slice does not help), so this is a warning about children, never a refusal."""
+    DYLD_* variables and never load the library. With SIP off they inherit it: a library without arm64e
+    halts them (exit 134, measured by the kronk fleet); with an arm64e slice, reports differ (Tart and
+    Veertu ship one for them; others say they refuse third-party arm64e code unless the
+    -arm64e_preview_abi boot-arg is set). Children are a warning, never a refusal: the workload itself
+    is the launch chain's check."""
     if system != "darwin":
         return skipped("arm64e slice", "Linux: no arm64e")
     if lib_archs is None:
@@ -462,15 +464,18 @@ def check_library_arm64e(system: str, sip: str, lib_archs: list[str] | None, lib
         return passed("arm64e slice", f"{library.name} has {held}; with SIP enabled Apple's arm64e programs drop "
                       "DYLD_* variables, so the ones the command starts never load it")
     state = "off" if sip == "disabled" else "in a " + sip + " state"
-    if plat.arm64e_preview_abi(boot) and "arm64e" in lib_archs:
+    args = f"kern.bootargs {boot!r}" if boot is not None else "kern.bootargs unreadable"
+    scrub = "pass --scrub-children so the programs the command starts do not inherit the library"
+    if "arm64e" not in lib_archs:
+        return warned("arm64e slice", f"{library.name} has no arm64e slice ({held}), so with SIP {state} an Apple "
+                      "arm64e program the command starts (/bin/sh, /usr/bin/env, tee) would inherit the variable "
+                      "and halt (exit 134)", f"{scrub}, or use a library with arm64e (make macos-native on a Mac)")
+    if plat.arm64e_preview_abi(boot):
         return passed("arm64e slice", f"{library.name} has {held} and the boot-args hold "
                       f"{plat.ARM64E_PREVIEW_ABI}, so Apple's arm64e programs the command starts can load it")
-    args = f"kern.bootargs {boot!r}" if boot is not None else "kern.bootargs unreadable"
-    return warned("arm64e slice", f"with SIP {state}, Apple's arm64e programs the command starts (/bin/sh, "
-                  f"/usr/bin/env, tee) inherit the variable and halt (exit 134) whatever the library holds, unless "
-                  f"the {plat.ARM64E_PREVIEW_ABI} boot-arg is set ({args}; {library.name} has {held})",
-                  "start the workload directly rather than through a shell, or pass --scrub-children so the "
-                  "programs it starts do not inherit the library")
+    return warned("arm64e slice", f"{library.name} has {held}, but with SIP {state} whether Apple's arm64e programs "
+                  f"the command starts load third-party arm64e code without the {plat.ARM64E_PREVIEW_ABI} boot-arg "
+                  f"is disputed ({args}); if one halts (exit 134), that is why", scrub)
 
 
 def check_launch_chain(system: str, runner: Runner, target: "Target", lib_archs: list[str] | None, sip: str,
@@ -484,6 +489,7 @@ def check_launch_chain(system: str, runner: Runner, target: "Target", lib_archs:
                       "rebuild it: make -C native/interposer macos-native")
     seen: list[str] = []
     halted: list[str] = []
+    disputed: list[str] = []
     unread: list[str] = []
     for path in binaries:
         if sip == "enabled" and is_protected(path):
@@ -498,14 +504,18 @@ def check_launch_chain(system: str, runner: Runner, target: "Target", lib_archs:
         if missing:
             halted.append(f"{path} ({' '.join(archs)}; needs {' '.join(missing)})")
         elif "arm64e" in need and sip_lets_apple_binaries_load(sip) and not plat.arm64e_preview_abi(boot):
-            halted.append(f"{path} (arm64e: refuses third-party arm64e code without {plat.ARM64E_PREVIEW_ABI})")
+            disputed.append(f"{path} (arm64e: may refuse third-party arm64e code without "
+                            f"{plat.ARM64E_PREVIEW_ABI})")
         seen.append(f"{path} {'/'.join(archs)}")
     data = {"chain": [str(p) for p in target.chain], "binaries": seen, "halted": halted}
     if halted:
         return failed("launch chain", f"the library has {' '.join(lib_archs)}, so dyld would halt "
-                      + ", ".join(halted), "start the program directly instead of through those binaries (or, "
-                      "for an arm64e one, set the -arm64e_preview_abi boot-arg and use a library with arm64e)",
-                      data=data)
+                      + ", ".join(halted), "use the universal arm64+arm64e+x86_64 library (make macos-native on a "
+                      "Mac), or start the program directly instead of through those binaries", data=data)
+    if disputed:
+        return warned("launch chain", "reports differ on whether these load the library's arm64e slice with SIP off "
+                      "and no boot-arg: " + ", ".join(disputed), "start the program directly, or set the "
+                      "-arm64e_preview_abi boot-arg if it halts (exit 134)", data=data)
     if unread:
         return warned("launch chain", f"not checked against the library: {', '.join(unread)}",
                       "point capscan at the program binary itself", data=data)

@@ -9,9 +9,8 @@ optionally runs a short llama-bench stock and remedied, and gives one verdict:
   variable was dropped), so Metal answered stock
 - refused-by-hardened-runtime: a program to inject is hardened without the
   entitlement, or the loader said so
-- arm64e-missing: an arm64e program on the launch path would halt (with SIP
-  off, Apple's arm64e programs refuse third-party code without the
-  -arm64e_preview_abi boot-arg)
+- arm64e-missing: an arm64e program on the launch path would halt (the
+  library has no arm64e slice where one is needed)
 - not-a-vm: bare metal already reports its real family; nothing to fix
 - inconclusive: something else went wrong (the reason says what)
 
@@ -50,9 +49,9 @@ MEANING = {
          "result used)",
     HARDENED: "a program to inject has the hardened runtime without allow-dyld-environment-variables, so dyld drops "
               "the variable: use a build without it (build llama.cpp yourself) or an ad-hoc re-signed copy",
-    ARM64E: "an arm64e program on the launch path would halt: with SIP off, Apple's arm64e programs load "
-            "third-party code only with the -arm64e_preview_abi boot-arg (an arm64e slice alone does not help); "
-            "start the program directly",
+    ARM64E: "an arm64e program on the launch path would halt: the library has no arm64e slice, and with SIP "
+            "off dyld halts an arm64e process it cannot load it into; use a library with arm64e (make macos-native "
+            "on a Mac) or start the program directly",
     NOT_VM: "this is bare metal: the GPU already reports its real family, so there is nothing to fix",
     INCONCLUSIVE: "the self-test could not decide; the reason and the stored runs say what happened",
 }

@@ -72,8 +72,8 @@ def test_selftest_says_when_the_library_never_took(env, linux_build):
 
 @pytest.mark.parametrize("extra, dylib, verdict, phrase", [
     ({"CAPSCAN_FAKE_BRAND": "Apple M1 Ultra"}, "mac", "not-a-vm", "kern.hv_vmm_present=0"),
-    # the cross-built library (no arm64e) with SIP off: no longer refused (an arm64e slice buys nothing without
-    # the -arm64e_preview_abi boot-arg), so the self-test runs; Linux then ignores DYLD_INSERT_LIBRARIES
+    # the cross-built library (no arm64e) with SIP off: the children are a warning, no longer a refusal, so the
+    # self-test runs; Linux then ignores DYLD_INSERT_LIBRARIES
     ({"CAPSCAN_FAKE_SIP": "disabled"}, "cross", "interposing-disabled", "never loaded the library"),
     ({"CAPSCAN_FAKE_CODESIGN": "hardened"}, "mac", "refused-by-hardened-runtime", "hardened runtime"),
     ({}, "mac", "interposing-disabled", "never loaded the library"),   # Linux ignores DYLD_INSERT_LIBRARIES
