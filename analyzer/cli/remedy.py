@@ -136,7 +136,8 @@ def _print_compare(cmp: dict[str, Any], out) -> None:
 @click.option("--run", "run_id", type=int, default=None, help="The stock run to compare with and link to.")
 @click.option("--last", is_flag=True, help="Use the newest stored run as the stock run.")
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None,
-              help="Inject this library instead of the one built from native/interposer/.")
+              help="Inject this library instead of the one capscan picks (a make macos-native build, else "
+                   "the prebuilt one it ships).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @via_options
 @output_options("db", "json")
@@ -497,7 +498,8 @@ def _print_selftest(doc: dict[str, Any], out: TextIO) -> None:
 @click.option("--family", "family_spec", default="auto", show_default=True,
               help="The Apple family cap: auto (the host chip's, from this guest's CPU) or a code such as 1007.")
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None,
-              help="Test this library instead of the one built from native/interposer/.")
+              help="Test this library instead of the one capscan picks (a make macos-native build, else "
+                   "the prebuilt one it ships).")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False), default=None,
               help="Run this probe binary instead of capscan-probe.")
 @click.option("--llama-bench", "llama_bench", default=None, metavar="PATH",

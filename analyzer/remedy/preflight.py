@@ -463,8 +463,9 @@ def check_library_arm64e(system: str, sip: str, lib_archs: list[str] | None, lib
     return failed("arm64e slice", f"{library.name} has no arm64e slice ({' '.join(lib_archs)}), and with SIP "
                   f"{'off' if sip == 'disabled' else 'in a ' + sip + ' state'} dyld inserts it into every child "
                   "that inherits the variable, Apple's arm64e /bin/sh, /usr/bin/env and tee included, and halts "
-                  "them (exit 134)", "let capscan build the universal library with the Command Line Tools "
-                  "(xcode-select --install), or pass --dylib with an arm64+arm64e+x86_64 build")
+                  "them (exit 134)", "build the arm64 + arm64e + x86_64 library with the Command Line Tools "
+                  "(xcode-select --install, then make -C native/interposer macos-native; capscan prefers that build "
+                  "over the prebuilt one it ships), or pass --dylib with an arm64+arm64e+x86_64 build")
 
 
 def check_launch_chain(system: str, runner: Runner, target: "Target", lib_archs: list[str] | None, sip: str,
