@@ -12,6 +12,7 @@ green.  Nothing here touches the real home directory or a real database.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -343,3 +344,72 @@ def test_probe_output_is_ingested_by_capscan(built, tmp_path, flag):
     assert before["device"]["apple_family"] == 1005
     assert after["device"]["apple_family"] == 1007
     assert before["device"]["threadgroup_memory"] == after["device"]["threadgroup_memory"] == 32768
+
+
+# --------------------------------------------------------------------------- the shipped prebuilt files
+# analyzer/_native/darwin: `make darwin`'s universal library and probe (committed; the wheel carries them).
+
+SHIPPED = ROOT / "analyzer" / "_native" / "darwin"
+SHIPPED_FILES = ("libcapscan_interposer.dylib", "capscan-probe", "SHA256SUMS")
+
+
+def test_shipped_files_are_what_a_fresh_make_darwin_builds(tmp_path):
+    """Byte for byte, from a copy of the sources at another path: the build is reproducible and the
+    committed files are current. Rebuild them with `make -C native/interposer darwin`."""
+    _require_toolchain()
+    src = tmp_path / "elsewhere" / "interposer"
+    shutil.copytree(NATIVE, src, ignore=shutil.ignore_patterns("build"))
+    out = tmp_path / "out"
+    r = subprocess.run(["make", "--no-print-directory", "-C", str(src), f"LLVM_BIN={LLVM_BIN}",
+                        f"DARWIN_OUT={out}", "darwin"], capture_output=True, text=True, env=_clean_env(), timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == sorted(SHIPPED_FILES)
+    for name in SHIPPED_FILES:
+        assert (out / name).read_bytes() == (SHIPPED / name).read_bytes(), (
+            f"analyzer/_native/darwin/{name} differs from a fresh build: run make -C native/interposer darwin "
+            "and commit the result")
+    assert all(os.access(out / n, os.X_OK) for n in SHIPPED_FILES[:2])
+
+
+def test_shipped_files_are_small_and_have_their_checksums():
+    listed = dict(reversed(line.split("  ", 1)) for line in (SHIPPED / "SHA256SUMS").read_text().splitlines())
+    assert sorted(listed) == ["capscan-probe", "libcapscan_interposer.dylib"]
+    for name, digest in listed.items():
+        assert hashlib.sha256((SHIPPED / name).read_bytes()).hexdigest() == digest, name
+        assert (SHIPPED / name).stat().st_size < 256 * 1024, name
+    assert sorted(p.name for p in SHIPPED.iterdir()) == sorted(SHIPPED_FILES)
+
+
+def test_shipped_library_read_by_capscans_own_reader():
+    """What preflight sees (analyzer/remedy/macho.py, not the test reader): arm64 and x86_64 dylib slices, each
+    ad-hoc signed by the linker and holding the two __DATA,__interpose tuples; no arm64e (see README)."""
+    from analyzer.remedy import macho as reader
+
+    lib = reader.read(SHIPPED / "libcapscan_interposer.dylib")
+    assert lib.fat and sorted(lib.archs) == ["arm64", "x86_64"]
+    for sl in lib.slices:
+        assert sl.filetype == reader.MH_DYLIB and sl.cpusubtype & reader.CPU_SUBTYPE_MASK != reader.CPU_SUBTYPE_ARM64E
+        assert sl.signature is not None and sl.signature_error is None, sl.arch
+        assert sl.signature.adhoc and sl.signature.linker_signed and not sl.signature.hardened_runtime, sl.arch
+        interpose = sl.section("__DATA", "__interpose")
+        assert interpose is not None, sl.arch
+        assert interpose.type == reader.S_INTERPOSING and interpose.size == 2 * 16, (sl.arch, interpose)
+        assert not sl.restrict_section
+    probe = reader.read(SHIPPED / "capscan-probe")
+    assert probe.fat and sorted(probe.archs) == ["arm64", "x86_64"]
+    for sl in probe.slices:
+        assert sl.filetype == reader.MH_EXECUTE and sl.signature is not None and sl.signature.adhoc, sl.arch
+        assert sl.section("__DATA", "__interpose") is None
+
+
+def test_shipped_library_slices_pass_the_test_readers_checks():
+    """The test reader's deeper checks on the shipped file: install name, one constructor, the imports,
+    and every slice's ad-hoc page hashes."""
+    slices = {s.arch: s for s in macho.parse(SHIPPED / "libcapscan_interposer.dylib")}
+    for arch, sl in slices.items():
+        assert sl.install_name == "@rpath/libcapscan_interposer.dylib" and sl.minos == "13.0", arch
+        init = sl.section("__DATA_CONST", "__mod_init_func") or sl.section("__DATA", "__mod_init_func")
+        assert init is not None and init.size == 8, arch
+        assert sl.imports["_MTLCreateSystemDefaultDevice"].endswith("/Metal") and sl.exports == [], arch
+        ok, info = macho.verify_adhoc_signature(sl)
+        assert ok, (arch, info)

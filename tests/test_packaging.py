@@ -1,10 +1,13 @@
 """capscan installed from its wheel (not editable, away from the checkout): the
 LICENSE travels with it, `--version` works, and `remedy plan` points at the
 interposer's sources that the package ships (staged into the user's cache dir,
-where make can build them), not at a site-packages/native folder that does not exist."""
+where make can build them), not at a site-packages/native folder that does not exist;
+and the wheel carries the prebuilt macOS library and probe (analyzer/_native/darwin)
+that an installed capscan injects in a guest without the Command Line Tools."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -29,6 +32,8 @@ def wheel(tmp_path_factory) -> Path:
                  "constraints-min.txt"):
         shutil.copy(REPO / name, src / name)
     shutil.copytree(REPO / "analyzer", src / "analyzer", ignore=skip)
+    shutil.copytree(REPO / "analyzer" / "_native" / "darwin", src / "analyzer" / "_native" / "darwin",
+                    dirs_exist_ok=True)                      # the prebuilt files (the skip above drops *.dylib)
     shutil.copytree(REPO / "native" / "interposer", src / "native" / "interposer", ignore=skip)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
                     str(src), "-w", str(out)], check=True, capture_output=True, timeout=600)
@@ -43,6 +48,25 @@ def test_the_wheel_ships_the_license_and_the_interposer_sources(wheel):
     assert {"Makefile", "src/policy.c", "src/linux_preload.c", "src/macos_entry.c",
             "include/capscan/policy.h"} <= native
     assert not any(n.startswith("build/") or n.endswith((".so", ".dylib", ".o")) for n in native)
+
+
+DARWIN = REPO / "analyzer" / "_native" / "darwin"
+
+
+def test_the_wheel_ships_the_prebuilt_macos_library_probe_and_their_checksums(wheel):
+    z = zipfile.ZipFile(wheel)
+    darwin = {i.filename.split("analyzer/_native/darwin/", 1)[1]: i for i in z.infolist()
+              if i.filename.startswith("analyzer/_native/darwin/")}
+    assert sorted(darwin) == ["SHA256SUMS", "capscan-probe", "libcapscan_interposer.dylib"]
+    for name, info in darwin.items():
+        assert z.read(info) == (DARWIN / name).read_bytes(), name
+    sums = dict(reversed(line.split("  ", 1)) for line in z.read(darwin["SHA256SUMS"]).decode().splitlines())
+    assert sorted(sums) == ["capscan-probe", "libcapscan_interposer.dylib"]
+    for name, digest in sums.items():
+        assert hashlib.sha256(z.read(darwin[name])).hexdigest() == digest, name
+    assert (darwin["capscan-probe"].external_attr >> 16) & 0o111     # installed executable
+    record = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))).decode()
+    assert "analyzer/_native/darwin/libcapscan_interposer.dylib," in record
 
 
 def test_installed_capscan_plans_a_build_it_can_run(wheel, tmp_path):
@@ -74,3 +98,18 @@ def test_installed_capscan_plans_a_build_it_can_run(wheel, tmp_path):
     if shutil.which("make"):
         dry = subprocess.run(["make", "-n", "-C", str(sources), make[-1]], capture_output=True, timeout=60)
         assert dry.returncode == 0, dry.stderr.decode()
+
+    # in a (simulated) macOS guest without the Command Line Tools: the packaged library, verified, no make
+    standins = REPO / "tests" / "remedy" / "bin"              # csrutil, sysctl, xcode-select ... (recorded outputs)
+    guest = {"CAPSCAN_PLATFORM": "darwin", "CAPSCAN_MACHINE": "arm64", "CAPSCAN_FAKE_CLT": "absent",
+             "CAPSCAN_FAKE_SIP": "enabled", "CAPSCAN_FAKE_DEFAULTS_FILE": str(tmp_path / "pvg"),
+             "PATH": f"{standins}{os.pathsep}{os.environ.get('PATH', '')}"}
+    r = subprocess.run([str(site / "bin" / "capscan"), "remedy", "env", "--json"], env={**env, **guest}, cwd=work,
+                       capture_output=True, timeout=120)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0, doc
+    checks = {c["name"]: c for c in doc["checks"]}
+    shipped = site / "analyzer" / "_native" / "darwin"
+    assert checks["dylib choice"]["data"] == {"kind": "packaged", "path": str(shipped / "libcapscan_interposer.dylib")}
+    assert checks["dylib checksum"]["status"] == "pass" and str(shipped / "SHA256SUMS") in checks["dylib checksum"]["reason"]
+    assert "dylib build" not in checks

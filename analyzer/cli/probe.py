@@ -35,7 +35,7 @@ def probe(opts, probe_path, probe_args) -> None:
                                "pass --probe PATH to run another probe binary")
         exe, why_missing = probe_binary(runner)
         if why_missing is not None:
-            raise CapscanError(f"capscan-probe is not built and building it failed: {why_missing}")
+            raise CapscanError(f"no usable capscan-probe: {why_missing}")
     else:
         exe = Path(probe_path)
     args = [a for a in probe_args if a != "--"]

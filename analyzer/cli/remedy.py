@@ -136,7 +136,8 @@ def _print_compare(cmp: dict[str, Any], out) -> None:
 @click.option("--run", "run_id", type=int, default=None, help="The stock run to compare with and link to.")
 @click.option("--last", is_flag=True, help="Use the newest stored run as the stock run.")
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None,
-              help="Inject this library instead of the one built from native/interposer/.")
+              help="Inject this library instead of the one capscan picks (a make macos-native build, else "
+                   "the prebuilt one it ships).")
 @click.option("--scrub-children", is_flag=True,
               help="Also set CAPSCAN_INTERPOSER_SCRUB=1: programs the command starts do not inherit the library "
                    "(with SIP off, Apple's arm64e ones would halt on it).")
@@ -500,7 +501,8 @@ def _print_selftest(doc: dict[str, Any], out: TextIO) -> None:
 @click.option("--family", "family_spec", default="auto", show_default=True,
               help="The Apple family cap: auto (the host chip's, from this guest's CPU) or a code such as 1007.")
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None,
-              help="Test this library instead of the one built from native/interposer/.")
+              help="Test this library instead of the one capscan picks (a make macos-native build, else "
+                   "the prebuilt one it ships).")
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False), default=None,
               help="Run this probe binary instead of capscan-probe.")
 @click.option("--llama-bench", "llama_bench", default=None, metavar="PATH",

@@ -1,17 +1,29 @@
-"""Find, build on demand and verify capscan's interposer library.
+"""Choose, verify and (only when it must) build capscan's interposer library.
 
-Checks (each a Check): the file exists (built with make when missing), is owned
-by the user or root, is not group- or world-writable, and its sha256 equals the
-one recorded at build (``SHA256SUMS`` next to it, written by the Makefile; for a
-build that writes none, capscan's own record from the first time it saw the
-file).
+Which library, in this order (one "dylib choice" check says which was chosen and why):
 
-On macOS the library is one universal file with arm64, arm64e and x86_64 slices
-(native/interposer/build/macos-native/libcapscan_interposer.dylib), built on
-first use with `make macos-native` when the Command Line Tools are installed;
-without them capscan says so in one line. Its slices are read in-process
-(analyzer.remedy.macho) and checked against every binary of the launch chain by
-preflight.
+- ``--dylib PATH``: that file.
+- Linux: the LD_PRELOAD stand-in (native/interposer/build/linux/libcapscan_interposer.so),
+  built with `make linux` when missing.
+- macOS:
+  1. a `make macos-native` build (build/macos-native/libcapscan_interposer.dylib under the
+     interposer's sources; for an installed capscan, the sources staged into the user's cache
+     dir): arm64 + arm64e + x86_64, built on a Mac with Apple's toolchain. An opt-in upgrade,
+     preferred whenever it is there: only it has arm64e, which Apple's arm64e programs
+     (/bin/sh, /usr/bin/env, tee) need to load the library once SIP is off.
+  2. the prebuilt library shipped in the package (analyzer/_native/darwin/, arm64 + x86_64 from
+     the SDK-less cross build `make -C native/interposer darwin`, committed and carried by the
+     wheel): no compiler and no Command Line Tools needed, so a headless guest can use it.
+  3. neither (a tree without the packaged files): built on first use with `make macos-native`
+     when the Command Line Tools are installed; without them capscan says so in one line.
+
+Checks on the chosen file (each a Check): it is owned by the user or root, is not group- or
+world-writable, and its sha256 equals the one recorded at build (``SHA256SUMS`` next to it,
+written by the Makefile; the packaged library is checked against the packaged SHA256SUMS; for a
+build that writes none, capscan's own record from the first time it saw the file). On macOS its
+slices are read in-process (analyzer.remedy.macho) and checked against every binary of the
+launch chain by preflight, which also refuses a library without arm64e (the packaged one) when
+SIP is off. capscan-probe is chosen the same way (macos-native build, then the packaged one).
 """
 
 from __future__ import annotations
@@ -39,6 +51,12 @@ MAC_SLICES = ("arm64", "arm64e", "x86_64")
 RECORD_ACTION = "dylib-checksum"
 CLT_INSTEAD = ("install the Command Line Tools (xcode-select --install) and run capscan again, which builds it; or "
                "pass --dylib PATH with an arm64+arm64e+x86_64 build")
+PROBE_NAME = "capscan-probe"
+# The prebuilt macOS library and probe the package ships (make -C native/interposer darwin).
+PACKAGED_DIR = Path(analyzer.__file__).resolve().parent / "_native" / "darwin"
+PACKAGED_SLICES = "arm64 + x86_64"
+PACKAGED_FIX = ("reinstall capscan (pip install --force-reinstall capscan, or pipx reinstall capscan) to restore the "
+                "packaged library, or rebuild it in a checkout: make -C native/interposer darwin")
 
 
 def native_dir() -> Path:
@@ -73,11 +91,47 @@ def build_dir(inj: Injection) -> Path:
 @dataclass
 class Choice:
     path: Path
-    kind: str           # linux | universal | given
+    kind: str           # linux | native (make macos-native) | packaged (analyzer/_native/darwin) | given
+    why: str = ""       # one sentence: why this library
 
 
 def library_path(inj: Injection, directory: Path | None = None) -> Path:
+    """Where make builds the library (build/macos-native or build/linux under the sources)."""
     return (directory or build_dir(inj)) / (MAC_NAME if inj.system == "darwin" else LINUX_NAME)
+
+
+def packaged_library(directory: Path | None = None) -> Path:
+    return (directory or PACKAGED_DIR) / MAC_NAME
+
+
+def choose(inj: Injection, *, explicit: Path | None = None, native: Path | None = None,
+           packaged: Path | None = None) -> Choice:
+    """Which library to inject, and why (see the module docstring); nothing is built here.
+    ``native`` (a build directory) and ``packaged`` (the packaged directory) default to the real ones."""
+    if explicit is not None:
+        return Choice(explicit, "given", f"{explicit}, given with --dylib")
+    built = library_path(inj, native)
+    if inj.system != "darwin":
+        return Choice(built, "linux", f"the Linux stand-in {built} (hooks the fake Metal device only)")
+    if built.exists():
+        return Choice(built, "native", f"the macos-native build {built} (arm64 + arm64e + x86_64, built on a Mac "
+                      "with the Command Line Tools), which is preferred over the prebuilt library shipped with "
+                      "capscan")
+    shipped = packaged_library(packaged)
+    if shipped.exists():
+        return Choice(shipped, "packaged", f"the prebuilt library shipped with capscan, {shipped} "
+                      f"({PACKAGED_SLICES}, no arm64e; no compiler needed), because there is no macos-native build "
+                      f"at {built}; for arm64e, build one with the Command Line Tools (make -C {native_dir()} "
+                      "macos-native) and capscan prefers it from then on")
+    return Choice(built, "native", f"{built}, built with make macos-native, because neither it nor a prebuilt "
+                  f"library ({shipped}) is there")
+
+
+def rebuild_hint(path: Path, kind: str = "") -> str:
+    """What to do about a library (or probe) whose file or checksum is wrong."""
+    if kind == "packaged":
+        return PACKAGED_FIX
+    return f"rebuild it: make -C {native_dir()} " + ("macos-native" if path.suffix == ".dylib" else "linux")
 
 
 # Where each loader splits its injection variable into several paths.
@@ -141,23 +195,23 @@ def build(runner: Runner, inj: Injection) -> Check:
                   + (" (arm64 + arm64e + x86_64, ad-hoc signed)" if inj.system == "darwin" else ""), command=argv)
 
 
-def file_checks(path: Path) -> list[Check]:
+def file_checks(path: Path, kind: str = "") -> list[Check]:
     """Ownership and permissions of the library and the real file behind it."""
     real = path.resolve()
     st = real.stat()
     out = []
     if not stat.S_ISREG(st.st_mode):
-        return [failed("dylib file", f"{real} is not a regular file", "rebuild it: make -C native/interposer")]
+        return [failed("dylib file", f"{real} is not a regular file", rebuild_hint(path, kind))]
     if st.st_uid not in (os.getuid(), 0):
         out.append(failed("dylib owner", f"{real} is owned by uid {st.st_uid}, neither you nor root, so someone else "
                           "could have replaced the code capscan would inject",
-                          f"rebuild it yourself (make -C {native_dir()}) or chown it"))
+                          f"{rebuild_hint(path, kind)} (as yourself), or chown it"))
     else:
         out.append(passed("dylib owner", f"owned by {'root' if st.st_uid == 0 else 'you'}"))
     if st.st_mode & 0o022:
         out.append(failed("dylib permissions", f"{real} is {'group' if st.st_mode & 0o020 else 'world'}-writable "
                           f"(mode {stat.S_IMODE(st.st_mode):o}), so others could change what gets injected",
-                          f"chmod go-w {real} and rebuild it"))
+                          f"chmod go-w {real}, then {rebuild_hint(path, kind)}"))
     else:
         out.append(passed("dylib permissions", f"mode {stat.S_IMODE(st.st_mode):o}, writable only by its owner"))
     return out
@@ -178,12 +232,12 @@ def recorded_sha(db: Database | None, path: Path) -> tuple[str | None, str]:
     return None, ""
 
 
-def checksum_check(db: Database | None, path: Path, *, may_record: bool) -> Check:
+def checksum_check(db: Database | None, path: Path, *, may_record: bool, kind: str = "") -> Check:
     actual = sha256_of(path)
     want, where = recorded_sha(db, path)
     if want is None and where.endswith("SHA256SUMS"):
         return failed("dylib checksum", f"{path.name} is not listed in {where}, so it was not recorded at build",
-                      f"rebuild: make -C {native_dir()} " + ("macos-native" if path.suffix == ".dylib" else "linux"))
+                      rebuild_hint(path, kind))
     if want is None:
         if db is not None and may_record:
             records.record(db, RECORD_ACTION, {"path": str(path.resolve()), "sha256": actual}, "recorded", None)
@@ -194,7 +248,7 @@ def checksum_check(db: Database | None, path: Path, *, may_record: bool) -> Chec
     if want != actual:
         return failed("dylib checksum", f"sha256 of {path.name} is {actual[:16]}…, but {where} recorded "
                       f"{want[:16]}…: the file changed after it was built",
-                      f"rebuild it (make -C {native_dir()}) and check who else can write there", data={"sha256": actual})
+                      f"{rebuild_hint(path, kind)}, and check who else can write there", data={"sha256": actual})
     return passed("dylib checksum", f"sha256 {actual[:16]}… matches {where}", data={"sha256": actual})
 
 
@@ -211,10 +265,13 @@ class DylibResult:
 
 
 def prepare(runner: Runner, inj: Injection, db: Database | None, *, explicit: Path | None = None,
-            build_missing: bool = True, may_record: bool = True, tools: bool = False) -> DylibResult:
-    checks: list[Check] = []
-    choice = Choice(explicit, "given") if explicit is not None else Choice(
-        library_path(inj), "universal" if inj.system == "darwin" else "linux")
+            build_missing: bool = True, may_record: bool = True, tools: bool = False,
+            native: Path | None = None, packaged: Path | None = None) -> DylibResult:
+    """Choose the library (``choose``), build it only when nothing usable is there, and check it.
+    ``native``/``packaged``: other directories standing in for build/macos-native and
+    analyzer/_native/darwin (tests)."""
+    choice = choose(inj, explicit=explicit, native=native, packaged=packaged)
+    checks: list[Check] = [passed("dylib choice", choice.why, data={"kind": choice.kind, "path": str(choice.path)})]
     if not choice.path.exists() and explicit is None and build_missing:
         checks.append(build(runner, inj))
     if not choice.path.exists():
@@ -228,7 +285,7 @@ def prepare(runner: Runner, inj: Injection, db: Database | None, *, explicit: Pa
         archs, how = library_archs(runner, choice.path, tools=tools)
         if archs is None:
             checks.append(failed("dylib architectures", f"{choice.path.name} is not a Mach-O library capscan can "
-                                 f"read ({how})", CLT_INSTEAD))
+                                 f"read ({how})", PACKAGED_FIX if choice.kind == "packaged" else CLT_INSTEAD))
         else:
             checks.append(passed("dylib architectures", f"{choice.path.name} has {' '.join(archs)} ({how})",
                                  data={"archs": archs}))
@@ -236,21 +293,29 @@ def prepare(runner: Runner, inj: Injection, db: Database | None, *, explicit: Pa
     checks.append(path_check)
     if path_check.failed:
         return DylibResult(checks, choice, None)
-    checks.extend(file_checks(choice.path))
-    cs = checksum_check(db, choice.path, may_record=may_record)
+    checks.extend(file_checks(choice.path, choice.kind))
+    cs = checksum_check(db, choice.path, may_record=may_record, kind=choice.kind)
     checks.append(cs)
     return DylibResult(checks, choice, cs.data.get("sha256") or (sha256_of(choice.path) if not cs.failed else None),
                        archs)
 
 
-def probe_binary(runner: Runner) -> tuple[Path, str | None]:
-    """The built capscan-probe (building it when missing), and why it is not there when that failed."""
+def probe_binary(runner: Runner, *, native: Path | None = None, packaged: Path | None = None) -> tuple[Path, str | None]:
+    """capscan-probe: the macos-native build's, else the packaged one (its file and sha256 checked like the
+    library's, against the packaged SHA256SUMS), else built with make macos-native; and why there is none when
+    that failed. ``native``/``packaged`` as for ``prepare``."""
     from analyzer.remedy import platform as plat
 
     inj = plat.injection("darwin")
-    path = build_dir(inj) / "capscan-probe"  # type: ignore[arg-type]
-    if not path.exists():
-        check = build(runner, inj)  # type: ignore[arg-type]
-        if check.failed or not path.exists():
-            return path, check.reason
+    path = (native or build_dir(inj)) / PROBE_NAME  # type: ignore[arg-type]
+    if path.exists():
+        return path, None
+    shipped = (packaged or PACKAGED_DIR) / PROBE_NAME
+    if shipped.exists():
+        bad = [c for c in (*file_checks(shipped, "packaged"),
+                           checksum_check(None, shipped, may_record=False, kind="packaged")) if c.failed]
+        return shipped, (f"the packaged {PROBE_NAME}: {bad[0].reason} ({bad[0].instead})" if bad else None)
+    check = build(runner, inj)  # type: ignore[arg-type]
+    if check.failed or not path.exists():
+        return path, check.reason
     return path, None

@@ -2,8 +2,9 @@
 
 For each slice of a thin or universal (fat) file: the architecture (arm64e told
 apart from arm64 by its cpusubtype), whether it has dyld's ``__RESTRICT,__restrict``
-section, and its code signature: the CodeDirectory flags (ad-hoc, linker-signed,
-hardened runtime, library validation, restrict) and the XML entitlements.
+section (and the segment and name of every section), and its code signature: the
+CodeDirectory flags (ad-hoc, linker-signed, hardened runtime, library validation,
+restrict) and the XML entitlements.
 
 ``lipo``, ``otool`` and ``codesign`` are xcrun shims on a Mac without the Command
 Line Tools (they fail, or open an install dialog); this reader is what preflight
@@ -35,6 +36,7 @@ CPU_SUBTYPE_MASK = 0x00FFFFFF
 CPU_SUBTYPE_ARM64E = 2
 CPU_SUBTYPE_X86_64_H = 8
 MH_EXECUTE, MH_DYLIB = 2, 6
+SECTION_TYPE, S_INTERPOSING = 0xFF, 0x0D
 LC_SEGMENT, LC_SEGMENT_64, LC_CODE_SIGNATURE = 0x1, 0x19, 0x1D
 
 CSMAGIC_EMBEDDED_SIGNATURE = 0xFADE0CC0
@@ -84,6 +86,18 @@ class Signature:
 
 
 @dataclass(frozen=True)
+class Section:
+    segment: str
+    name: str
+    size: int
+    flags: int
+
+    @property
+    def type(self) -> int:
+        return self.flags & SECTION_TYPE
+
+
+@dataclass(frozen=True)
 class Slice:
     arch: str
     cputype: int
@@ -92,6 +106,10 @@ class Slice:
     restrict_section: bool         # __RESTRICT,__restrict: dyld ignores DYLD_* variables
     signature: Signature | None    # None: no LC_CODE_SIGNATURE (unsigned)
     signature_error: str | None = None
+    sections: tuple[Section, ...] = ()
+
+    def section(self, segment: str, name: str) -> Section | None:
+        return next((s for s in self.sections if s.segment == segment and s.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -199,6 +217,7 @@ def _parse_slice(f: BinaryIO, base: int, size: int | None) -> Slice:
         raise MachOError(f"implausible load commands ({ncmds} commands, {sizeofcmds} bytes)")
     cmds = _read_at(f, base + header_size, sizeofcmds, "load commands")
     restrict = False
+    sections: list[Section] = []
     sig_loc: tuple[int, int] | None = None
     off = 0
     for _ in range(ncmds):
@@ -218,6 +237,13 @@ def _parse_slice(f: BinaryIO, base: int, size: int | None) -> Slice:
             for i in range(nsects):
                 s = off + seg_hdr + i * sect_size
                 sectname, in_seg = _cstr(cmds[s:s + 16]), _cstr(cmds[s + 16:s + 32])
+                if cmd == LC_SEGMENT_64:
+                    (sect_bytes,) = struct.unpack_from("<Q", cmds, s + 40)
+                    (sect_flags,) = struct.unpack_from("<I", cmds, s + 64)
+                else:
+                    (sect_bytes,) = struct.unpack_from("<I", cmds, s + 36)
+                    (sect_flags,) = struct.unpack_from("<I", cmds, s + 56)
+                sections.append(Section(in_seg, sectname, sect_bytes, sect_flags))
                 if in_seg == "__RESTRICT" and sectname == "__restrict":
                     restrict = True
         elif cmd == LC_CODE_SIGNATURE:
@@ -234,7 +260,8 @@ def _parse_slice(f: BinaryIO, base: int, size: int | None) -> Slice:
             signature = parse_signature(_read_at(f, base + dataoff, datasize, "code signature"))
         except MachOError as exc:
             sig_error = str(exc)
-    return Slice(arch_name(cputype, cpusubtype), cputype, cpusubtype, filetype, restrict, signature, sig_error)
+    return Slice(arch_name(cputype, cpusubtype), cputype, cpusubtype, filetype, restrict, signature, sig_error,
+                 tuple(sections))
 
 
 def read(path: str | Path) -> MachO:

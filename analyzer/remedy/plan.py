@@ -145,6 +145,8 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                 "refusal": f"This machine ({system}) cannot run the interposer: run `capscan remedy plan` inside "
                            "the macOS guest, or from the host with --via lume|tart|anka|ssh --vm NAME."}
     lib_dir = dylibmod.build_dir(inj)
+    chosen = dylibmod.choose(inj)
+    library, library_why = chosen.path, chosen.why
     if system == "darwin":
         # a program name from the log may start with '-': never let a tool read it as an option
         exe_path = file_arg((runner.which(exe) if runner else None) or exe)
@@ -173,12 +175,11 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                   "only with the Command Line Tools)."),
             _step("Check every binary of the launch chain", ["lipo", "-archs", exe_path],
                   "The program, its #! interpreters, /usr/bin/env and what env runs, each read in-process: every "
-                  "one must find its slice in the library; with SIP off an arm64e one (Apple's) refuses "
-                  "third-party code unless kern.bootargs holds -arm64e_preview_abi."),
-            _step("Verify the interposer", ["shasum", "-a", "256", str(dylibmod.library_path(inj))],
-                  "One universal file (arm64 + arm64e + x86_64), built on first use with `make macos-native` when "
-                  "the Command Line Tools are installed; owned by you or root, not group- or world-writable, "
-                  "matching the SHA256SUMS recorded at build."),
+                  "one must find its slice in the library (with SIP off an arm64e one, Apple's, may refuse even an "
+                  "arm64e slice unless kern.bootargs holds -arm64e_preview_abi: reports differ)."),
+            _step("Verify the interposer", ["shasum", "-a", "256", str(library)],
+                  f"capscan injects {library_why}. Owned by you or root, not group- or world-writable, matching "
+                  "the SHA256SUMS beside it."),
         ]
     else:
         steps += [
@@ -191,7 +192,7 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
         ]
         notes.append("On Linux only the fake Metal device can be remedied; run this in the macOS guest for real.")
     remedy_argv = ["capscan", "remedy", "run", "--run", str(run_id), "--family", family, "--", *cmd]
-    manual = ["/usr/bin/env", f"{inj.env_var}={dylibmod.library_path(inj)}",
+    manual = ["/usr/bin/env", f"{inj.env_var}={library}",
               f"{plat.FAMILY_VAR}={family if family != 'auto' else 'N'}", *cmd]
     steps.append(_step("Launch with the interposer, store and verify", remedy_argv,
                        f"Only the child's environment changes ({inj.env_var} and {plat.FAMILY_VAR}={family}: "

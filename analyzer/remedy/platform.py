@@ -1,6 +1,7 @@
 """What this machine is, and how injection works on it (one place).
 
-- macOS: ``DYLD_INSERT_LIBRARIES`` with native/interposer/build/macos/*.dylib.
+- macOS: ``DYLD_INSERT_LIBRARIES`` with a `make macos-native` build, else the prebuilt
+  analyzer/_native/darwin/libcapscan_interposer.dylib (see analyzer.remedy.dylib).
 - Linux: ``LD_PRELOAD`` with native/interposer/build/linux/libcapscan_interposer.so,
   the stand-in that hooks the fake Metal device (for tests; no real GPU).
 

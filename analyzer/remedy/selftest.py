@@ -51,7 +51,7 @@ MEANING = {
               "the variable: use a build without it (build llama.cpp yourself) or an ad-hoc re-signed copy",
     ARM64E: "an arm64e program on the launch path would halt: the library has no arm64e slice, and with SIP "
             "off dyld halts an arm64e process it cannot load it into; use a library with arm64e (make macos-native "
-            "on a Mac) or start the program directly",
+            "on a Mac; the prebuilt one capscan ships has arm64 + x86_64 only) or start the program directly",
     NOT_VM: "this is bare metal: the GPU already reports its real family, so there is nothing to fix",
     INCONCLUSIVE: "the self-test could not decide; the reason and the stored runs say what happened",
 }
@@ -263,6 +263,7 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
         records.link_runs(db, remedied.run_ids, stock.run_ids[-1], RELATION, None)
     decide(report, stock, remedied, family, inj)
     report.facts["library_archs"] = lib.archs
+    report.facts["library_choice"] = lib.choice.kind    # native | packaged | given | linux
     report.facts["library_sha256"] = lib.sha256
 
     shim_env = _other_shim_env(clean, inj, compare_shim, family) if compare_shim else None
@@ -297,7 +298,7 @@ def _probe_binary(report: Report, runner: Runner, system: str, inj: plat.Injecti
     if system == "darwin":
         probe, missing = dylibmod.probe_binary(runner)
         if missing:
-            report.reason = f"capscan-probe is not built: {missing}"
+            report.reason = f"no usable capscan-probe: {missing}"
             return None
         return probe
     build = dylibmod.build(runner, inj) if not (dylibmod.build_dir(inj) / "capscan-probe").exists() else None

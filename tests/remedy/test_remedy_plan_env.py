@@ -53,7 +53,9 @@ def test_plan_on_a_guest_lists_every_check_with_its_command(env, linux_build):
     firsts = [s["argv"][0] for s in doc["steps"]]
     assert firsts == ["sysctl", "sysctl", "csrutil", "ls", "codesign", "codesign", "otool", "lipo", "shasum", "capscan"]
     assert doc["steps"][0]["argv"] == ["sysctl", "-n", "kern.hv_vmm_present"]
-    assert doc["steps"][-2]["argv"][-1].endswith("build/macos-native/libcapscan_interposer.dylib")
+    # no macos-native build here: the prebuilt library the package ships
+    assert doc["steps"][-2]["argv"][-1].endswith("analyzer/_native/darwin/libcapscan_interposer.dylib")
+    assert "prebuilt library shipped with capscan" in doc["steps"][-2]["check"]
     assert doc["steps"][-1]["argv"][-3:] == ["llama-bench", "-m", "my model.gguf"]
     assert "'my model.gguf'" in doc["steps"][-1]["shell"]
     text = env.capscan("remedy", "plan").stdout.decode()
