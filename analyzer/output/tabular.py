@@ -228,8 +228,20 @@ def write_delimited(out: TextIO, columns: Sequence[str], rows: Iterable[dict[str
         w.writerow([_csv_cell(row.get(c)) for c in columns])
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (=HYPERLINK(...) from a log line):
+# such a text cell gets a leading apostrophe, as OWASP's CSV-injection advice says. Numbers stay numbers.
+_FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutral_cell(text: str) -> str:
+    return "'" + text if text.startswith(_FORMULA_LEADS) else text
+
+
 def _tsv_cell(value: Any) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else text_cell(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    cell = text_cell(value)
+    return neutral_cell(cell) if isinstance(value, str) else cell
 
 
 def _csv_cell(value: Any) -> Any:
@@ -237,7 +249,7 @@ def _csv_cell(value: Any) -> Any:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return safe_text(value) if isinstance(value, str) else value
+    return neutral_cell(safe_text(value)) if isinstance(value, str) else value
 
 
 def markdown_cell(value: Any) -> str:
