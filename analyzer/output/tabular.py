@@ -252,12 +252,24 @@ def _csv_cell(value: Any) -> Any:
     return neutral_cell(safe_text(value)) if isinstance(value, str) else value
 
 
+# Every character GitHub markdown gives a meaning to inside a line (emphasis, links and images, code,
+# tables, strikethrough, HTML), backslash-escaped as CommonMark allows for any ASCII punctuation; a cell
+# never starts a line, so heading and list markers (# - + 1.) mean nothing there and stay readable
+_MD_ACTIVE = re.compile(r"[\\`*_\[\]|~<>]")
+# GitHub links what no escape stops, in text: @mentions, #123 references, bare URLs and www. names, e-mail
+# addresses. A word joiner (U+2060, invisible) after the @ or #, or inside the scheme, breaks each pattern.
+_MD_LINKED = re.compile(r"(?<=@)(?=\w)|(?<=#)(?=\d)|(?<=[A-Za-z]:)(?=//)|(?i:(?<=\bwww))(?=\\?\.)")
+WORD_JOINER = "\u2060"
+
+
 def markdown_cell(value: Any) -> str:
-    """Inert in GitHub markdown: | splits no cell, < > & start no HTML, backticks no code."""
+    """Inert in GitHub markdown: log text can split no cell, start no HTML, link, image, code span, emphasis,
+    mention or reference; numbers are written as they are."""
     text = text_cell(value, decimals=2)
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "\\`")):
-        text = text.replace(a, b)
-    return text or " "
+    if not isinstance(value, str):
+        return text or " "
+    text = _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), text.replace("&", "&amp;"))
+    return _MD_LINKED.sub(WORD_JOINER, text) or " "
 
 
 def write_markdown(out: TextIO, columns: Sequence[str], rows: Iterable[dict[str, Any]],
