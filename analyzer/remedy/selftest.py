@@ -262,6 +262,12 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     if stock.run_ids and remedied.run_ids:
         records.link_runs(db, remedied.run_ids, stock.run_ids[-1], RELATION, None)
     decide(report, stock, remedied, family, inj)
+    if system == "darwin":
+        child = apple_child(env, report.facts.get("sip", "unknown"))
+        report.facts["apple_child"] = child
+        if child.get("halted"):
+            report.reason += (f"; {child['program']}, an Apple arm64e program, halts on this library here "
+                              f"(exit {child['returncode']}): run the workload with --scrub-children, or directly")
     report.facts["library_archs"] = lib.archs
     report.facts["library_choice"] = lib.choice.kind    # native | packaged | given | linux
     report.facts["library_sha256"] = lib.sha256
@@ -278,6 +284,22 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     elif llama_bench:
         report.bench = bench(db, llama_bench, model, clean, env, shim_env)
     return report
+
+
+# An Apple arm64e program: what the workload's shells, env and tee are
+APPLE_CHILD = "/usr/bin/true"
+
+
+def apple_child(env: dict[str, str], sip: str, program: str = APPLE_CHILD) -> dict[str, Any]:
+    """With SIP not fully on, Apple's arm64e programs that a workload starts inherit the variable: run one
+    with the injection and say whether it halts (dyld's 'terminating because inserted dylib ... could not be
+    loaded', exit 134), which is what --scrub-children avoids. With SIP on they drop the variable."""
+    if sip == "enabled":
+        return {"program": program, "skipped": "SIP is enabled: Apple's programs drop DYLD_* variables"}
+    result = Runner(env, timeout=30).run([program])
+    said = next((ln for ln in result.stderr.splitlines() if L.LOADER_ERRORS.search(ln)), None)
+    return {"program": program, "returncode": result.returncode,
+            "halted": result.returncode == 134 or said is not None, "loader_said": said}
 
 
 def _machine_facts(report: Report, runner: Runner, system: str) -> tuple[bool | None, str]:

@@ -5,6 +5,7 @@ path through the macOS code with stand-in tools."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -120,3 +121,32 @@ def test_remedy_run_names_the_interposing_disabled_line():
     banner = next(c for c in checks if c.name == "banner")
     assert banner.failed and "did not apply its interposing" in banner.reason
     assert "capscan remedy selftest --json" in banner.instead
+
+
+def test_an_apple_child_that_halts_on_the_library_is_reported(tmp_path):
+    """With SIP not fully on, the self-test runs an Apple arm64e program (/usr/bin/true) with the injection:
+    dyld's 'terminating because inserted dylib' and exit 134 mean the workload's shells would halt too."""
+    from analyzer.remedy.selftest import apple_child
+
+    halts = tmp_path / "true"
+    halts.write_text("#!/bin/sh\necho \"dyld[4185]: terminating because inserted dylib 'x.dylib' could not be "
+                     "loaded: (mach-o file, but is an incompatible architecture (have 'arm64', need 'arm64e'))\" >&2\n"
+                     "exit 134\n")
+    halts.chmod(0o755)
+    fine = tmp_path / "fine"
+    fine.write_text("#!/bin/sh\nexit 0\n")
+    fine.chmod(0o755)
+    env = dict(os.environ)
+    got = apple_child(env, "disabled", str(halts))
+    assert got["halted"] is True and got["returncode"] == 134 and "terminating because inserted dylib" in got["loader_said"]
+    assert apple_child(env, "disabled", str(fine)) == {"program": str(fine), "returncode": 0, "halted": False,
+                                                       "loader_said": None}
+    assert "skipped" in apple_child(env, "enabled", str(halts))
+
+
+def test_the_darwin_selftest_reports_its_apple_child(env, linux_build, mac_library):
+    env.darwin()
+    r = env.capscan("remedy", "selftest", "--json", "--probe", str(linux_build / "capscan-probe"),
+                    "--dylib", str(mac_library))
+    child = _doc(r)["facts"]["apple_child"]
+    assert child["program"] == "/usr/bin/true" and child["halted"] is False  # Linux ignores DYLD_INSERT_LIBRARIES
