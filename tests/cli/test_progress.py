@@ -13,7 +13,7 @@ FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 def _big_log(tmp_path: Path) -> Path:
     path = tmp_path / "big.log"
-    noise = b"load_tensors: layer 12 assigned to device CPU, is_swa = 0\n" * 1200_000  # ~70 MB
+    noise = b"srv  log_server_r: request: GET /health 127.0.0.1 200 (0.1 ms)\n" * 1100_000  # ~70 MB, unread
     path.write_bytes((FIX / "metal/m4-2026-08-guest-stock.log").read_bytes() + noise)
     return path
 
