@@ -24,6 +24,8 @@ def fmt_tps(value: float | None) -> str:
         return "-"
     if math.isinf(value):
         return "inf"
+    if abs(value) >= 1e9:  # no real speed; a hostile or broken figure (1e308) is not printed as 309 digits
+        return f"{value:.3g}"
     return f"{value:,.2f}"
 
 
