@@ -58,6 +58,9 @@ def open_db(path: str | os.PathLike[str]) -> Database:
     ``StoreError``. A database from a newer capscan (migrations this version
     does not know) is refused rather than written with an older schema."""
     path = _as_str(path)
+    if path == ":memory:":  # SQLite's name for a database that vanishes on close: "stored" would be false
+        raise StoreError(":memory: is SQLite's in-memory database, which keeps nothing once capscan exits; "
+                         "give --db a file path")
     if os.path.isdir(path):
         raise StoreError(f"{path}: is a directory, not a database file")
     if _read_only(path):

@@ -241,3 +241,18 @@ def test_a_damaged_evidence_row_is_a_load_error_never_a_traceback(tmp_path, line
     else:
         assert run.load_error == "its evidence lines do not load (ValidationError)" and run.evidence == []
     db.conn.close()
+
+
+def test_memory_database_is_refused_in_one_line_and_leaves_no_file(tmp_path):
+    """`--db :memory:` would say "1 run stored" and keep nothing (and SQLite's name made a file of that name)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    log = REPO / "examples" / "m1-ultra-guest-stock.log"
+    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", ":memory:", "ingest", str(log)],
+                          capture_output=True, cwd=tmp_path, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and "in-memory database" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / ":memory:").exists()
