@@ -25,6 +25,9 @@ _EVIDENCE_CAP = {"metal.skip_kernel": 5, "probe.family": 40, "timing": 20, "cuda
 _EVIDENCE_TOTAL = 300
 # ggml has about a hundred ops; a log naming more distinct ones is noise or hostile: the first ones are kept
 MAX_UNSUPPORTED_OPS = 256
+# Names a run lists as it reads them (process names of an NSLog prefix, system_profiler chipsets): a real
+# run has a few; the first ones are kept, so a line costs the same however many came before
+MAX_NAMES = 16
 _APPLE = range(1001, 2000)
 # One observation per distinct (fact, subject, value, block): a run that shows more than this many
 # distinct readings is hostile or many machines merged; the first ones are kept (and a contradiction

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from analyzer.model import Shim
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import RunBuilder
+from analyzer.runs.builder import MAX_NAMES, RunBuilder
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
@@ -111,12 +111,17 @@ def on_sysprof_chipset(asm: Assembler, ev: Event) -> None:
             run = asm.new_run()
         run.device_source = "sysprof"
         run.facts.program = "system_profiler"
-    chipsets = run.facts.sysprof_chipsets
-    chipsets.append(ev.data["name"])
-    run.observe("gpu.name", ev.data["name"], ev, subject=ev.data["name"])
+    chipsets, name = run.facts.sysprof_chipsets, ev.data["name"]
+    run.observe("gpu.name", name, ev, subject=name)
     # One GPU names the device; with several (an Intel iGPU and an AMD dGPU) which one a program
-    # uses is not shown, so none is picked (all stay in sysprof_chipsets).
-    run.facts.device.name = chipsets[0] if len(set(chipsets)) == 1 else None
+    # uses is not shown, so none is picked (the first MAX_NAMES stay in sysprof_chipsets). O(1) a line:
+    # the first name sets it, any other clears it for good.
+    if not chipsets:
+        run.facts.device.name = name
+    elif name != chipsets[0]:
+        run.facts.device.name = None
+    if len(chipsets) < MAX_NAMES:
+        chipsets.append(name)
     run.touch(ev)
 
 

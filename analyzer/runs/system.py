@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from analyzer.chips import ARM_CPU_FEATURES, X86_CPU_FEATURES, isa_of_target, os_of_target
 from analyzer.parsers.base import Event
+from analyzer.runs.builder import MAX_NAMES
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
@@ -16,8 +17,9 @@ if TYPE_CHECKING:
 
 
 def on_hint_process(asm: Assembler, ev: Event) -> None:
-    if ev.data["name"] not in asm.run.facts.processes:
-        asm.run.facts.processes.append(ev.data["name"])
+    names = asm.run.facts.processes
+    if len(names) < MAX_NAMES and ev.data["name"] not in names:  # at most MAX_NAMES compared per line
+        names.append(ev.data["name"])
 
 
 def on_model_device(asm: Assembler, ev: Event) -> None:
