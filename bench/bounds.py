@@ -9,6 +9,8 @@ time, and its own peak RSS from ``wait4``) on:
 
 - 20k / 40k / 80k distinct ``unsupported op`` lines (was quadratic: 2.4/8.2/33 s);
 - 15k / 30k / 60k tiny device blocks, one run each (was 72 s and 812 MB at 60k);
+- 10k / 20k / 40k distinct NSLog process names, and as many system_profiler chipsets (were quadratic:
+  13.4 s and 33.5 s at 40k);
 - a 4 MB gzip of 4 GiB of zeros (was 8.4 GB), and one of 1 GiB of text;
 - ``--keep-raw`` on a 282 MB log (was 890 MB).
 
@@ -52,6 +54,15 @@ def blocks(n: int) -> bytes:
                     b"ggml_metal_device_init: GPU family: MTLGPUFamilyApple7  (1007)\n" % i for i in range(n))
 
 
+def nslog(n: int) -> bytes:
+    return b"".join(b"2026-07-30 11:02:14.552 proc%d[123:456] ggml_metal_init: GPU name:   Apple M2 Max\n" % i
+                    for i in range(n))
+
+
+def chipsets(n: int) -> bytes:
+    return b"".join(b"      Chipset Model: Apple Paravirtual device %d\n" % i for i in range(n))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
@@ -78,6 +89,11 @@ def main() -> int:
         p = out / f"blocks{n}.log"
         p.write_bytes(blocks(n))
         run("tiny device blocks (1 run each)", f"{n:,}", ["ingest", str(p)])
+    for name, make in (("distinct NSLog process names", nslog), ("distinct system_profiler chipsets", chipsets)):
+        for n in (10_000 // q, 20_000 // q, 40_000 // q):
+            p = out / f"{make.__name__}{n}.log"
+            p.write_bytes(make(n))
+            run(name, f"{n:,}", ["ingest", str(p)])
     bomb = out / "zeros.gz"
     write_gzip_bomb(bomb, b"\0" * (1 << 20), 4096 // q)
     run(f"gzip bomb, zeros ({bomb.stat().st_size >> 10} KB)", f"{4096 // q} MiB", ["ingest", str(bomb)])
