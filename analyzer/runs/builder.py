@@ -28,6 +28,10 @@ MAX_UNSUPPORTED_OPS = 256
 # Names a run lists as it reads them (process names of an NSLog prefix, system_profiler chipsets): a real
 # run has a few; the first ones are kept, so a line costs the same however many came before
 MAX_NAMES = 16
+# Per-run lists of what a log repeats (Metal errors, shim messages, listed, Vulkan and CUDA devices): the first
+# ones are kept, each message cut to MAX_TEXT characters, so stored facts stay small whatever the input
+MAX_LISTED = 32
+MAX_TEXT = 300
 _APPLE = range(1001, 2000)
 # One observation per distinct (fact, subject, value, block): a run that shows more than this many
 # distinct readings is hostile or many machines merged; the first ones are kept (and a contradiction

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import RunBuilder
+from analyzer.runs.builder import MAX_LISTED, RunBuilder
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
@@ -44,7 +44,8 @@ def on_vulkan_device(asm: Assembler, ev: Event) -> None:
     if run.facts.vulkan_devices and ev.data.get("index") == 0 and run.device_source == "vulkan" and run.has_results:
         run = asm.new_run()
         run.device_source = "vulkan"
-    run.facts.vulkan_devices.append(ev.data)
+    if len(run.facts.vulkan_devices) < MAX_LISTED:
+        run.facts.vulkan_devices.append(ev.data)
     name = ev.data.get("name")
     if name:
         run.observe("gpu.name", name, ev, subject=name)
@@ -73,7 +74,8 @@ def on_cuda_count(asm: Assembler, ev: Event) -> None:
 
 def on_cuda_device(asm: Assembler, ev: Event) -> None:
     run = _device_list_run(asm, "cuda")
-    run.facts.cuda_devices.append(ev.data)
+    if len(run.facts.cuda_devices) < MAX_LISTED:
+        run.facts.cuda_devices.append(ev.data)
     if ev.data.get("name"):
         run.observe("gpu.name", ev.data["name"], ev, subject=ev.data["name"])
     if run.facts.device.name is None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from analyzer.model import Capabilities
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import MAX_UNSUPPORTED_OPS, RunBuilder
+from analyzer.runs.builder import MAX_LISTED, MAX_TEXT, MAX_UNSUPPORTED_OPS, RunBuilder
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
@@ -181,7 +181,8 @@ def on_metal_family_fallback(asm: Assembler, ev: Event) -> None:
 
 
 def on_metal_error(asm: Assembler, ev: Event) -> None:
-    asm.run.facts.metal_errors.append(ev.data["message"])
+    if len(asm.run.facts.metal_errors) < MAX_LISTED:
+        asm.run.facts.metal_errors.append(ev.data["message"][:MAX_TEXT])
     asm.run.touch(ev)
 
 
@@ -196,7 +197,8 @@ def on_metal_agx_error(asm: Assembler, ev: Event) -> None:
     run = asm.run
     run.facts.agx_domain = run.facts.agx_domain or ev.data["domain"]
     run.observe("gpu.driver", ev.data["domain"], ev)
-    run.facts.metal_errors.append(ev.text[:300])
+    if len(run.facts.metal_errors) < MAX_LISTED:
+        run.facts.metal_errors.append(ev.text[:MAX_TEXT])
     run.touch(ev)
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from analyzer.model import Shim
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import MAX_NAMES, RunBuilder
+from analyzer.runs.builder import MAX_LISTED, MAX_NAMES, MAX_TEXT, RunBuilder
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
@@ -25,7 +25,8 @@ def on_shim_banner(asm: Assembler, ev: Event) -> None:
 
 
 def on_shim_message(asm: Assembler, ev: Event) -> None:
-    asm.run.facts.shim_messages.append(ev.text)
+    if len(asm.run.facts.shim_messages) < MAX_LISTED:
+        asm.run.facts.shim_messages.append(ev.text[:MAX_TEXT])
     asm.run.touch(ev)
 
 

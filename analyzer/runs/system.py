@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from analyzer.chips import ARM_CPU_FEATURES, X86_CPU_FEATURES, isa_of_target, os_of_target
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import MAX_NAMES
+from analyzer.runs.builder import MAX_LISTED, MAX_NAMES, MAX_TEXT
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
@@ -98,7 +98,8 @@ def on_devices_item(asm: Assembler, ev: Event) -> None:
     run = asm.run
     if run.facts.listed_devices is None:
         run.facts.listed_devices = []
-    run.facts.listed_devices.append(f"{ev.data['id']}: {ev.data['description']}")
+    if len(run.facts.listed_devices) < MAX_LISTED:
+        run.facts.listed_devices.append(f"{ev.data['id']}: {ev.data['description']}"[:MAX_TEXT])
     run.saw_device(ev.data["description"])
     run.observe("gpu.name", ev.data["description"], ev, subject=ev.data["id"])
     run.touch(ev)

@@ -58,3 +58,26 @@ def test_one_chipset_names_the_device_and_two_name_none():
                        b"      Chipset Model: Intel Iris Plus Graphics\n")
     assert two.facts.device.name is None and two.facts.sysprof_chipsets[:2] == ["Intel Iris Plus Graphics",
                                                                                  "AMD Radeon Pro 5500M"]
+
+
+REPEATED = {
+    "metal errors": lambda i: f"ggml_metal_init: error: load pipeline error {i} " + "x" * 2000 + "\n",
+    "shim messages": lambda i: f"[LumeMetalCapabilities] message number {i} " + "y" * 2000 + "\n",
+    "vulkan devices": lambda i: f"ggml_vulkan: {i % 10} = AMD Radeon RX 7800 XT (RADV NAVI32) | uma: 0 | fp16: 1 | "
+                                "warp size: 64\n",
+    "listed devices": lambda i: f"  MTL{i}: Apple Paravirtual device (11453 MiB, 11453 MiB free)\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REPEATED))
+def test_stored_facts_stay_small_whatever_a_log_repeats(kind):
+    """20,000 repetitions of one kind of line: the run keeps the first few, each cut short, so its facts are a
+    few kilobytes (3.5 M Metal error lines used to take 1.18 GB)."""
+    from analyzer.model import facts_json
+
+    head = "ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)\n"
+    if kind == "listed devices":
+        head = "Available devices:\n"
+    text = (head + "".join(REPEATED[kind](i) for i in range(20_000))).encode()
+    _, runs = _ingest(text)
+    assert runs and sum(len(facts_json(r.facts)) for r in runs) < 64_000, kind
