@@ -276,22 +276,23 @@ def export_otlp(opts: Options, timeout: float) -> None:
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8001, show_default=True, help="Port to listen on.")
+@click.option("--with-raw", is_flag=True, help="Also serve the kept raw logs (sources.raw_gzip: prompts and answers).")
 @shared_options("db")
-def db_serve(opts: Options, host: str, port: int) -> None:
+def db_serve(opts: Options, host: str, port: int, with_raw: bool) -> None:
     """Browse the database in Datasette, read-only (extra: capscan[datasette])."""
+    import os
+
     path = _db_file(opts)
-    if open_existing_db(opts) is None:  # a mistyped --db is an error there; nothing is ever created
-        raise CapscanError(f"no database at {path} yet: nothing stored (pipe a log in first)")
+    if not os.path.isfile(path):  # never created, never migrated: serving changes nothing
+        named = " (from --db)" if opts.db else " (from $CAPSCAN_DB)" if os.environ.get("CAPSCAN_DB") else ""
+        raise CapscanError(f"no database at {path}{named} yet: nothing stored (pipe a log in first)")
     try:
         import datasette.app  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
         raise CapscanError("db serve needs Datasette: pip install 'capscan[datasette]'") from None
     from analyzer.fleet import dbserve
-    from analyzer.store.db import checkpoint
 
-    note = checkpoint(path)
-    if note:
-        click.echo(f"capscan: {note}", err=True)
-    click.echo(f"capscan: serving {path} read-only at http://{host}:{port}/ (Ctrl-C stops)", err=True)
-    dbserve.serve(path, host=host, port=port)
+    raw = "" if with_raw else "; raw logs hidden (--with-raw serves them)"
+    click.echo(f"capscan: serving {path} read-only at http://{host}:{port}/{raw} (Ctrl-C stops)", err=True)
+    dbserve.serve(Path(path), host=host, port=port, with_raw=with_raw)

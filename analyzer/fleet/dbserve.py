@@ -1,12 +1,18 @@
 """``capscan db serve``: the database in Datasette (optional extra
-``capscan[datasette]``), read-only.
+``capscan[datasette]``), read-only, as it promises:
 
-The file is opened immutable (Datasette's ``-i``: SQLite's ``immutable=1``,
-no writes, no locks). Since an immutable reader ignores the write-ahead log,
-the log is checkpointed into the file first; runs stored after the server
-started appear after a restart. ``metadata()`` gives every table a
-description and the canned queries below; chart plugins (datasette-vega,
-datasette-plot), when installed, chart any query's result."""
+- opened ``mode=ro`` (SQLite refuses every write, the write-ahead log is read
+  but never checkpointed; no migration runs), so serving changes nothing;
+- the kept raw logs (``sources.raw_gzip``: prompts and answers) read as NULL
+  through any query, canned or typed, unless ``--with-raw`` (an SQLite
+  authorizer on each connection);
+- answering only requests whose Host is a localhost name (or the address it
+  was told to listen on), which DNS rebinding cannot forge; bound to 127.0.0.1
+  by default.
+
+``metadata()`` gives every table a description and the canned queries below;
+chart plugins (datasette-vega, datasette-plot), when installed, chart any
+query's result."""
 
 from __future__ import annotations
 
@@ -30,23 +36,89 @@ def db_name_of(path: Path) -> str:
     return path.stem
 
 
-def make_datasette(path: Path):
-    """A Datasette over ``path``, immutable, with capscan's metadata (raises ImportError without the extra)."""
+RAW = ("sources", "raw_gzip")
+
+
+def _without_raw(action: int, table: str | None, column: str | None, _db: str | None, _trigger: str | None) -> int:
+    import sqlite3
+
+    if action == sqlite3.SQLITE_READ and (table, column) == RAW:
+        return sqlite3.SQLITE_IGNORE  # the column reads as NULL, whatever the query
+    return sqlite3.SQLITE_OK
+
+
+def make_datasette(path: Path, *, with_raw: bool = False):
+    """A Datasette over ``path``, read-only (mode=ro), with capscan's metadata; the raw logs hidden unless
+    ``with_raw`` (raises ImportError without the extra)."""
     from datasette.app import Datasette
 
-    return Datasette(immutables=[str(path)], metadata=metadata(db_name_of(path)),
-                     settings={"default_page_size": 50, "sql_time_limit_ms": 3000, "allow_download": False})
+    ds = Datasette(files=[str(path)], metadata=metadata(db_name_of(path)),
+                   settings={"default_page_size": 50, "sql_time_limit_ms": 3000, "allow_download": False})
+    if not with_raw:
+        for database in ds.databases.values():
+            if database.is_memory:
+                continue
+            connect = database.connect
+
+            def guarded(write: bool = False, _connect=connect):
+                conn = _connect(write=False)  # never a writable connection, whatever asks
+                conn.set_authorizer(_without_raw)
+                return conn
+
+            database.connect = guarded
+    return ds
 
 
-def serve(path: Path, *, host: str = "127.0.0.1", port: int = 8001) -> None:
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+
+
+def host_name(header: str) -> str:
+    """The name of a Host header: 'localhost:8001' -> 'localhost', '[::1]:8001' -> '[::1]'."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header.split("]", 1)[0] + "]"
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+class HostCheck:
+    """ASGI: a request whose Host is not an allowed name gets 421 (a page of another origin that resolves its
+    own name to 127.0.0.1, DNS rebinding, sends its own name)."""
+
+    def __init__(self, app: Any, allowed: frozenset[str]):
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = dict(scope.get("headers") or [])
+            name = host_name(headers.get(b"host", b"").decode("latin-1"))
+            if name not in self.allowed:
+                body = b"capscan db serve answers only to localhost names\n"
+                await send({"type": "http.response.start", "status": 421,
+                            "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def allowed_hosts(host: str) -> frozenset[str]:
+    extra = set() if host in ("0.0.0.0", "::", "") else {host_name(host), host.lower()}
+    return LOCAL_HOSTS | extra
+
+
+def app_for(path: Path, *, host: str = "127.0.0.1", with_raw: bool = False) -> Any:
     import asyncio
 
-    import uvicorn
-
-    ds = make_datasette(path)
+    ds = make_datasette(path, with_raw=with_raw)
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(ds.invoke_startup())
     finally:
         loop.close()
-    uvicorn.run(ds.app(), host=host, port=port, log_level="warning", lifespan="on", workers=1)
+    return HostCheck(ds.app(), allowed_hosts(host))
+
+
+def serve(path: Path, *, host: str = "127.0.0.1", port: int = 8001, with_raw: bool = False) -> None:
+    import uvicorn
+
+    uvicorn.run(app_for(path, host=host, with_raw=with_raw), host=host, port=port, log_level="warning",
+                lifespan="on", workers=1)

@@ -26,7 +26,9 @@ async def test_canned_queries_return_the_expected_rows(db_path):
     await ds.invoke_startup()
     name = db_name_of(db_path)
     database = ds.databases[name]
-    assert database.is_mutable is False  # opened immutable: no writes, no locks
+    assert database.connect().execute("PRAGMA query_only").fetchone() is not None  # a live connection
+    with pytest.raises(Exception):  # opened mode=ro: SQLite itself refuses a write
+        database.connect(write=True).execute("DELETE FROM runs")
 
     downgraded = await _get(ds, f"/{name}/downgraded_by_host_chip.json?_shape=array")
     assert downgraded == [{"host_chip": "Apple M1 Ultra", "runs": 1, "fixable_runs": 1, "sources": 1, "devices": 1,
@@ -58,8 +60,74 @@ async def test_tables_are_described_and_writes_refused(db_path):
     for table in ("sources", "runs", "diagnoses", "throughput", "evidence", "watch_cursors"):
         assert tables[table]["description"] == TABLES[table]["description"]
     assert set(meta["databases"][name]["queries"]) == set(CANNED_QUERIES)
-    # a canned query cannot be turned into a write, and arbitrary SQL writes fail on an immutable file
+    # a canned query cannot be turned into a write, and arbitrary SQL writes fail on a read-only file
     response = await ds.client.get(f"/{name}.json?sql=DELETE+FROM+runs")
     assert response.status_code == 400
     runs = await _get(ds, f"/{name}.json?sql=select+count(*)+as+n+from+runs&_shape=array")
     assert runs == [{"n": 3}]
+
+
+
+async def test_raw_logs_read_as_null_unless_with_raw(db_path):
+    """The kept raw log (prompts and answers) is not served through any query, typed or canned."""
+    import io
+
+    from analyzer.ingest import ingest
+    from analyzer.read.reader import Input
+    from analyzer.store.db import open_db
+
+    fleet_db(db_path)
+    db = open_db(db_path)
+    ingest(db, Input("secret.log", io.BytesIO(b"ggml_metal_init: GPU name:   Apple M2 Max\nmy secret prompt\n"),
+                     keep_raw=True), force=True, keep_raw=True)
+    db.conn.close()
+    name = db_name_of(db_path)
+    sql = f"/{name}.json?sql=select+hex(raw_gzip)+as+raw+from+sources+where+raw_gzip+is+not+null&_shape=array"
+    hidden = make_datasette(db_path)
+    await hidden.invoke_startup()
+    assert await _get(hidden, sql) == []
+    everything = await _get(hidden, f"/{name}/sources.json?_shape=array")
+    assert everything and all(row.get("raw_gzip") is None for row in everything)
+    shown = make_datasette(db_path, with_raw=True)
+    await shown.invoke_startup()
+    rows = await _get(shown, sql)
+    assert len(rows) == 1 and rows[0]["raw"]
+
+
+def test_only_localhost_names_are_answered(db_path):
+    """A DNS-rebinding page sends its own name as Host: 421, nothing served."""
+    import asyncio
+
+    import httpx
+
+    from analyzer.fleet.dbserve import app_for
+
+    fleet_db(db_path)
+    app = app_for(db_path)
+    name = db_name_of(db_path)
+
+    async def status_for(host: str) -> int:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://placeholder") as c:
+            return (await c.get(f"/{name}/verdicts.json?_shape=array", headers={"host": host})).status_code
+    for host, status in (("localhost:8001", 200), ("127.0.0.1:8001", 200), ("[::1]:8001", 200),
+                         ("evil.example:8001", 421), ("evil.example", 421), ("", 421)):
+        assert asyncio.run(status_for(host)) == status, host
+
+
+def test_serving_changes_nothing_in_the_file(db_path, tmp_path):
+    """No checkpoint and no migration: the database and its write-ahead log are as they were."""
+    import asyncio
+
+    fleet_db(db_path)
+    before = {p.name: p.read_bytes() for p in db_path.parent.glob(db_path.name + "*")}
+    ds = make_datasette(db_path)
+    asyncio.run(ds.invoke_startup())
+    name = db_name_of(db_path)
+
+    async def read():
+        return (await ds.client.get(f"/{name}/verdicts.json?_shape=array")).status_code
+    assert asyncio.run(read()) == 200
+    after = {p.name: p.read_bytes() for p in db_path.parent.glob(db_path.name + "*")}
+    assert after[db_path.name] == before[db_path.name]  # not a byte of the file changed
+    wal = db_path.name + "-wal"
+    assert after.get(wal, b"") == before.get(wal, b"")  # nothing checkpointed out of the log, nothing written
