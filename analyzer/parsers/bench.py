@@ -556,7 +556,7 @@ def _md_header_any(m: regex.Match) -> dict | None:
 BENCH = Format(
     name="llama-bench",
     description="llama-bench results: md, json, jsonl, csv, sql (2023-2026)",
-    literals=("build_commit", '"avg_ns"', '"avg_ts"', "INSERT INTO", "\u00b1", "| model"),
+    literals=("build_commit", '"avg_ns"', '"avg_ts"', "INSERT INTO", "\u00b1", "| model", "model |"),
     patterns=(
         Pattern("bench.row", rx(r"^\{(?>.*\"build_commit\")(?>.*\})\s*+,?\s*+$"), _json_row),
         Pattern("bench.row_list", rx(r"^\[\s*+\{(?>.*\"build_commit\")(?>.*\})\s*+\]\s*+$"), _json_array),
@@ -572,11 +572,20 @@ BENCH = Format(
         # cells, then the last one: the tail starts after the next-to-last "|", found going forward
         Pattern("bench.md_row", rx(r"^\|(?:[^|]*+\|)*?\s*+[-\d.,]+(?:e[+-]?\d+)? \u00b1 [-\d.,]+(?:e[+-]?\d+)?"
                                    r"\s*+\|\s*+$"), _md_row),
+        # the same table copied from a rendered page, without its edge pipes ('model | size | ... | t/s', its
+        # separator '-- | --' read as nothing, rows ending in 'x ± y'): the same cells
+        Pattern("bench.md_header", rx(r"^model\s*+\|(?:[^|]*+\|){3,}+[^|]*+$"), _md_header),
+        Pattern("bench.md_row", rx(r"^[^|\s][^|]*+(?:\|[^|]*+){3,}?\|\s*+[-\d.,]+(?:e[+-]?\d+)? \u00b1 "
+                                   r"[-\d.,]+(?:e[+-]?\d+)?\s*+$"), _md_row),
         # tables of other shapes, read by their header names (tried after llama-bench's own)
         Pattern("bench.md_row", rx(r"^\|(?:[^|]*+\|){2,}+\s*+$"), _md_row_any),
         Pattern("bench.md_header", rx(r"^\|(?:[^|]*+\|){3,}+\s*+$"), _md_header_any),
     ),
     samples=(
+        Sample("model | size | params | backend | ngl | test | t/s", "bench.md_header",
+               {"columns": ["model", "size", "params", "backend", "ngl", "test", "t/s"]}),
+        Sample("llama 7B Q4_0 | 3.83 GiB | 7.24 B | Metal | 99 | pp 512 | 141.36 ± 0.67", "bench.md_row", {}),
+        Sample("llama 7B Q4_0 | 3.83 GiB | 7.24 B | Metal | 99 | tg 128 | 20.06 ± 0.66", "bench.md_row", {}),
         Sample('{"build_commit": "ee3d1b54c", "build_number": 10167, "cpu_info": "Accelerate, Apple M1 Ultra (Virtual)", '
                '"gpu_info": "Apple Paravirtual device", "backends": "MTL,BLAS", "model_type": "llama 1B Q4_K - Medium", '
                '"n_prompt": 512, "n_gen": 0, "n_depth": 0, "avg_ts": 431.86, "stddev_ts": 2.04}', "bench.row",

@@ -57,6 +57,9 @@ CASES: dict[str, dict] = {
     # llama-bench markdown: the first layout, and hand-edited backend labels
     "md-2023-08-first-layout.md": dict(verdict="unknown", fixable=False, environment=None,
                                        throughput=[("pp512", 537.21), ("tg128", 61.33)]),
+    # the same table copied from a rendered page, without its edge pipes
+    "md-no-edge-pipes-cpu-2024.md": dict(verdict="no-gpu-offload", fixable=False, environment=None, backend="cpu",
+                                         throughput=[("pp512", 38.71), ("tg128", 9.88)]),
     "md-hand-edited-vulkan-master-pr.md": dict(verdict="healthy", fixable=False, environment=None, backend="vulkan",
                                                throughput=[("pp512", 112.64), ("pp512", 164.2), ("tg128", 14.03),
                                                            ("tg128", 14.11)]),

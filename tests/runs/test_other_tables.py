@@ -158,3 +158,17 @@ def test_the_rows_do_not_depend_on_chunking_or_line_ends(rel):
     assert speeds(data) == want
     assert all(speeds(data, chunk) == want for chunk in (1, 7, 64))
     assert speeds(data.replace(b"\n", b"\r\n")) == want
+
+
+@pytest.mark.parametrize("name,speeds,backend", [
+    ("field/219-llama-bench-m2-air-metal-table-no-edge-pipes-2024.log",
+     {"pp128": 144.47, "pp256": 142.95, "pp512": 141.36, "tg128": 20.06, "tg256": 20.26, "tg512": 13.96}, "metal"),
+    ("shapes/md-no-edge-pipes-cpu-2024.md", {"pp512": 38.71, "tg128": 9.88}, "cpu"),
+])
+def test_a_llama_bench_table_copied_without_its_edge_pipes_is_read(tmp_path, name, speeds, backend):
+    """Copied from a rendered GitHub page, a table loses its edge pipes: the same rows, the same figures."""
+    from tests.ingest_util import diagnosed
+
+    [run] = diagnosed(tmp_path, name)
+    assert {t["test"]: t["tok_s"] for t in run.throughput} == speeds
+    assert (run.facts.backend or "").lower() == backend
