@@ -194,6 +194,13 @@ while True:
 """
 
 
+def _remedy_run(env, err_f, *command: str, family: str = "1007", options: tuple[str, ...] = ()) -> subprocess.Popen:
+    """`capscan remedy run -- COMMAND` in the background, its stderr to err_f: the tests signal capscan, not
+    its child."""
+    return subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", family, *options, "--",
+                             *command], stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+
+
 def _wait_for(path: Path, text: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -209,9 +216,7 @@ def test_ctrl_c_is_forwarded_then_escalated_and_recorded_interrupted(env, linux_
     child_log = tmp_path / "child.log"
     err = tmp_path / "capscan.err"
     with open(err, "wb") as err_f:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
-                                 sys.executable, str(child), str(child_log)],
-                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        proc = _remedy_run(env, err_f, sys.executable, str(child), str(child_log))
         _wait_for(err, "child ready")
         child_pid = int(child_log.read_text().split()[1])
         proc.send_signal(signal.SIGINT)  # to capscan only: the child must get it from capscan
@@ -234,9 +239,7 @@ def test_a_child_that_stops_on_the_forwarded_sigint_is_not_escalated(env, linux_
     child_log = tmp_path / "child.log"
     err = tmp_path / "capscan.err"
     with open(err, "wb") as err_f:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
-                                 sys.executable, str(child), str(child_log)],
-                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        proc = _remedy_run(env, err_f, sys.executable, str(child), str(child_log))
         _wait_for(err, "child ready")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 130, err.read_text()
@@ -257,9 +260,7 @@ def test_sigterm_and_sighup_are_forwarded_recorded_and_leave_nothing_running(env
     child_log = tmp_path / "child.log"
     err = tmp_path / "capscan.err"
     with open(err, "wb") as err_f:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
-                                 sys.executable, str(child), str(child_log)],
-                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        proc = _remedy_run(env, err_f, sys.executable, str(child), str(child_log))
         _wait_for(err, "child ready")
         child_pid = int(child_log.read_text().split()[1])
         proc.send_signal(sig)  # to capscan only
@@ -282,9 +283,7 @@ def test_a_record_left_running_by_a_killed_capscan_is_lost_on_the_next_command(e
     child_log = tmp_path / "child.log"
     err = tmp_path / "capscan.err"
     with open(err, "wb") as err_f:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
-                                 sys.executable, str(child), str(child_log)],
-                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        proc = _remedy_run(env, err_f, sys.executable, str(child), str(child_log))
         _wait_for(err, "child ready")
         child_pid = int(child_log.read_text().split()[1])
         proc.kill()
@@ -415,9 +414,7 @@ def test_a_server_is_verified_while_it_runs_and_stored_when_stopped(env, linux_b
     server_log = tmp_path / "server.log"
     err = tmp_path / "capscan.err"
     with open(err, "wb") as err_f:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007", "--",
-                                 sys.executable, str(server), str(linux_build / "fake-llama"), str(server_log)],
-                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        proc = _remedy_run(env, err_f, sys.executable, str(server), str(linux_build / "fake-llama"), str(server_log))
         try:
             _wait_for(err, "capscan: verified while it runs: the interposer's banner, and simdgroup reduction")
             assert proc.poll() is None  # still serving
@@ -445,10 +442,8 @@ def test_a_block_still_clamped_is_reported_at_once_too(env, linux_build, tmp_pat
     server = _script(tmp_path, "server.py", SERVER)
     err = tmp_path / "capscan.err"
     with open(err, "wb") as err_f:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1006", "--",
-                                 sys.executable, str(server), str(linux_build / "fake-llama"),
-                                 str(tmp_path / "server.log")],
-                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        proc = _remedy_run(env, err_f, sys.executable, str(server), str(linux_build / "fake-llama"),
+                           str(tmp_path / "server.log"), family="1006")
         try:
             _wait_for(err, "capscan: NOT verified while it runs: ")
         finally:
@@ -465,10 +460,8 @@ def test_scrub_children_keeps_the_library_out_of_what_the_command_starts(env, li
     server = _script(tmp_path, "server.py", SERVER)
     err = tmp_path / "capscan.err"
     with open(err, "wb") as err_f:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "remedy", "run", "--family", "1007",
-                                 "--scrub-children", "--", sys.executable, str(server), str(linux_build / "fake-llama"),
-                                 str(tmp_path / "server.log")],
-                                stdout=subprocess.DEVNULL, stderr=err_f, env=env.vars, cwd=REPO)
+        proc = _remedy_run(env, err_f, sys.executable, str(server), str(linux_build / "fake-llama"),
+                           str(tmp_path / "server.log"), options=("--scrub-children",))
         try:
             _wait_for(err, "capscan: NOT verified while it runs: no [capscan-interposer] banner")
         finally:
