@@ -190,20 +190,6 @@ def test_preflight_without_the_command_line_tools_reads_in_process(env, linux_bu
     assert "xcode-select" in called and not called & {"lipo", "otool", "codesign"}
 
 
-def test_without_the_command_line_tools_the_packaged_library_is_used(env, linux_build):
-    """No macos-native build and no Command Line Tools: the prebuilt library shipped in the package, no make.
-    (No library at all and no tools: tests/remedy/test_remedy_packaged_dylib.py.)"""
-    env.darwin(CAPSCAN_FAKE_CLT="absent", CAPSCAN_FAKE_SIP="enabled")
-    env.ingest_text(stock_fake_llama_log(linux_build))
-    r = env.capscan("remedy", "env", "--json")
-    doc = json.loads(r.stdout)
-    assert r.returncode == 0, doc
-    checks = {c["name"]: c for c in doc["checks"]}
-    assert checks["dylib choice"]["data"]["kind"] == "packaged" and "no compiler needed" in checks["dylib choice"]["reason"]
-    assert "dylib build" not in checks
-    assert not any(c[0] == "make" for c in env.calls())
-
-
 # --------------------------------------------------------------------------- guest detection, SIP
 
 

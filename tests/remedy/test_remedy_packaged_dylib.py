@@ -141,7 +141,8 @@ def test_the_packaged_probe_is_used_and_verified(darwin, packaged_copy, no_nativ
 
 
 def test_remedy_env_in_a_guest_without_the_tools_injects_the_packaged_library(env, linux_build):
-    """The whole preflight through the CLI, on the repository's own packaged files (read only)."""
+    """The whole preflight through the CLI, on the repository's own packaged files (read only): no macos-native
+    build and no Command Line Tools, so the prebuilt library shipped in the package, and no make."""
     env.darwin(CAPSCAN_FAKE_CLT="absent", CAPSCAN_FAKE_SIP="enabled")
     env.ingest_text(stock_fake_llama_log(linux_build))
     r = env.capscan("remedy", "env", "--json")
@@ -150,6 +151,7 @@ def test_remedy_env_in_a_guest_without_the_tools_injects_the_packaged_library(en
     checks = {c["name"]: c for c in doc["checks"]}
     shipped = PACKAGED / "libcapscan_interposer.dylib"
     assert checks["dylib choice"]["data"] == {"kind": "packaged", "path": str(shipped)}
+    assert "no compiler needed" in checks["dylib choice"]["reason"] and "dylib build" not in checks
     assert checks["dylib checksum"]["status"] == "pass" and str(PACKAGED / "SHA256SUMS") in checks["dylib checksum"]["reason"]
     assert checks["dylib architectures"]["data"]["archs"] == ["x86_64", "arm64"]
     assert f"DYLD_INSERT_LIBRARIES={shipped}" in doc["line"]
