@@ -578,7 +578,6 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, st
     """
     from analyzer.remedy import dylib as dylibmod
     from analyzer.remedy import family as famod
-    from analyzer.remedy import platform as plat
 
     system, machine = plat.system(), plat.machine()
     inj = plat.injection(system)
