@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analyzer.parsers.base import Event
+from analyzer.runs.builder import MAX_NAMES
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
@@ -63,26 +64,27 @@ def on_app_arch(asm: Assembler, ev: Event) -> None:
     asm.run.touch(ev)
 
 
+def _keep(names: list[str], name: str) -> None:
+    """A device name once, the first MAX_NAMES of them (a line costs the same however many came before)."""
+    if len(names) < MAX_NAMES and name not in names:
+        names.append(name)
+
+
 def on_model_buffer(asm: Assembler, ev: Event) -> None:
     f = asm.run.facts
     if ev.data["mapped"]:
         f.mmap = True
-    if ev.data["buffer"] not in f.weight_buffers and len(f.weight_buffers) < 16:
-        f.weight_buffers.append(ev.data["buffer"])
+    _keep(f.weight_buffers, ev.data["buffer"])
     asm.run.touch(ev)
 
 
 def on_kv_buffer(asm: Assembler, ev: Event) -> None:
-    f = asm.run.facts
-    if ev.data["buffer"] not in f.kv_buffers and len(f.kv_buffers) < 16:
-        f.kv_buffers.append(ev.data["buffer"])
+    _keep(asm.run.facts.kv_buffers, ev.data["buffer"])
     asm.run.touch(ev)
 
 
 def on_layer_device(asm: Assembler, ev: Event) -> None:
-    f = asm.run.facts
-    if ev.data["device"] not in f.layer_devices and len(f.layer_devices) < 16:
-        f.layer_devices.append(ev.data["device"])
+    _keep(asm.run.facts.layer_devices, ev.data["device"])
     asm.run.touch(ev)
 
 
