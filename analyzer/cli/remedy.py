@@ -138,13 +138,13 @@ def _print_compare(cmp: dict[str, Any], out) -> None:
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None,
               help="Inject this library instead of the one capscan picks (a make macos-native build, else "
                    "the prebuilt one it ships).")
-@click.option("--scrub-children", is_flag=True,
-              help="Also set CAPSCAN_INTERPOSER_SCRUB=1: programs the command starts do not inherit the library "
-                   "(with SIP off, Apple's arm64e ones would halt on it).")
+@click.option("--inject-children", is_flag=True,
+              help="Let the programs the command starts inherit the library too (ollama: its runner does the GPU "
+                   "work). By default the interposer drops itself from the variable once loaded.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @via_options
 @output_options("db", "json")
-def run_cmd(opts, family_spec, run_id, last, dylib_path, scrub_children, command) -> Result:
+def run_cmd(opts, family_spec, run_id, last, dylib_path, inject_children, command) -> Result:
     """Launch CMD with the interposer injected, store and verify the new run.
 
     capscan remedy run [--family auto|N] -- CMD ARGS...
@@ -175,7 +175,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, scrub_children, command
                 extra={"stock_run_id": stock_id, "verdict": diag.get("verdict")})
     shim = stock.facts.shim.as_dict() if stock.facts.shim else None
     checks, inj, family, lib = run_preflight(db, cmd=cmd, family_spec=family_spec, diag=diag, stock_shim=shim,
-                                         dylib_path=dylib_path, runner=runner)
+                                             dylib_path=dylib_path, runner=runner, inject_children=inject_children)
     bad = [c for c in checks if c.failed]
     if bad or inj is None or family is None or lib is None or lib.choice is None:
         _refuse(opts, f"{len(bad)} preflight check(s) failed; nothing was launched", checks=checks,
@@ -189,7 +189,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, scrub_children, command
                err=True)
     action_id = L.record_run(db, cmd=cmd, family=family, library=library, sha256=lib.sha256, inj=inj,
                              stock_run_id=stock_id)
-    env = L.child_env(runner.env, inj, library, family, scrub_children=scrub_children)
+    env = L.child_env(runner.env, inj, library, family, inject_children=inject_children)
     out_sink = sys.stderr.buffer if opts.as_json else sys.stdout.buffer
     sys.stdout.flush()
     sys.stderr.flush()
@@ -228,12 +228,13 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, scrub_children, command
 @click.option("--run", "run_id", type=int, default=None, help="The stock run whose diagnosis applies.")
 @click.option("--last", is_flag=True)
 @click.option("--dylib", "dylib_path", type=click.Path(dir_okay=False), default=None)
-@click.option("--scrub-children", is_flag=True,
-              help="Also set CAPSCAN_INTERPOSER_SCRUB=1: programs the command starts do not inherit the library.")
+@click.option("--inject-children", is_flag=True,
+              help="Let the programs the command starts inherit the library too (ollama: its runner does the GPU "
+                   "work). By default the interposer drops itself from the variable once loaded.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @via_options
 @output_options("db", "json")
-def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, command) -> Result:
+def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, inject_children, command) -> Result:
     """The prefix for launching one command yourself: /usr/bin/env DYLD_INSERT_LIBRARIES=... CMD.
 
     capscan remedy env [-- CMD ARGS...]: with CMD, the whole line (after checking
@@ -265,10 +266,11 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, scrub_children, 
         shim = stock.facts.shim.as_dict() if stock.facts.shim else None
     runner = Runner()
     checks, inj, family, lib = run_preflight(db, cmd=cmd or None, family_spec=family_spec, diag=diag,
-                                             stock_shim=shim, dylib_path=dylib_path, runner=runner)
+                                             stock_shim=shim, dylib_path=dylib_path, runner=runner,
+                                             inject_children=inject_children)
     if any(c.failed for c in checks) or family is None or lib is None or lib.choice is None or inj is None:
         _refuse(opts, "preflight failed; nothing printed", checks=checks)
-    prefix = px.prefix_argv(inj, str(lib.choice.path), family, scrub_children=scrub_children)
+    prefix = px.prefix_argv(inj, str(lib.choice.path), family, inject_children=inject_children)
     line = px.quote(shell, prefix + cmd)
     env_var = inj.env_var
 

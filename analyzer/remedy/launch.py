@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from analyzer.remedy import platform as plat
 from analyzer.remedy.check import Check, failed, passed
+from analyzer.remedy.prefix import SCRUB_VAR, injection_vars
 from analyzer.store import remedy_records as records
 
 if TYPE_CHECKING:
@@ -206,14 +207,9 @@ def _pump(pipe: BinaryIO, sink: BinaryIO, spool: _Spool, which: Any, outcome: Ou
 
 
 def child_env(base: dict[str, str], inj: plat.Injection, library: str, family: int, *,
-              scrub_children: bool = False) -> dict[str, str]:
-    from analyzer.remedy.prefix import SCRUB_VAR
-
-    env = dict(base)
-    env[inj.env_var] = library
-    env[plat.FAMILY_VAR] = str(family)
-    if scrub_children:
-        env[SCRUB_VAR] = "1"  # the interposer drops itself from the variable once loaded
+              inject_children: bool = False) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if k != SCRUB_VAR}  # an inherited scrub switch never decides it
+    env.update(injection_vars(inj, library, family, inject_children=inject_children))
     return env
 
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from analyzer import chips
 from analyzer.remedy import dylib as dylibmod
 from analyzer.remedy import platform as plat
+from analyzer.remedy.prefix import injection_vars
+from analyzer.remedy.preflight import CHILD_GPU_PROGRAMS
 from analyzer.remedy.runner import Runner, file_arg
 
 if TYPE_CHECKING:
@@ -191,9 +193,13 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                   "beside it at build."),
         ]
         notes.append("On Linux only the fake Metal device can be remedied; run this in the macOS guest for real.")
-    remedy_argv = ["capscan", "remedy", "run", "--run", str(run_id), "--family", family, "--", *cmd]
-    manual = ["/usr/bin/env", f"{inj.env_var}={library}",
-              f"{plat.FAMILY_VAR}={family if family != 'auto' else 'N'}", *cmd]
+    # ollama's GPU work runs in its runner child, which the default scrub would leave without the library
+    children = program in CHILD_GPU_PROGRAMS
+    remedy_argv = ["capscan", "remedy", "run", "--run", str(run_id), "--family", family,
+                   *(["--inject-children"] if children else []), "--", *cmd]
+    pairs = injection_vars(inj, str(library), 0, inject_children=children)
+    pairs[plat.FAMILY_VAR] = family if family != "auto" else "N"
+    manual = ["/usr/bin/env", *(f"{k}={v}" for k, v in pairs.items()), *cmd]
     steps.append(_step("Launch with the interposer, store and verify", remedy_argv,
                        f"Only the child's environment changes ({inj.env_var} and {plat.FAMILY_VAR}={family}: "
                        f"{family_why}). Verified from the new log: the [capscan-interposer] banner, the family, and "

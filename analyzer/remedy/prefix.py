@@ -21,11 +21,19 @@ ENV_BIN = "/usr/bin/env"
 SCRUB_VAR = "CAPSCAN_INTERPOSER_SCRUB"
 
 
-def prefix_argv(inj: Injection, library: str, family: int, *, scrub_children: bool = False) -> list[str]:
-    pairs = [(inj.env_var, library), (FAMILY_VAR, str(family))]
-    if scrub_children:
-        pairs.append((SCRUB_VAR, "1"))
-    return [ENV_BIN, *(f"{k}={v}" for k, v in pairs)]
+def injection_vars(inj: Injection, library: str, family: int, *, inject_children: bool = False) -> dict[str, str]:
+    """The variables capscan sets for the one command. Children are scrubbed unless asked: once loaded, the
+    interposer drops itself from the variable, so what the command starts (a shell, tee, an Apple arm64e
+    helper that would halt on it with SIP off) never loads it; ollama's runner needs --inject-children."""
+    pairs = {inj.env_var: library, FAMILY_VAR: str(family)}
+    if not inject_children:
+        pairs[SCRUB_VAR] = "1"
+    return pairs
+
+
+def prefix_argv(inj: Injection, library: str, family: int, *, inject_children: bool = False) -> list[str]:
+    pairs = injection_vars(inj, library, family, inject_children=inject_children)
+    return [ENV_BIN, *(f"{k}={v}" for k, v in pairs.items())]
 
 
 def _fish_quote(arg: str) -> str:

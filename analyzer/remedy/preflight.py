@@ -229,8 +229,8 @@ def check_ollama_app(target: Target) -> Check | None:
         if OLLAMA_APP in str(p):
             return failed("official Ollama.app", f"{p} is the official Ollama.app, signed with the hardened "
                           "runtime: dyld drops the injection for it and for its runner",
-                          "run an ollama from Homebrew or built yourself (`$(brew --prefix)/bin/ollama serve`), or "
-                          "llama-server from Homebrew or source")
+                          "run an ollama from Homebrew or built yourself (`--inject-children -- "
+                          "\"$(brew --prefix)/bin/ollama\" serve`), or llama-server from Homebrew or source")
     return None
 
 
@@ -447,13 +447,14 @@ def sip_lets_apple_binaries_load(sip: str) -> bool:
 
 
 def check_library_arm64e(system: str, sip: str, lib_archs: list[str] | None, library: Path,
-                         boot: str | None = None) -> Check:
+                         boot: str | None = None, inject_children: bool = False) -> Check:
     """Apple's arm64e programs the command starts (/bin/sh, /usr/bin/env, tee). With SIP enabled they drop
-    DYLD_* variables and never load the library. With SIP off they inherit it: a library without arm64e
-    halts them (exit 134, measured by the kronk fleet); with an arm64e slice, reports differ (Tart and
-    Veertu ship one for them; others say they refuse third-party arm64e code unless the
-    -arm64e_preview_abi boot-arg is set). Children are a warning, never a refusal: the workload itself
-    is the launch chain's check."""
+    DYLD_* variables and never load the library; by default the interposer drops itself from the variable
+    once loaded, so they never see it either. With --inject-children and SIP off they inherit it: a library
+    without arm64e halts them (exit 134, measured by the kronk fleet); with an arm64e slice, reports differ
+    (Tart and Veertu ship one for them; others say they refuse third-party arm64e code unless the
+    -arm64e_preview_abi boot-arg is set). Children are a warning, never a refusal: the workload itself is
+    the launch chain's check."""
     if system != "darwin":
         return skipped("arm64e slice", "Linux: no arm64e")
     if lib_archs is None:
@@ -463,19 +464,52 @@ def check_library_arm64e(system: str, sip: str, lib_archs: list[str] | None, lib
     if not sip_lets_apple_binaries_load(sip):
         return passed("arm64e slice", f"{library.name} has {held}; with SIP enabled Apple's arm64e programs drop "
                       "DYLD_* variables, so the ones the command starts never load it")
+    if not inject_children:
+        return passed("arm64e slice", f"{library.name} has {held}; the programs the command starts do not inherit "
+                      "it (the interposer drops itself from the variable once loaded), so Apple's arm64e ones never "
+                      "try to load it")
     state = "off" if sip == "disabled" else "in a " + sip + " state"
     args = f"kern.bootargs {boot!r}" if boot is not None else "kern.bootargs unreadable"
-    scrub = "pass --scrub-children so the programs the command starts do not inherit the library"
+    scrub = "leave out --inject-children unless the GPU work runs in a child"
     if "arm64e" not in lib_archs:
-        return warned("arm64e slice", f"{library.name} has no arm64e slice ({held}), so with SIP {state} an Apple "
-                      "arm64e program the command starts (/bin/sh, /usr/bin/env, tee) would inherit the variable "
-                      "and halt (exit 134)", f"{scrub}, or use a library with arm64e (make macos-native on a Mac)")
+        return warned("arm64e slice", f"{library.name} has no arm64e slice ({held}), so with --inject-children and "
+                      f"SIP {state} an Apple arm64e program the command starts (/bin/sh, /usr/bin/env, tee) would "
+                      "inherit the variable and halt (exit 134)",
+                      f"{scrub}, or use a library with arm64e (make macos-native on a Mac)")
     if plat.arm64e_preview_abi(boot):
         return passed("arm64e slice", f"{library.name} has {held} and the boot-args hold "
                       f"{plat.ARM64E_PREVIEW_ABI}, so Apple's arm64e programs the command starts can load it")
     return warned("arm64e slice", f"{library.name} has {held}, but with SIP {state} whether Apple's arm64e programs "
                   f"the command starts load third-party arm64e code without the {plat.ARM64E_PREVIEW_ABI} boot-arg "
                   f"is disputed ({args}); if one halts (exit 134), that is why", scrub)
+
+
+# Programs whose workload is a child (or a fresh exec that reads the environment the interposer scrubbed)
+SHELL_NAMES = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "fish", "tcsh", "csh"})
+LAUNCHER_NAMES = frozenset({"env", "timeout", "gtimeout", "nohup", "nice", "stdbuf", "xargs", "make", "gmake",
+                            "time"})
+CHILD_GPU_PROGRAMS = {"ollama": "ollama does its GPU work in an `ollama runner` child"}
+
+
+def check_children(target: Target, inject_children: bool) -> Check:
+    """Children are scrubbed by default, so a command whose GPU work runs in a child is refused before it
+    runs, with the flag that makes it work, rather than launched to come back 'not verified'."""
+    names = [p.name for p in (target.path, *target.chain) if p is not None]
+    if inject_children:
+        return passed("children", "--inject-children: the programs the command starts inherit the library too")
+    child_gpu = next((CHILD_GPU_PROGRAMS[n] for n in names if n in CHILD_GPU_PROGRAMS), None)
+    if child_gpu:
+        return failed("children", f"{child_gpu}, and by default the programs the command starts do not inherit "
+                      "the library", "pass --inject-children (capscan remedy run --inject-children ... -- ollama "
+                      "serve)")
+    launcher = next((n for n in reversed(names) if n in SHELL_NAMES or n in LAUNCHER_NAMES), None)
+    if launcher == (target.real.name if target.real else None):
+        kind = "a shell" if launcher in SHELL_NAMES else "a launcher"
+        return failed("children", f"{target.real} is {kind}: the workload is a program it starts, which by default "
+                      "does not inherit the library", "run the program itself (capscan remedy run -- "
+                      "/path/to/llama-bench ...), or pass --inject-children")
+    return passed("children", "the programs the command starts do not inherit the library (the interposer drops "
+                  "itself from the variable once loaded; --inject-children keeps it)")
 
 
 def check_launch_chain(system: str, runner: Runner, target: "Target", lib_archs: list[str] | None, sip: str,
@@ -570,7 +604,8 @@ def banner_seen(text: str) -> bool:
 
 
 def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, stock_shim: dict | None,
-                  dylib_path: str | None, runner: Runner, record_checksum: bool = True):
+                  dylib_path: str | None, runner: Runner, record_checksum: bool = True,
+                  inject_children: bool = False):
     """Every check for launching cmd (or, with cmd None, for printing `remedy env` prefixes).
 
     Returns (checks, injection, family, DylibResult); the last three are None when
@@ -603,6 +638,7 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, st
             app = check_ollama_app(target)
             if app is not None:
                 checks.append(app)
+            checks.append(check_children(target, inject_children))
             exe = target.real
             checks.append(check_codesign(system, runner, exe, tools))
             checks.append(check_restrict_segment(system, runner, exe, tools))
@@ -615,7 +651,7 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, st
     checks.extend(lib.checks)
     if system == "darwin" and lib.choice is not None and lib.archs is not None:
         boot = plat.boot_args(runner)
-        checks.append(check_library_arm64e(system, sip, lib.archs, lib.choice.path, boot))
+        checks.append(check_library_arm64e(system, sip, lib.archs, lib.choice.path, boot, inject_children))
         if target is not None:
             checks.append(check_launch_chain(system, runner, target, lib.archs, sip, tools, boot))
     return checks, inj, fam, lib

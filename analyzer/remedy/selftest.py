@@ -267,7 +267,8 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
         report.facts["apple_child"] = child
         if child.get("halted"):
             report.reason += (f"; {child['program']}, an Apple arm64e program, halts on this library here "
-                              f"(exit {child['returncode']}): run the workload with --scrub-children, or directly")
+                              f"(exit {child['returncode']}): leave out --inject-children (capscan's default keeps the library "
+                              "out of what the workload starts)")
     report.facts["library_archs"] = lib.archs
     report.facts["library_choice"] = lib.choice.kind    # native | packaged | given | linux
     report.facts["library_sha256"] = lib.sha256
@@ -293,7 +294,7 @@ APPLE_CHILD = "/usr/bin/true"
 def apple_child(env: dict[str, str], sip: str, program: str = APPLE_CHILD) -> dict[str, Any]:
     """With SIP not fully on, Apple's arm64e programs that a workload starts inherit the variable: run one
     with the injection and say whether it halts (dyld's 'terminating because inserted dylib ... could not be
-    loaded', exit 134), which is what --scrub-children avoids. With SIP on they drop the variable."""
+    loaded', exit 134), which only --inject-children exposes them to. With SIP on they drop the variable."""
     if sip == "enabled":
         return {"program": program, "skipped": "SIP is enabled: Apple's programs drop DYLD_* variables"}
     result = Runner(env, timeout=30).run([program])

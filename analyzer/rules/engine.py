@@ -189,7 +189,7 @@ def OLLAMA_APP_ROUTES(run_id: int, cap: int) -> list[str]:
     """What works for a log of the official Ollama.app, whose hardened runtime refuses the injection."""
     return [f"The official Ollama.app refuses the injection (hardened runtime). What works: an ollama from Homebrew "
             f"or built yourself (its `ollama runner` child, which does the GPU work, inherits the library): capscan "
-            f"remedy run --run {run_id} --family {cap} -- \"$(brew --prefix)/bin/ollama\" serve",
+            f"remedy run --run {run_id} --family {cap} --inject-children -- \"$(brew --prefix)/bin/ollama\" serve",
             f"Or llama-server from Homebrew or source on the same model: capscan remedy run --run {run_id} --family "
             f"{cap} -- llama-server -m MODEL.gguf",
             "Inside the app itself nothing works: the host default ForceUnrestrictedDeviceFeatureLevel alone left "
@@ -217,6 +217,10 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
     if verdict == "capability-downgrade" and fixable:
         why = ("the host's real one" if view.host_family else
                "the lowest of any Apple-silicon host, and all llama.cpp needs")
+        if view.facts.program == "ollama":  # its runner child does the GPU work: children must inherit
+            return [f"capscan remedy plan --run {view.id}",
+                    f"capscan remedy run --family {cap} --inject-children -- \"$(brew --prefix)/bin/ollama\" serve   "
+                    f"(a Homebrew or self-built ollama; caps the family at {chips.family_name(cap)}, {why})"]
         return [f"capscan remedy plan --run {view.id}",
                 f"capscan remedy run --family {cap} -- <your llama.cpp command>   (caps the family at "
                 f"{chips.family_name(cap)}, {why})"]

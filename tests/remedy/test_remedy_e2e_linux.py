@@ -84,7 +84,7 @@ def test_wrapper_that_drops_the_variable_is_reported(env, linux_build, tmp_path)
     wrapper = tmp_path / "launcher"
     wrapper.write_text(f"#!/bin/sh\nunset LD_PRELOAD\nexec {linux_build / 'fake-llama'} \"$@\"\n")
     wrapper.chmod(0o755)
-    r = env.capscan("remedy", "run", "--family", "1007", "--", str(wrapper), "--bench")
+    r = env.capscan("remedy", "run", "--family", "1007", "--inject-children", "--", str(wrapper), "--bench")
     out = r.stdout.decode()
     assert r.returncode == 1
     assert "NOT verified: banner failed: no [capscan-interposer] banner" in out
@@ -93,7 +93,7 @@ def test_wrapper_that_drops_the_variable_is_reported(env, linux_build, tmp_path)
 
 def test_a_failing_command_fails_the_exit_check(env, linux_build):
     _stock(env, linux_build)
-    r = env.capscan("remedy", "run", "--family", "1007", "--", "sh", "-c", "echo oops >&2; exit 3")
+    r = env.capscan("remedy", "run", "--family", "1007", "--inject-children", "--", "sh", "-c", "echo oops >&2; exit 3")
     out = r.stdout.decode()
     assert r.returncode == 1
     assert "FAIL  exit status: the command exited with status 3" in out

@@ -414,7 +414,8 @@ def test_a_server_is_verified_while_it_runs_and_stored_when_stopped(env, linux_b
     server_log = tmp_path / "server.log"
     err = tmp_path / "capscan.err"
     with open(err, "wb") as err_f:
-        proc = _remedy_run(env, err_f, sys.executable, str(server), str(linux_build / "fake-llama"), str(server_log))
+        proc = _remedy_run(env, err_f, sys.executable, str(server), str(linux_build / "fake-llama"), str(server_log),
+                           options=("--inject-children",))     # its child does the GPU work, as ollama's runner
         try:
             _wait_for(err, "capscan: verified while it runs: the interposer's banner, and simdgroup reduction")
             assert proc.poll() is None  # still serving
@@ -453,15 +454,16 @@ def test_a_block_still_clamped_is_reported_at_once_too(env, linux_build, tmp_pat
     assert result.startswith("interrupted by SIGTERM: ") and "; not verified while it ran (" in result, result
 
 
-def test_scrub_children_keeps_the_library_out_of_what_the_command_starts(env, linux_build, tmp_path):
-    """--scrub-children: the direct target (here a Python server) loads the library and drops it from the
-    variable, so the fake llama it starts answers stock (said while it runs); without it, it inherits it."""
+def test_children_are_scrubbed_by_default(env, linux_build, tmp_path):
+    """By default the direct target (here a Python server) loads the library and drops it from the variable,
+    so the fake llama it starts answers stock (said while it runs); --inject-children (the verified-while-it-runs
+    test) lets it inherit."""
     _stock(env, linux_build)
     server = _script(tmp_path, "server.py", SERVER)
     err = tmp_path / "capscan.err"
     with open(err, "wb") as err_f:
         proc = _remedy_run(env, err_f, sys.executable, str(server), str(linux_build / "fake-llama"),
-                           str(tmp_path / "server.log"), options=("--scrub-children",))
+                           str(tmp_path / "server.log"))
         try:
             _wait_for(err, "capscan: NOT verified while it runs: no [capscan-interposer] banner")
         finally:
@@ -469,3 +471,44 @@ def test_scrub_children_keeps_the_library_out_of_what_the_command_starts(env, li
         assert proc.wait(timeout=120) == 130, err.read_text()
     ((_, result, args),) = _actions(env)
     assert "not verified while it ran (no [capscan-interposer] banner" in result, result
+
+
+def test_a_self_built_ollama_needs_inject_children_and_then_verifies(env, linux_build, tmp_path):
+    """ollama's GPU work runs in its runner child: without --inject-children the default scrub would leave the
+    runner stock, so preflight refuses before anything runs and names the flag; with it, the runner inherits
+    the library and the remedy is verified while the server runs."""
+    _stock(env, linux_build)
+    ollama = tmp_path / "bin" / "ollama"        # a self-built ollama stand-in: a server whose child uses Metal
+    ollama.parent.mkdir()
+    ollama.write_text(f"#!{sys.executable}\n" + SERVER)
+    ollama.chmod(0o755)
+    server_log = tmp_path / "server.log"
+    r = env.capscan("remedy", "run", "--family", "1007", "--", str(ollama), str(linux_build / "fake-llama"),
+                    str(server_log))
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "FAIL  children: ollama does its GPU work in an `ollama runner` child" in err, err
+    assert "pass --inject-children" in err and not server_log.exists() and _actions(env) == []
+    out = tmp_path / "capscan.err"
+    with open(out, "wb") as err_f:
+        proc = _remedy_run(env, err_f, str(ollama), str(linux_build / "fake-llama"), str(server_log),
+                           options=("--inject-children",))
+        try:
+            _wait_for(out, "capscan: verified while it runs: the interposer's banner")
+        finally:
+            proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130, out.read_text()
+    assert "ok    children: --inject-children" in out.read_text()
+
+
+def test_a_shell_as_the_command_is_refused_unless_children_inherit(env, linux_build):
+    """`remedy run -- sh -c 'llama-bench ...'`: the workload is the shell's child, which the default scrub
+    leaves stock; refused before it runs, with the two ways that work."""
+    _stock(env, linux_build)
+    r = env.capscan("remedy", "run", "--family", "1007", "--", "sh", "-c", f"{linux_build / 'fake-llama'} --bench")
+    err = r.stderr.decode()
+    assert r.returncode == 2, err
+    assert "FAIL  children: " in err and "is a shell: the workload is a program it starts" in err
+    assert "run the program itself" in err and "--inject-children" in err and _actions(env) == []
+    ok = env.capscan("remedy", "run", "--family", "1007", "--inject-children", "--", "sh", "-c",
+                     f"exec {linux_build / 'fake-llama'} --bench")
+    assert ok.returncode == 0 and "verified:" in ok.stdout.decode(), ok.stdout.decode() + ok.stderr.decode()

@@ -163,12 +163,15 @@ def test_remedy_env_in_a_guest_without_the_tools_injects_the_packaged_library(en
 
 
 def test_with_sip_off_the_packaged_library_warns_about_apple_children(env, linux_build):
-    """No arm64e slice and SIP off: Apple's arm64e programs the command starts would halt on it, a warning
-    (with --scrub-children and the arm64e build as the ways out), never a refusal of the workload."""
+    """No arm64e slice, SIP off and --inject-children: Apple's arm64e programs the command starts would halt on
+    it, a warning (with the default scrub and the arm64e build as the ways out), never a refusal."""
     env.darwin(CAPSCAN_FAKE_CLT="absent")                    # stand-in csrutil: disabled
     env.ingest_text(stock_fake_llama_log(linux_build))
-    r = env.capscan("remedy", "env", "--json")
+    r = env.capscan("remedy", "env", "--json", "--inject-children")
     assert r.returncode == 0, r.stdout.decode()
     check = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "arm64e slice")
     assert check["status"] == "warn" and "has no arm64e slice" in check["reason"] and "exit 134" in check["reason"]
-    assert "--scrub-children" in check["instead"] and "make macos-native" in check["instead"]
+    assert "leave out --inject-children" in check["instead"] and "make macos-native" in check["instead"]
+    r = env.capscan("remedy", "env", "--json")
+    check = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "arm64e slice")
+    assert check["status"] == "pass" and "do not inherit it" in check["reason"]

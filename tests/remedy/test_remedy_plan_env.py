@@ -75,7 +75,8 @@ def test_env_prints_a_per_command_prefix_never_an_export(env, linux_build):
     r = env.capscan("remedy", "env", "--family", "1007")
     assert r.returncode == 0, r.stderr.decode()
     out = r.stdout.decode()
-    assert out.splitlines() == [f"/usr/bin/env LD_PRELOAD={so} CAPSCAN_METAL_APPLE_FAMILY_MAX=1007"]
+    assert out.splitlines() == [f"/usr/bin/env LD_PRELOAD={so} CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 "
+                                "CAPSCAN_INTERPOSER_SCRUB=1"]
     assert "export" not in out and "set -gx" not in out
     assert "never your shell" in r.stderr.decode()
     for shell in ("zsh", "fish"):
@@ -84,13 +85,16 @@ def test_env_prints_a_per_command_prefix_never_an_export(env, linux_build):
     # with a command: the whole line, which works as printed and leaves the calling shell alone
     r = env.capscan("remedy", "env", "--family", "1007", "--", str(linux_build / "fake-llama"), "--bench")
     line = r.stdout.decode().strip()
-    assert line == f"/usr/bin/env LD_PRELOAD={so} CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 {linux_build / 'fake-llama'} --bench"
+    assert line == (f"/usr/bin/env LD_PRELOAD={so} CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_INTERPOSER_SCRUB=1 "
+                    f"{linux_build / 'fake-llama'} --bench")
     run = subprocess.run(["sh", "-c", line + '\necho "after: [$LD_PRELOAD]" >&2'], capture_output=True, text=True)
     assert "simdgroup reduction   = true" in run.stderr and "after: []" in run.stderr
-    doc = json.loads(env.capscan("remedy", "env", "--json", "--family", "1007", "--scrub-children").stdout)
+    doc = json.loads(env.capscan("remedy", "env", "--json", "--family", "1007").stdout)
     assert doc["prefix"] == ["/usr/bin/env", f"LD_PRELOAD={so}", "CAPSCAN_METAL_APPLE_FAMILY_MAX=1007",
-                             "CAPSCAN_INTERPOSER_SCRUB=1"]
+                             "CAPSCAN_INTERPOSER_SCRUB=1"]     # children scrubbed by default
     assert doc["env"]["CAPSCAN_INTERPOSER_SCRUB"] == "1" and doc["command"] is None
+    doc = json.loads(env.capscan("remedy", "env", "--json", "--family", "1007", "--inject-children").stdout)
+    assert doc["prefix"] == ["/usr/bin/env", f"LD_PRELOAD={so}", "CAPSCAN_METAL_APPLE_FAMILY_MAX=1007"]
     refused = env.capscan("remedy", "env", "--family", "1007", LD_PRELOAD=so)
     assert refused.returncode == 2 and "already injected" in refused.stderr.decode() and refused.stdout == b""
 
@@ -172,6 +176,16 @@ def test_a_plan_without_a_command_names_a_placeholder_never_a_label(env, linux_b
     assert launch["argv"][-1] == f"<your {program} command>"
     assert launch["shell"].endswith(f"-- '<your {program} command>'")
     assert "llama.cpp" not in launch["argv"][:-1]
+    assert "--inject-children" not in launch["argv"] and "CAPSCAN_INTERPOSER_SCRUB=1" in launch["check"]
+
+
+def test_a_plan_for_an_ollama_log_lets_the_runner_inherit(env):
+    """ollama's runner child does the GPU work: the plan's launch line carries --inject-children, and its
+    by-hand line leaves out the scrub switch that every other plan's carries."""
+    rid = env.ingest(FIXTURES / "rules/ollama-homebrew-guest-stock-2025.log")
+    launch = json.loads(env.capscan("remedy", "plan", "--run", str(rid), "--json").stdout)["steps"][-1]
+    assert launch["argv"][:3] == ["capscan", "remedy", "run"] and "--inject-children" in launch["argv"]
+    assert launch["argv"][-1] == "<your ollama command>" and "CAPSCAN_INTERPOSER_SCRUB" not in launch["check"]
 
 
 def test_env_says_which_stored_run_it_used(env, linux_build):

@@ -28,9 +28,10 @@ def _ready(env, linux_build, macos_build, **kw):
     return env.ingest_text(stock_fake_llama_log(linux_build))
 
 
-def _run(env, target, *args, **kw):
+def _run(env, target, *args, options: tuple[str, ...] = (), **kw):
     """remedy run with the arm64+arm64e+x86_64 library (what `make macos-native` builds on a Mac)."""
-    return env.capscan("remedy", "run", "--json", "--dylib", str(LIBRARY["path"]), "--", str(target), *args, **kw)
+    return env.capscan("remedy", "run", "--json", "--dylib", str(LIBRARY["path"]), *options, "--", str(target), *args,
+                       **kw)
 
 
 def test_preflight_passes_and_argv_of_every_tool(env, linux_build, macos_build):
@@ -44,9 +45,10 @@ def test_preflight_passes_and_argv_of_every_tool(env, linux_build, macos_build):
     assert pre["guest"]["status"] == "pass" and pre["SIP"]["status"] == "pass"
     assert pre["hardened runtime"]["status"] == "pass" and pre["__RESTRICT segment"]["status"] == "pass"
     assert pre["architectures"]["data"]["archs"] == ["arm64"]
-    # SIP off, no -arm64e_preview_abi: Apple's arm64e children would halt, whatever the library holds (a warning)
-    assert pre["arm64e slice"]["status"] == "warn" and pre["launch chain"]["status"] == "pass"
-    assert "without the -arm64e_preview_abi boot-arg is disputed (kern.bootargs '')" in pre["arm64e slice"]["reason"]
+    # SIP off: children are scrubbed by default, so Apple's arm64e ones never try to load the library
+    assert pre["arm64e slice"]["status"] == "pass" and pre["launch chain"]["status"] == "pass"
+    assert "the programs the command starts do not inherit it" in pre["arm64e slice"]["reason"]
+    assert pre["children"]["status"] == "pass"
     assert pre["dylib architectures"]["data"]["archs"] == ["x86_64", "arm64", "arm64e"]
     assert doc["injection"]["env_var"] == "DYLD_INSERT_LIBRARIES"
     assert doc["injection"]["library"] == str(LIBRARY["path"])
@@ -71,28 +73,32 @@ def test_preflight_passes_and_argv_of_every_tool(env, linux_build, macos_build):
 
 
 def test_apple_arm64e_children_are_a_warning_whatever_the_library_holds(env, linux_build, macos_build):
-    """With SIP off, Apple's arm64e children inherit the variable: without an arm64e slice they halt (measured),
-    with one reports differ unless the -arm64e_preview_abi boot-arg is set. A warning about children, never a
-    refusal (the cross-built universal file, arm64 + x86_64, is not refused); boot-arg and slice: a pass."""
+    """With SIP off and --inject-children, Apple's arm64e children inherit the variable: without an arm64e slice
+    they halt (measured), with one reports differ unless the -arm64e_preview_abi boot-arg is set. A warning about
+    children, never a refusal (the cross-built universal file, arm64 + x86_64, is not refused); boot-arg and
+    slice: a pass; without the flag (the default scrub) there is nothing to warn about."""
     _ready(env, linux_build, macos_build)
     cross = str(macos_build / "libcapscan_interposer.universal.dylib")
     for lib, phrase in ((cross, "has no arm64e slice"), (str(LIBRARY["path"]), "is disputed")):
-        doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", lib, "--",
+        doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", lib, "--inject-children", "--",
                                      str(linux_build / "fake-llama")).stdout)
         assert not doc["refused"], doc
         check = next(c for c in doc["preflight"] if c["name"] == "arm64e slice")
         assert check["status"] == "warn" and phrase in check["reason"] and "exit 134" in check["reason"]
-        assert "--scrub-children" in check["instead"]
-    doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", str(LIBRARY["path"]), "--",
+        assert "leave out --inject-children" in check["instead"]
+        scrubbed = json.loads(env.capscan("remedy", "run", "--json", "--dylib", lib, "--",
+                                          str(linux_build / "fake-llama")).stdout)
+        assert next(c for c in scrubbed["preflight"] if c["name"] == "arm64e slice")["status"] == "pass"
+    doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", str(LIBRARY["path"]), "--inject-children", "--",
                                  str(linux_build / "fake-llama"), CAPSCAN_FAKE_BOOTARGS="-v -arm64e_preview_abi").stdout)
     assert next(c for c in doc["preflight"] if c["name"] == "arm64e slice")["status"] == "pass"
     # with SIP enabled, Apple's binaries drop the variable: nothing to warn about
-    doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", cross, "--", str(linux_build / "fake-llama"),
-                                 CAPSCAN_FAKE_SIP="enabled").stdout)
+    doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", cross, "--inject-children", "--",
+                                 str(linux_build / "fake-llama"), CAPSCAN_FAKE_SIP="enabled").stdout)
     assert next(c for c in doc["preflight"] if c["name"] == "arm64e slice")["status"] == "pass"
     # "unknown (Custom Configuration)": treated as off for this check
-    doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", cross, "--", str(linux_build / "fake-llama"),
-                                 CAPSCAN_FAKE_SIP="unknown-custom").stdout)
+    doc = json.loads(env.capscan("remedy", "run", "--json", "--dylib", cross, "--inject-children", "--",
+                                 str(linux_build / "fake-llama"), CAPSCAN_FAKE_SIP="unknown-custom").stdout)
     assert next(c for c in doc["preflight"] if c["name"] == "arm64e slice")["status"] == "warn"
 
 
@@ -162,12 +168,13 @@ def test_sip_protected_program_is_refused_only_with_sip_on(env, linux_build, mac
     assert env_bin and env_bin.startswith(("/usr/bin", "/bin"))
     _refused(_run(env, env_bin, CAPSCAN_FAKE_SIP="enabled"), "protected location", "SIP-protected")
     # SIP off: not protected any more; Apple's arm64e env and the library's arm64e slice: disputed, a warning
-    doc = json.loads(_run(env, env_bin, "true", CAPSCAN_FAKE_SIP="disabled").stdout)
+    # (env is a launcher: its workload is what it runs, so children must inherit)
+    doc = json.loads(_run(env, env_bin, "true", options=("--inject-children",), CAPSCAN_FAKE_SIP="disabled").stdout)
     assert not doc["refused"], doc
     assert next(c for c in doc["preflight"] if c["name"] == "protected location")["status"] == "pass"
     chain = next(c for c in doc["preflight"] if c["name"] == "launch chain")
     assert chain["status"] == "warn" and "may refuse third-party arm64e code" in chain["reason"]
-    doc = json.loads(_run(env, env_bin, "true", CAPSCAN_FAKE_SIP="disabled",
+    doc = json.loads(_run(env, env_bin, "true", options=("--inject-children",), CAPSCAN_FAKE_SIP="disabled",
                           CAPSCAN_FAKE_BOOTARGS="-arm64e_preview_abi").stdout)
     assert next(c for c in doc["preflight"] if c["name"] == "launch chain")["status"] == "pass"
 

@@ -18,7 +18,7 @@ def test_an_official_app_log_gets_the_routes_that_work_not_the_generic_fix(tmp_p
     text = headline(run.facts.program, d, run.throughput)
     assert "not inside the official Ollama.app" in text and not text.endswith("capscan can fix that.")
     steps = d["next_steps"]
-    assert "refuses the injection" in steps[0] and '"$(brew --prefix)/bin/ollama" serve' in steps[0]
+    assert "refuses the injection" in steps[0] and '--inject-children -- "$(brew --prefix)/bin/ollama" serve' in steps[0]
     assert "llama-server" in steps[1] and "Inside the app itself nothing works" in steps[2]
     assert not any("<your llama.cpp command>" in s for s in steps)
 
@@ -31,3 +31,5 @@ def test_a_homebrew_ollama_log_is_offered_the_fix(tmp_path):
     assert d["fixable"] is True and not run.facts.ollama_app and "ollama-app-hardened" not in fired(run)
     assert headline(run.facts.program, d, run.throughput).endswith("capscan can fix that.")
     assert d["next_steps"][0] == f"capscan remedy plan --run {run.id}"
+    # its runner child does the GPU work: the line to paste lets children inherit the library
+    assert '--inject-children -- "$(brew --prefix)/bin/ollama" serve' in d["next_steps"][1]
