@@ -411,10 +411,20 @@ class _JsonObjectCollector:
     ``avg_ts``. Its fields are then read by name up to the closing ``}``, in any order."""
 
     MAX_LINES = 400
+    # a real object is under 10 KB; past this it is refused and counted (was: 400 lines of 1 MiB, joined)
+    MAX_BYTES = 256 << 10
 
     def __init__(self, line_no: int, text: str):
         self.start = line_no
         self.lines = [text]
+        self.size = len(text)
+
+    def _keep(self, text: str) -> None:
+        self.size += len(text) + 1
+        if self.size > self.MAX_BYTES:
+            self.lines = []
+            raise Rejected(f"a llama-bench JSON object over {self.MAX_BYTES >> 10} KiB")
+        self.lines.append(text)
 
     in_array = False  # inside a multi-line array (`jq .` puts every samples_ns element on its own line)
 
@@ -426,7 +436,7 @@ class _JsonObjectCollector:
             if not _NUMBERS_TAIL.fullmatch(stripped):
                 return None  # interrupted object (cut-off output): drop it
             self.in_array = not stripped.startswith("]")
-            self.lines.append(text)
+            self._keep(text)
             return []
         if stripped.startswith("}"):
             row = self._row()
@@ -435,7 +445,7 @@ class _JsonObjectCollector:
         if not stripped.startswith('"'):
             return None  # interrupted object (cut-off output): drop it
         self.in_array = stripped.endswith("[")
-        self.lines.append(text)
+        self._keep(text)
         return []
 
     def _row(self) -> dict | None:

@@ -100,3 +100,14 @@ def test_old_era_sorted_keys_keep_the_metal_column(tmp_path):
     (run,) = _seen(tmp_path / "o.db", VARIANTS["jq -S ."](OLD_ERA).encode())
     assert run["bench_backends"] == "Metal"
     assert [(t, v) for t, v, *_ in run["rows"]] == [("pp512", 766.47), ("tg128", 53.71)]
+
+
+def test_an_oversized_object_is_refused_and_counted_and_the_next_one_is_read(tmp_path):
+    """Issue 24: one llama-bench object of 395 keys of 1 MB each was collected whole, joined and parsed
+    (1.66 GB). Past the object budget it is refused and counted; the ordinary object after it is read."""
+    huge = {**OLD_ERA[0], **{f"pad_{i}": "x" * (512 << 10) for i in range(5)}}  # each line under the 1 MiB cap
+    text = json.dumps([huge, OLD_ERA[1]], indent=2)
+    result = ingest_bytes(tmp_path / "c.db", text.encode())
+    assert result.rejected == 1
+    [run] = stored_runs(tmp_path / "c.db", result.run_ids)
+    assert [(t, s) for t, s, *_ in run["throughput"]] == [("tg128", 53.71)]
