@@ -132,9 +132,26 @@ _PLAIN_ASCII = b"\t\n" + bytes(range(0x20, 0x7f))
 _OUTPUT_SUSPECT = _Pattern(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{BIDI}\\ud800-\\udfff]")
 
 
+# GitHub's runner takes a line as a workflow command when it starts with "::" once leading spaces are
+# trimmed (TryParseV2), and the legacy "##[" anywhere in a line (TryParse). A word joiner (U+2060: no
+# width, not whitespace to either parser) before the "::" or inside "##[" keeps such text inert.
+_WORKFLOW_LINE = _Pattern(r"(?m)^([ \t]*)(?=::)")
+WORD_JOINER = "\u2060"
+
+
+def defuse_workflow_commands(text: str) -> str:
+    """``text`` in which no line can be a GitHub workflow command (capscan's own annotations are written
+    past this, see analyzer.cli.gha)."""
+    if "::" in text:
+        text = _WORKFLOW_LINE.sub(lambda m: m.group(1) + WORD_JOINER, text)
+    return text.replace("##[", "##" + WORD_JOINER + "[") if "##[" in text else text
+
+
 def clean_output(text: str) -> str:
     """Text on its way to stdout/stderr: ``clean`` that keeps the layout
-    characters capscan writes itself (newline, tab, a CRLF line end)."""
+    characters capscan writes itself (newline, tab, a CRLF line end), with no
+    line that GitHub's runner would take as a workflow command."""
+    text = defuse_workflow_commands(text)
     if (text.isascii() and not text.encode("ascii").translate(None, _PLAIN_ASCII)) \
             or _OUTPUT_SUSPECT.search(text) is None:
         return text  # ASCII text: deleting every harmless byte leaves the suspect ones (C speed, not the regex's)

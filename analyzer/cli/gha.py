@@ -15,6 +15,8 @@ import os
 import re
 import sys
 
+from analyzer.safe_text import unfiltered
+
 ANNOTATE = {"capability-downgrade": "error", "hardware-limit": "warning"}
 _CONTROL = re.compile("[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
@@ -63,7 +65,10 @@ def report(runs: list) -> None:
                 fh.write(markdown_report(runs) + "\n")
         except OSError as exc:
             print(f"capscan: cannot write the job summary {summary}: {exc.strerror or exc}", file=sys.stderr)
+    # capscan's own workflow commands, already escaped: past the output boundary, which defuses any other
+    err = unfiltered(sys.stderr)
     for run in runs:
         line = annotation(run)
         if line:
-            print(line, file=sys.stderr, flush=True)
+            err.write(line + "\n")
+            err.flush()

@@ -28,6 +28,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from analyzer.store.stored_text import clean_json
+
 if TYPE_CHECKING:
     from analyzer.store.db import Database
 
@@ -118,7 +120,7 @@ def collect(db: Database, recent: int = RECENT_RUNS) -> Snapshot:
             if tkey not in snap.throughput and tok_s is not None and 0 <= tok_s != float("inf"):
                 snap.throughput[tkey] = float(tok_s)
         try:
-            paired = (json.loads(report) or {}).get("paired") if report else None
+            paired = (clean_json(json.loads(report)) or {}).get("paired") if report else None
         except ValueError:
             paired = None
         for t in (paired or {}).get("tests", []):

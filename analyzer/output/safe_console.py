@@ -3,7 +3,8 @@
 It never reads markup or emoji codes in the strings it is given (a device
 named ``[/]``, ``[link=...]`` or ``[conceal]`` is printed as written), and it
 cleans every segment of text it renders with ``analyzer.safe_text.clean``,
-whatever built the renderable (a Text, a Table cell, a plain string). rich
+whatever built the renderable (a Text, a Table cell, a plain string), and
+defuses GitHub workflow commands (``::error::`` at a line start, ``##[``). rich
 applies its own styles after this, from each segment's style, so colours
 survive while no escape sequence from a log can.
 
@@ -18,7 +19,7 @@ from typing import Any, Iterable
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 
-from analyzer.safe_text import clean, is_clean
+from analyzer.safe_text import clean, defuse_workflow_commands, is_clean
 
 SAFE_SETTINGS: dict[str, Any] = {"markup": False, "emoji": False, "highlight": False}
 
@@ -29,7 +30,10 @@ class SafeConsole(Console):
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
         for segment in super().render(renderable, options):
-            if segment.control or is_clean(segment.text, keep_newlines=True):
+            if segment.control:
                 yield segment
-            else:
-                yield Segment(clean(segment.text, keep_newlines=True), segment.style)
+                continue
+            text = defuse_workflow_commands(segment.text)  # (a segment may start a line: defused as if it did)
+            if not is_clean(text, keep_newlines=True):
+                text = clean(text, keep_newlines=True)
+            yield segment if text == segment.text else Segment(text, segment.style)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from analyzer.safe_text import clean
+from analyzer.store.stored_text import install as clean_reads
 
 if TYPE_CHECKING:
     from analyzer.store.db import Database
@@ -306,8 +307,8 @@ class Store:
         self._poll_lock = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
-                               isolation_level=None)
+        conn = clean_reads(sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+                                           isolation_level=None))
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         return conn
 

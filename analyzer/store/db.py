@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # (paths are handled as strings: importing pathlib costs the 
 
 from analyzer.store.errors import StoreError  # noqa: F401 - re-exported: callers import it from here
 from analyzer.store.migrations import MIGRATIONS
+from analyzer.store.stored_text import install as clean_reads
 
 BUSY_TIMEOUT_MS = 120_000
 
@@ -67,7 +68,7 @@ def open_db(path: str | os.PathLike[str]) -> Database:
         return _open_read_only(path)
     try:
         _create_private(path)
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn = clean_reads(sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None))
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"{path}: cannot open database ({exc})") from None
     db = Database(conn)
@@ -114,8 +115,8 @@ def _open_read_only(path: str) -> Database:
     last: Exception | None = None
     for flags in ("mode=ro", "mode=ro&immutable=1"):
         try:
-            conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?{flags}", uri=True, isolation_level=None,
-                                   timeout=BUSY_TIMEOUT_MS / 1000)
+            conn = clean_reads(sqlite3.connect(f"{Path(path).resolve().as_uri()}?{flags}", uri=True,
+                                               isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000))
             conn.execute("PRAGMA query_only = 1")
             conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         except sqlite3.DatabaseError as exc:

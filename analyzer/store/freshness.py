@@ -26,6 +26,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from analyzer.store.diagnoses import UPSERT_DIAGNOSES
+from analyzer.store.stored_text import clean_json
 
 if TYPE_CHECKING:
     from analyzer.model import StoredRun
@@ -80,7 +81,7 @@ def current_diagnosis(db: Database, run: StoredRun, rules_version: str) -> dict[
     if row is None or run.load_error or row[0] != stamp(row[2], run, rules_version):
         return None
     try:
-        diagnosis = json.loads(row[1])
+        diagnosis = clean_json(json.loads(row[1]))
     except (ValueError, TypeError, RecursionError):
         return None
     return diagnosis if isinstance(diagnosis, dict) else None

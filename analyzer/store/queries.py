@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterator
 
+from analyzer.store.stored_text import clean_json
+
 if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
     from analyzer.model import StoredRun
     from analyzer.store.db import Database
@@ -38,6 +40,18 @@ def storable_id(value: int) -> bool:
     return -MAX_ID - 1 <= value <= MAX_ID
 
 
+def _facts(stored: Any) -> Any:
+    """A run's stored facts, type-checked. Text without a backslash holds no JSON escape, so the connection's
+    cleaning already covered it; with one, an escaped newline or control may hide inside a string."""
+    from analyzer.model import facts_from_dict, load_facts
+
+    if isinstance(stored, str) and "\\" in stored:
+        import json
+
+        return facts_from_dict(clean_json(json.loads(stored)))
+    return load_facts(stored)
+
+
 def load_run(db: Database, run_id: int) -> StoredRun | None:
     if not storable_id(run_id):
         return None
@@ -46,11 +60,11 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    from analyzer.model import FactsError, RunFacts, StoredRun, evidence_from_rows, load_facts
+    from analyzer.model import FactsError, RunFacts, StoredRun, evidence_from_rows
 
     errors: list[str] = []
     try:
-        facts = load_facts(row[4])
+        facts = _facts(row[4])
     except (FactsError, TypeError, ValueError, RecursionError) as exc:
         facts = RunFacts(first_line=0, last_line=0)
         errors.append(f"its stored facts do not load ({type(exc).__name__})")
@@ -65,7 +79,7 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     import json  # (here: listing runs does not need it)
 
     try:
-        diagnosis = json.loads(diag[0]) if diag else None
+        diagnosis = clean_json(json.loads(diag[0])) if diag else None
         diagnosis = diagnosis if isinstance(diagnosis, dict) else None
     except (ValueError, TypeError, RecursionError):
         diagnosis = None  # diagnosed again on the next read

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
+from analyzer.store.stored_text import clean_json
 from analyzer.store.writer import now
 
 if TYPE_CHECKING:
@@ -55,8 +56,8 @@ def mark_undone(db: Database, action_id: int) -> None:
 
 
 def _row(r: tuple) -> dict[str, Any]:
-    return {"id": r[0], "at": r[1], "action": r[2], "args": json.loads(r[3]), "result": r[4],
-            "undo": json.loads(r[5]) if r[5] else None, "undone_at": r[6]}
+    return {"id": r[0], "at": r[1], "action": r[2], "args": clean_json(json.loads(r[3])), "result": r[4],
+            "undo": clean_json(json.loads(r[5])) if r[5] else None, "undone_at": r[6]}
 
 
 def actions(db: Database, action: str | None = None) -> list[dict[str, Any]]:
