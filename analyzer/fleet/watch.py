@@ -9,6 +9,10 @@ the file when the runs in it are complete:
   device block and is now serving), everything read so far is stored;
 - when the file is rotated (renamed away, a new one created) or truncated
   (copytruncate), the rest of the old content is read and stored first;
+- when it is rewritten in place (same file, new content, already longer than
+  what was read: ``cat new > server.log`` between two polls), its first KiB
+  no longer matches what was read: what was read is stored, then the new
+  content from the start;
 - ``final=True`` (``capscan watch --once``) stores everything read.
 
 Restart safety: the database keeps one cursor per followed file (table
@@ -108,6 +112,7 @@ class Follower:
         self.missing_told = False
         self.synthetic_nl = 0  # 1 when pending ends with a newline the file lacks (an old file's last line)
         self.reopening = False
+        self.head_seen = b""  # the file's first bytes (up to HEAD) as read: a rewrite changes them
 
     # -- opening and recognising the file ------------------------------------
     @property
@@ -138,6 +143,7 @@ class Follower:
         self.fh = fh
         self.ident = (st.st_dev, st.st_ino)
         self._attach_cursor()
+        self.head_seen = self._head(min(HEAD, self.base_offset))
         fh.seek(self.base_offset)
         self.pending.clear()
         self.partial = b""
@@ -188,12 +194,17 @@ class Follower:
         stored: list[StoredPiece] = []
         changed = self._changed_underneath()
         if changed:
-            while self._read_to_eof(take_partial=True):  # the rest of the old file
-                stored += self._store(len(self.pending))
+            if changed == "rewritten":  # the old content is gone: what is past read_pos is the new one's
+                self.partial = b""
+            else:
+                while self._read_to_eof(take_partial=True):  # the rest of the old file
+                    stored += self._store(len(self.pending))
             stored += self._store(len(self.pending))
             self.fh.close()  # type: ignore[union-attr]
             self.fh = None
-            if changed == "truncated":
+            if changed == "rewritten":
+                self.notice(f"{self.path}: rewritten in place; reading the new content from the start")
+            elif changed == "truncated":
                 self.notice(f"{self.path}: truncated; reading from the start")
             else:
                 self.notice(f"{self.path}: rotated; following the new file")
@@ -224,6 +235,8 @@ class Follower:
             return "rotated"
         if st.st_size < self.read_pos:
             return "truncated"
+        if self.head_seen and self._head(len(self.head_seen)) != self.head_seen:
+            return "rewritten"  # one pread of at most HEAD bytes a poll
         return None
 
     def _read_to_eof(self, *, take_partial: bool) -> bool:
@@ -243,6 +256,8 @@ class Follower:
             return bool(data)
         self.pending += buf[: nl + 1]
         self.partial = buf[nl + 1:]
+        if len(self.head_seen) < HEAD and len(self.head_seen) < self.read_pos:
+            self.head_seen = self._head(min(HEAD, self.read_pos))
         return True
 
     def _store_complete_runs(self) -> list[StoredPiece]:

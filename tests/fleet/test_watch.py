@@ -173,6 +173,28 @@ def test_truncation_reads_from_the_start(tmp_path, db_path):
                                                   (1, HOST.count(b"\n"), "Apple M1 Ultra")]
 
 
+def test_rewritten_in_place_past_the_read_position_is_read_from_the_start(tmp_path, db_path):
+    """Issue 24: `cat new > server.log` between two polls: the same file, emptied and already longer than
+    what was read, so neither the size nor the inode says so; its first KiB does."""
+    log = tmp_path / "server.log"
+    log.write_bytes(GUEST)
+    notices: list[str] = []
+    w = watcher(db_path, log, notices=notices)
+    w.poll(now=0.0, final=True)
+    inode = log.stat().st_ino
+    with open(log, "wb") as fh:   # O_TRUNC: same inode, new content
+        fh.write(HOST + SHIM)
+    assert log.stat().st_ino == inode and len(HOST + SHIM) > len(GUEST)
+    w.poll(now=1.0, final=True)
+    assert any("rewritten in place" in n for n in notices), notices
+    got = snapshot(db_path)
+    assert [(g[1], g[2], g[3]) for g in got] == [
+        (1, GUEST.count(b"\n"), "Apple Paravirtual device"),
+        (1, HOST.count(b"\n"), "Apple M1 Ultra"),
+        (HOST.count(b"\n") + 1, (HOST + SHIM).count(b"\n"), "Apple Paravirtual device")]
+    assert [g[1:] for g in got[1:]] == [g[1:] for g in one_shot(tmp_path, [(str(log), HOST + SHIM)])]
+
+
 def test_renamed_while_stopped_continues_with_its_content(tmp_path, db_path):
     log, rotated = tmp_path / "server.log", tmp_path / "server-1.log"
     assert len(GUEST) > HEAD  # a file is recognised by its first KiB
