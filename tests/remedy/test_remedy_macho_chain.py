@@ -223,3 +223,30 @@ def test_csrutil_states_including_unknown_custom_configuration(tmp_path, fake, s
         assert line == "System Integrity Protection status: unknown (Custom Configuration)"
         assert check.status == "warn" and "custom configuration" in check.reason
     assert preflight.sip_lets_apple_binaries_load(got) is (state != "enabled")
+
+
+# --------------------------------------------------------------------------- first contact: the Pythons people have
+
+@pytest.mark.parametrize("who, flags, team, ents, verdict, phrase", [
+    # Homebrew's python3: linker-signed ad hoc, no hardened runtime: dyld honours the variable
+    ("homebrew", 0x20002, None, None, "pass", ""),
+    # a python.org build (Developer ID, hardened runtime) that carries both entitlements: allowed
+    ("python.org", 0x10000, "BMM5U3QVKW", {macho.ALLOW_DYLD: True, macho.DISABLE_LV: True}, "pass", ""),
+    # the same signature without them: dyld drops the variable, refused before anything runs, with why
+    ("python.org-bare", 0x10000, "BMM5U3QVKW", {}, "fail", "hardened runtime (flags=0x10000)"),
+])
+def test_the_pythons_people_have(env, linux_build, mac_library, tmp_path, who, flags, team, ents, verdict, phrase):
+    """Issue 23 item 7: llama-cpp-python and MLX users run a Python the remedy must judge from its own
+    signature (read in-process: no codesign needed). Only a Mac can confirm python.org's real entitlements."""
+    env.darwin(CAPSCAN_FAKE_CLT="absent")
+    env.ingest_text(stock_fake_llama_log(linux_build))
+    (tmp_path / who).mkdir()
+    python = mf.write(tmp_path / who / "python3", mf.thin("arm64", sig=mf.signature(flags, "org.python.python",
+                                                                                        team, ents)))
+    r = env.capscan("remedy", "env", "--json", "--dylib", str(mac_library), "--", str(python), "-c", "import llama_cpp")
+    doc = json.loads(r.stdout)
+    hardened = next(c for c in doc["checks"] if c["name"] == "hardened runtime")
+    assert hardened["status"] == verdict and phrase in hardened["reason"], hardened
+    assert r.returncode == (0 if verdict == "pass" else 2)
+    children = next(c for c in doc["checks"] if c["name"] == "children")
+    assert children["status"] == "pass"    # a Python does its GPU work itself: the default scrub is right
