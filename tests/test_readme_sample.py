@@ -1,5 +1,5 @@
-"""The README's sample report is the real output of the command it shows: run it
-and compare line by line (so the README cannot drift from what users see)."""
+"""The sample reports of the README and the docs site are the real output of the command they show:
+run it and compare line by line (so neither can drift from what users see)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def readme_block(command: str) -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"```\n" + re.escape(command) + r"\n(.*?)```", text, re.S)
-    assert match, f"README.md has no code block starting with {command!r}"
-    return match.group(1).rstrip("\n").split("\n")
+def readme_blocks(command: str) -> list[tuple[str, list[str]]]:
+    """Every code block starting with ``command`` in README.md and docs/*.md, with the file it is in."""
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for match in re.finditer(r"```\n" + re.escape(command) + r"\n(.*?)```", path.read_text(encoding="utf-8"), re.S):
+            found.append((path.name, match.group(1).rstrip("\n").split("\n")))
+    assert found, f"no code block starting with {command!r} in README.md or docs/"
+    return found
 
 
 @pytest.mark.parametrize("example", ["m1-ultra-guest-stock.log", "m1-ultra-guest-stock-json.log"])
@@ -29,8 +32,8 @@ def test_readme_sample_report_is_the_real_output(tmp_path, example):
         real = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(tmp_path / "capscan.db")], stdin=log,
                               capture_output=True, env=env, cwd=ROOT, check=True).stdout.decode()
     real_lines = real.rstrip("\n").split("\n")
-    assert readme_block(command) == real_lines, (
-        "README.md's sample report differs from the real output; replace the block after "
-        f"{command!r} with:\n" + real)
+    for where, block in readme_blocks(command):
+        assert block == real_lines, (
+            f"{where}'s sample report differs from the real output; replace the block after {command!r} with:\n" + real)
     if "(fixable)" in real:  # every fixable verdict the README shows carries its proof
         assert "  proof:" in real
