@@ -2,7 +2,7 @@
 OpenTelemetry collector's filelog receiver (``json_parser``), Vector and
 Fluent Bit read.
 
-Field names are stable (``EVENT_FIELDS``, documented in the README). The
+Field names are stable (``EVENT_FIELDS``, documented in docs/fleets.md). The
 event is the contract's run object (``diagnose --json``) plus what a log
 pipeline needs to file it: ``event``, ``time``, ``host_name``,
 ``capscan_version``, the source's ``sha256`` and the run's ``summary``. Run

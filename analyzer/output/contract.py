@@ -1,4 +1,4 @@
-"""The `--json` contract (README, "capscan diagnose --json") as pydantic models: what
+"""The `--json` contract (docs/usage.md, "capscan diagnose --json") as pydantic models: what
 `diagnose --json` (and pipe mode, `probe --json`) prints is a ``DiagnoseDocument``, what
 `show --json` prints one ``RunDocument``. `capscan schema` prints their JSON Schema.
 
