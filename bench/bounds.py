@@ -65,22 +65,27 @@ def chipsets(n: int) -> bytes:
     return b"".join(b"      Chipset Model: Apple Paravirtual device %d\n" % i for i in range(n))
 
 
-def huge_object(keys: int) -> bytes:
-    pad = "x" * ((1 << 20) - 64)   # each line just under the reader's 1 MiB line cap
-    return (b'[\n  {\n    "build_commit": "3ffbbd5c",\n' + b"".join(b'    "pad_%d": "%s",\n' % (i, pad.encode())
-            for i in range(keys)) + b'    "avg_ts": 53.71\n  }\n]\n')
+def huge_object(keys: int, fh) -> None:
+    pad = b"x" * ((1 << 20) - 64)   # each line just under the reader's 1 MiB line cap
+    fh.write(b'[\n  {\n    "build_commit": "3ffbbd5c",\n')
+    for i in range(keys):
+        fh.write(b'    "pad_%d": "%s",\n' % (i, pad))
+    fh.write(b'    "avg_ts": 53.71\n  }\n]\n')
 
 
-def metal_errors(n: int) -> bytes:
-    return b"ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)\n" + b"".join(
-        b"ggml_metal_init: error: load pipeline error %d\n" % i for i in range(n))
+def metal_errors(n: int, fh) -> None:
+    fh.write(b"ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)\n")
+    for i in range(n):
+        fh.write(b"ggml_metal_init: error: load pipeline error %d\n" % i)
 
 
-def ordinary(size: int) -> bytes:
+def ordinary(size: int, fh) -> None:
     """An ordinary log of ``size`` bytes, the peer of an adversarial input: the real field-corpus logs
     (tests/fixtures/field), one after another, repeated."""
     corpus = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in sorted((REPO / "tests/fixtures/field").glob("*.log")))
-    return (corpus * (size // len(corpus) + 1))[:size]
+    while size > 0:
+        fh.write(corpus[:size])
+        size -= len(corpus)
 
 
 def main() -> int:
@@ -132,8 +137,11 @@ def main() -> int:
     for label, make, n in (("one 395 MB llama-bench JSON object", huge_object, 395 // q),
                            ("metal error lines (a per-run list)", metal_errors, 400_000 // q)):
         hostile, peer = out / "hostile.log", out / "peer.log"
-        hostile.write_bytes(make(n))       # not held here: a forked child's peak RSS counts the parent's
-        peer.write_bytes(ordinary(hostile.stat().st_size))
+        # written as they are made: a forked child's peak RSS counts what the parent holds
+        with open(hostile, "wb") as fh:
+            make(n, fh)
+        with open(peer, "wb") as fh:
+            ordinary(hostile.stat().st_size, fh)
         run(label, f"{hostile.stat().st_size >> 20} MB", ["ingest", str(hostile)])
         run("  ordinary log, same size", f"{peer.stat().st_size >> 20} MB", ["ingest", str(peer)])
         (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
