@@ -38,13 +38,26 @@ def _constant_labels(labels: tuple[str, ...]) -> dict[str, str]:
         raise click.BadParameter(str(exc), param_hint="--label") from None
 
 
-def _snapshot(opts: Options):
+def _snapshot(opts: Options, instance: str | None = None, max_age_days: float | None = None):
     """The metrics of the database. Nothing is created: a missing default database is an
     empty snapshot (nothing stored yet), a missing --db/$CAPSCAN_DB file a one-line error."""
-    from analyzer.fleet.metrics import Snapshot, collect
+    from analyzer.fleet.metrics import MAX_AGE_S, Snapshot, collect, label_value
 
     database = open_existing_db(opts)
-    return Snapshot() if database is None else collect(database)
+    if database is None:
+        return Snapshot(instance=label_value(instance)) if instance else Snapshot()
+    max_age = MAX_AGE_S if max_age_days is None else (None if max_age_days == 0 else max_age_days * 86400)
+    return collect(database, instance=instance, max_age_s=max_age)
+
+
+def fleet_identity(f):
+    """--instance and --max-age, for every command that exports metrics."""
+    f = click.option("--max-age", "max_age_days", type=click.FloatRange(0, 3650), default=None, metavar="DAYS",
+                     help="Leave out runs stored more than DAYS ago (default 7; 0 keeps every run), so a guest "
+                          "that went quiet drops out.")(f)
+    return click.option("--instance", default=None, metavar="NAME",
+                        help="The machine's name on every series (instance label; OTLP service.instance.id); "
+                             "default: the host name.")(f)
 
 
 def _write_prometheus(snap, path: str, const: dict[str, str]) -> None:
@@ -145,9 +158,11 @@ def _verdict_line(run) -> str:
 @click.option("--label", "labels", multiple=True, metavar="NAME=VALUE",
               help="With --prometheus: a label on every series (e.g. guest=NAME); repeatable.")
 @click.option("--nl", is_flag=True, help="One JSON event per run on stdout (for log shippers) instead of a line.")
+@fleet_identity
 @shared_options("db", "fail_on")
 def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, settle: float,
-          prom_path: str | None, labels: tuple[str, ...], nl: bool) -> None:
+          prom_path: str | None, labels: tuple[str, ...], nl: bool, instance: str | None,
+          max_age_days: float | None) -> None:
     """Follow logs like `tail -F` (default: the discovered sources), store each
     run as it completes, print one line per new verdict. Restart-safe: where it
     stopped is kept in the database. Ctrl-C exits 130; with --fail-on, the first
@@ -167,7 +182,7 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
                    + ("; new ones are picked up as they appear" if not once else ""), err=True)
     database = open_db(opts)
     if prom_path:
-        _write_prometheus(_snapshot(opts), prom_path, const)
+        _write_prometheus(_snapshot(opts, instance, max_age_days), prom_path, const)
     stored = 0
     found: list[str] = []
 
@@ -184,7 +199,7 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
         sys.stdout.flush()
         if prom_path:
             try:
-                _write_prometheus(_snapshot(opts), prom_path, const)
+                _write_prometheus(_snapshot(opts, instance, max_age_days), prom_path, const)
             except CapscanError as exc:
                 click.echo(f"capscan: {exc.format_message()}; will retry after the next run", err=True)
 
@@ -230,11 +245,13 @@ def export() -> None:
               help="The textfile to write, atomically (temp file + rename); default: stdout.")
 @click.option("--label", "labels", multiple=True, metavar="NAME=VALUE",
               help="A label on every series (e.g. guest=NAME, for textfiles of several guests); repeatable.")
+@fleet_identity
 @shared_options("db")
-def export_prometheus(opts: Options, out: str | None, labels: tuple[str, ...]) -> None:
+def export_prometheus(opts: Options, out: str | None, labels: tuple[str, ...], instance: str | None,
+                      max_age_days: float | None) -> None:
     """Write the node_exporter textfile format: verdicts, speeds, per-token overhead, remedy result."""
     const = _constant_labels(labels)
-    snap = _snapshot(opts)
+    snap = _snapshot(opts, instance, max_age_days)
     if out:
         _write_prometheus(snap, out, const)
         click.echo(f"capscan: wrote {out} ({snap.runs} recent run(s))", err=True)
@@ -247,8 +264,9 @@ def export_prometheus(opts: Options, out: str | None, labels: tuple[str, ...]) -
 @export.command("otlp")
 @click.option("--timeout", type=click.FloatRange(0.1, 600), default=10.0, show_default=True,
               help="Seconds to wait for the endpoint.")
+@fleet_identity
 @shared_options("db")
-def export_otlp(opts: Options, timeout: float) -> None:
+def export_otlp(opts: Options, timeout: float, instance: str | None, max_age_days: float | None) -> None:
     """Push the same metrics to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP; extra: capscan[otel])."""
     try:
         from analyzer.fleet import otlp
@@ -260,7 +278,7 @@ def export_otlp(opts: Options, timeout: float) -> None:
         raise CapscanError("export otlp needs the OpenTelemetry SDK: pip install 'capscan[otel]'") from None
     if not otlp.endpoint_configured():
         raise CapscanError("set OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318) to say where to push")
-    snap = _snapshot(opts)
+    snap = _snapshot(opts, instance, max_age_days)
     try:
         points = otlp.push(snap, timeout_s=timeout)
     except otlp.OtlpError as exc:

@@ -6,16 +6,22 @@ Every exporter (Prometheus textfile, OTLP) reads the same ``Snapshot``:
   one series per runtime, backend and environment seen among recent runs,
   carrying the verdict of the latest such run (so a remedied run replaces
   the stock one it fixed);
-- ``capscan_throughput_tokens_per_second{test,model}``: the latest measured
-  speed of each test and model;
-- ``capscan_per_token_overhead_seconds{test,model}``: for VM runs paired with
-  a bare-metal run of the same model, 1/vm - 1/host (the latest pairing);
+- ``capscan_run_timestamp_seconds{environment,runtime,backend}``: when that
+  latest run was stored (a dashboard ignores guests that went quiet);
+- ``capscan_throughput_tokens_per_second{test,model,environment,host_chip,runtime}``:
+  the latest measured speed of each test and model, apart for a guest and its
+  host (same model, different environment);
+- ``capscan_per_token_overhead_seconds{test,model,environment,host_chip,runtime}``:
+  for VM runs paired with a bare-metal run of the same model, 1/vm - 1/host;
 - ``capscan_remedy_verified``: 1 if the latest finished remedy run was
   verified, 0 if it failed (absent when there is none);
 - ``capscan_last_run_timestamp_seconds``: when the newest run was stored.
 
-Run ids, hashes and paths never become labels (cardinality); they are in the
-``--nl`` events. Label values come from logs, so they are cleaned: printable
+Every series also carries ``instance`` (the machine: its host name unless
+``--instance`` names it), so two guests with equal verdicts stay two series.
+Runs older than ``max_age`` are left out (a guest gone quiet drops out of its
+textfile). Run ids, hashes and paths never become labels (cardinality); they
+are in the ``--nl`` events. Label values come from logs, so they are cleaned: printable
 ASCII from a short safe set, at most ``LABEL_MAX`` characters.
 """
 
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
 
 LABEL_MAX = 64
 RECENT_RUNS = 1000
+MAX_AGE_S = 7 * 86400  # runs older than this leave the exports (--max-age)
 INFO_LABELS = ("verdict", "fixable", "environment", "runtime", "backend", "host_chip", "gpu_family")
 _UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:;/+()\[\]#@=-]")
 _SPACES = re.compile(r"\s+")
@@ -63,15 +70,29 @@ def gpu_family(apple_family: int | None) -> str:
     return family_name(apple_family) if apple_family is not None else "unknown"
 
 
+# the labels a speed carries besides test and model: a guest and its host running one model stay apart
+SPEED_LABELS = ("environment", "host_chip", "runtime")
+SpeedKey = tuple[str, str, str, str, str]  # test, model, environment, host_chip, runtime
+
+
+def default_instance() -> str:
+    import socket
+
+    return label_value(socket.gethostname())
+
+
 @dataclass
 class Snapshot:
     run_info: list[dict[str, str]] = field(default_factory=list)
-    throughput: dict[tuple[str, str], float] = field(default_factory=dict)  # (test, model) -> tok/s
-    overhead: dict[tuple[str, str], float] = field(default_factory=dict)  # (test, model) -> seconds per token
+    run_time: list[tuple[dict[str, str], float]] = field(default_factory=list)  # (environment, runtime, backend)
+    throughput: dict[SpeedKey, float] = field(default_factory=dict)  # -> tok/s
+    overhead: dict[SpeedKey, float] = field(default_factory=dict)  # -> seconds per token
     remedy_verified: int | None = None
     last_run_timestamp: float | None = None
     gpu: dict[str, str] = field(default_factory=dict)  # hw.model / hw.vendor of the latest run's device
     runs: int = 0
+    instance: str = field(default_factory=default_instance)
+    dropped_old: int = 0  # runs past max_age, left out
 
 
 def _epoch(iso: str | None) -> float | None:
@@ -89,33 +110,44 @@ def _epoch(iso: str | None) -> float | None:
 _VENDOR_NAMES = {"apple": "Apple", "paravirtual": "Apple", "amd": "AMD", "intel": "Intel", "nvidia": "NVIDIA"}
 
 
-def collect(db: Database, recent: int = RECENT_RUNS) -> Snapshot:
+def collect(db: Database, recent: int = RECENT_RUNS, *, instance: str | None = None, max_age_s: float | None = MAX_AGE_S,
+            now: float | None = None) -> Snapshot:
+    import time
+
     from analyzer.chips import vendor
     from analyzer.store.queries import _throughput as run_throughput
     from analyzer.store.queries import last_remedy_outcome, recent_diagnosed_runs
 
-    snap = Snapshot()
+    snap = Snapshot(instance=label_value(instance)) if instance else Snapshot()
+    oldest = None if max_age_s is None else (time.time() if now is None else now) - max_age_s
     rows = recent_diagnosed_runs(db, recent)
-    snap.runs = len(rows)
     groups: set[tuple[str, str, str]] = set()
     for (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip,
          report) in rows:  # newest first: the first of each key wins
+        when = _epoch(created)
+        if oldest is not None and when is not None and when < oldest:
+            snap.dropped_old += 1
+            continue
+        snap.runs += 1
         if snap.last_run_timestamp is None:
-            snap.last_run_timestamp = _epoch(created)
+            snap.last_run_timestamp = when
             if device:
                 snap.gpu = {"hw.model": label_value(device, 128)}
                 kind = vendor(device)
                 if kind in _VENDOR_NAMES:
                     snap.gpu["hw.vendor"] = _VENDOR_NAMES[kind]
         key = (label_value(program), label_value(backend), label_value(env))
+        chip = label_value(host_chip)
         if key not in groups:
             groups.add(key)
             snap.run_info.append({
                 "verdict": label_value(verdict), "fixable": "true" if fixable else "false",
                 "environment": key[2], "runtime": key[0], "backend": key[1],
-                "host_chip": label_value(host_chip), "gpu_family": label_value(gpu_family(family))})
+                "host_chip": chip, "gpu_family": label_value(gpu_family(family))})
+            if when is not None:
+                snap.run_time.append(({"environment": key[2], "runtime": key[0], "backend": key[1]}, when))
         for t in run_throughput(db, rid):  # one entry per test and model (the median of repeated rows)
-            tkey = (label_value(t["test"], 32), label_value(t["model"] or model))
+            tkey = (label_value(t["test"], 32), label_value(t["model"] or model), key[2], chip, key[0])
             tok_s = t["tok_s"]
             if tkey not in snap.throughput and tok_s is not None and 0 <= tok_s != float("inf"):
                 snap.throughput[tkey] = float(tok_s)
@@ -124,7 +156,7 @@ def collect(db: Database, recent: int = RECENT_RUNS) -> Snapshot:
         except ValueError:
             paired = None
         for t in (paired or {}).get("tests", []):
-            okey = (label_value(t.get("test"), 32), label_value(model))
+            okey = (label_value(t.get("test"), 32), label_value(model), key[2], chip, key[0])
             cost = t.get("per_token_s")
             if okey not in snap.overhead and isinstance(cost, (int, float)):
                 snap.overhead[okey] = float(cost)
@@ -135,7 +167,7 @@ def collect(db: Database, recent: int = RECENT_RUNS) -> Snapshot:
 
 
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-RESERVED = frozenset(INFO_LABELS) | {"test", "model"}
+RESERVED = frozenset(INFO_LABELS) | {"test", "model", "instance"}
 
 
 def constant_labels(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:

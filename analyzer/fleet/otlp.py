@@ -24,7 +24,9 @@ import socket
 import sys
 
 from analyzer import __version__
-from analyzer.fleet.metrics import Snapshot
+from analyzer.fleet.metrics import SPEED_LABELS, Snapshot
+
+SPEED = ("test", "model", *SPEED_LABELS)
 
 
 class OtlpError(Exception):
@@ -37,7 +39,10 @@ INSTALL_HINT = "pip install 'capscan[otel]'"
 METRICS = (
     ("capscan.run.info", "", "Verdict of the latest run per runtime, backend and environment (always 1).",
      "capscan_run_info"),
-    ("capscan.throughput.tokens", "{token}/s", "Latest measured speed per test and model.",
+    ("capscan.run.timestamp", "s", "When the latest run per runtime, backend and environment was stored.",
+     "capscan_run_timestamp_seconds"),
+    ("capscan.throughput.tokens", "{token}/s", "Latest measured speed per test, model, environment, host chip "
+     "and runtime.",
      "capscan_throughput_tokens_per_second"),
     ("capscan.per_token_overhead", "s", "Seconds per token a VM run pays over bare metal (1/vm - 1/host).",
      "capscan_per_token_overhead_seconds"),
@@ -72,7 +77,9 @@ def host_attributes() -> dict[str, str]:
 
 
 def resource_attributes(snap: Snapshot) -> dict[str, str]:
-    attrs = host_attributes()
+    """The host attributes, and ``service.instance.id``: a Collector's Prometheus exporter builds the
+    ``instance`` label from it, so two guests stay two series."""
+    attrs = {**host_attributes(), "service.instance.id": snap.instance}
     if snap.gpu:
         attrs["hw.type"] = "gpu"
         attrs.update(snap.gpu)
@@ -102,8 +109,9 @@ def push(snap: Snapshot, *, timeout_s: float = 10.0) -> int:
     meter = provider.get_meter("capscan", __version__)
     series: dict[str, list[tuple[float, dict[str, str]]]] = {
         "capscan.run.info": [(1, labels) for labels in snap.run_info],
-        "capscan.throughput.tokens": [(v, {"test": t, "model": m}) for (t, m), v in snap.throughput.items()],
-        "capscan.per_token_overhead": [(v, {"test": t, "model": m}) for (t, m), v in snap.overhead.items()],
+        "capscan.run.timestamp": [(v, labels) for labels, v in snap.run_time],
+        "capscan.throughput.tokens": [(v, dict(zip(SPEED, k, strict=True))) for k, v in snap.throughput.items()],
+        "capscan.per_token_overhead": [(v, dict(zip(SPEED, k, strict=True))) for k, v in snap.overhead.items()],
         "capscan.remedy.verified": [] if snap.remedy_verified is None else [(snap.remedy_verified, {})],
         "capscan.last_run.timestamp": [] if snap.last_run_timestamp is None else [(snap.last_run_timestamp, {})],
     }

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
-from analyzer.fleet.metrics import INFO_LABELS, Snapshot
+from analyzer.fleet.metrics import INFO_LABELS, SPEED_LABELS, Snapshot
 
 METRIC_NAMES = (
     "capscan_run_info",
+    "capscan_run_timestamp_seconds",
     "capscan_throughput_tokens_per_second",
     "capscan_per_token_overhead_seconds",
     "capscan_remedy_verified",
@@ -22,8 +23,9 @@ METRIC_NAMES = (
 
 
 def registry_of(snap: Snapshot, const: dict[str, str] | None = None) -> CollectorRegistry:
-    """A private registry holding the snapshot; ``const`` labels (``--label``) go on every series."""
-    const = const or {}
+    """A private registry holding the snapshot: ``instance`` and the ``const`` labels (``--label``) on every
+    series, so the textfiles of several guests in one folder stay apart."""
+    const = {"instance": snap.instance, **(const or {})}
     names = tuple(const)
     reg = CollectorRegistry(auto_describe=True)
 
@@ -34,20 +36,25 @@ def registry_of(snap: Snapshot, const: dict[str, str] | None = None) -> Collecto
                  "(always 1).", INFO_LABELS)
     for labels in snap.run_info:
         info.labels(**labels, **const).set(1)
+    when = gauge("capscan_run_timestamp_seconds", "When the latest capscan run per runtime, backend and "
+                 "environment was stored (Unix time).", ("environment", "runtime", "backend"))
+    for labels, value in snap.run_time:
+        when.labels(**labels, **const).set(value)
+    speed = ("test", "model", *SPEED_LABELS)
     tps = gauge("capscan_throughput_tokens_per_second", "Latest measured speed per test (pp512, tg128, "
-                "prompt, generation) and model.", ("test", "model"))
-    for (test, model), value in snap.throughput.items():
-        tps.labels(test=test, model=model, **const).set(value)
+                "prompt, generation), model, environment, host chip and runtime.", speed)
+    for key, value in snap.throughput.items():
+        tps.labels(**dict(zip(speed, key, strict=True)), **const).set(value)
     cost = gauge("capscan_per_token_overhead_seconds", "Seconds per token a VM run pays over the bare-metal "
-                 "run of the same model (1/vm - 1/host).", ("test", "model"))
-    for (test, model), value in snap.overhead.items():
-        cost.labels(test=test, model=model, **const).set(value)
+                 "run of the same model (1/vm - 1/host).", speed)
+    for key, value in snap.overhead.items():
+        cost.labels(**dict(zip(speed, key, strict=True)), **const).set(value)
     if snap.remedy_verified is not None:
         g = gauge("capscan_remedy_verified", "1 if the latest capscan remedy run was verified, 0 if it failed.")
-        (g.labels(**const) if const else g).set(snap.remedy_verified)
+        g.labels(**const).set(snap.remedy_verified)
     if snap.last_run_timestamp is not None:
         g = gauge("capscan_last_run_timestamp_seconds", "When the newest capscan run was stored (Unix time).")
-        (g.labels(**const) if const else g).set(snap.last_run_timestamp)
+        g.labels(**const).set(snap.last_run_timestamp)
     return reg
 
 

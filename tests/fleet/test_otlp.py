@@ -88,10 +88,11 @@ def test_push_sends_every_metric_and_attribute(tmp_path, db_path, monkeypatch):
     with Receiver() as rx:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
         monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "host.image.name=ghcr.io/cirruslabs/macos-sequoia-base")
-        points = push(collect(open_db(db_path)))
+        points = push(collect(open_db(db_path), instance="guest-1"))
     assert rx.paths == ["/v1/metrics"]
     resource, metrics = decode(rx.requests[0])
     assert resource["service.name"] == "capscan" and resource["host.name"]
+    assert resource["service.instance.id"] == "guest-1"   # the Collector's instance label comes from it
     assert resource["host.arch"] in ("amd64", "arm64") and resource["os.type"] in ("linux", "darwin")
     assert resource["os.version"]
     assert resource["host.image.name"] == "ghcr.io/cirruslabs/macos-sequoia-base"  # from OTEL_RESOURCE_ATTRIBUTES
@@ -105,9 +106,11 @@ def test_push_sends_every_metric_and_attribute(tmp_path, db_path, monkeypatch):
                                                                      "bare-metal": "healthy"}
     assert all(set(a) == {"verdict", "fixable", "environment", "runtime", "backend", "host_chip", "gpu_family"}
                for a, _, _ in info)
-    tps = {(a["test"], a["model"]): (v, unit) for a, v, unit in metrics["capscan.throughput.tokens"]}
-    assert tps == {("pp512", "llama 1B Q4_K - Medium"): (4786.7, "{token}/s"),
-                   ("tg128", "llama 1B Q4_K - Medium"): (206.6, "{token}/s")}
+    tps = {(a["test"], a["environment"]): (v, unit) for a, v, unit in metrics["capscan.throughput.tokens"]}
+    assert tps == {("pp512", "vm"): (4786.7, "{token}/s"), ("tg128", "vm"): (206.6, "{token}/s"),
+                   ("pp512", "bare-metal"): (4871.99, "{token}/s"), ("tg128", "bare-metal"): (286.71, "{token}/s")}
+    assert all(a["host_chip"] == "Apple M1 Ultra" and a["runtime"] == "llama-bench"
+               for a, _, _ in metrics["capscan.throughput.tokens"])
     cost = {a["test"]: (v, unit) for a, v, unit in metrics["capscan.per_token_overhead"]}
     assert abs(cost["tg128"][0] - (1 / 206.6 - 1 / 286.71)) < 1e-9 and cost["tg128"][1] == "s"
     assert [v for _, v, _ in metrics["capscan.remedy.verified"]] == [1]

@@ -17,24 +17,33 @@ def test_textfile_parses_back_with_every_metric(tmp_path, db_path):
     ids = fleet_db(db_path)
     out = tmp_path / "textfile" / "capscan.prom"
     out.parent.mkdir()
-    write_textfile(collect(open_db(db_path)), out)
+    write_textfile(collect(open_db(db_path), instance="guest-1"), out)
     got = samples(out.read_text())
     assert set(got) == set(METRIC_NAMES)
     info = got["capscan_run_info"]
     assert all(v == 1 for _, v in info)
     assert {frozenset(l) for l, _ in info} == {frozenset(
-        {"verdict", "fixable", "environment", "runtime", "backend", "host_chip", "gpu_family"})}
+        {"verdict", "fixable", "environment", "runtime", "backend", "host_chip", "gpu_family", "instance"})}
+    # every series names its machine (issue 26): two guests' textfiles in one folder stay two series
+    assert {l["instance"] for series in got.values() for l, _ in series} == {"guest-1"}
+    for l, _ in info:
+        del l["instance"]
     by_env = {l["environment"]: l for l, _ in info}
     # the latest VM run is the remedied guest (the stock one it fixed is superseded); the host is bare metal
     assert by_env["vm"]["gpu_family"] == "Apple9" and by_env["vm"]["verdict"] != "capability-downgrade"
     assert by_env["bare-metal"] == {"verdict": "healthy", "fixable": "false", "environment": "bare-metal",
                                     "runtime": "llama-bench", "backend": "metal", "host_chip": "Apple M1 Ultra",
                                     "gpu_family": "Apple7"}
-    tps = {(l["test"], l["model"]): v for l, v in got["capscan_throughput_tokens_per_second"]}
-    assert tps == {("pp512", "llama 1B Q4_K - Medium"): 4786.7, ("tg128", "llama 1B Q4_K - Medium"): 206.6}
+    # a guest and its host running one model stay apart (they overwrote each other before issue 26)
+    tps = {(l["test"], l["environment"]): v for l, v in got["capscan_throughput_tokens_per_second"]}
+    assert tps == {("pp512", "vm"): 4786.7, ("tg128", "vm"): 206.6, ("pp512", "bare-metal"): 4871.99,
+                   ("tg128", "bare-metal"): 286.71}
+    assert {(l["model"], l["host_chip"], l["runtime"]) for l, _ in got["capscan_throughput_tokens_per_second"]} == {
+        ("llama 1B Q4_K - Medium", "Apple M1 Ultra", "llama-bench")}
     cost = {l["test"]: v for l, v in got["capscan_per_token_overhead_seconds"]}
     assert abs(cost["tg128"] - (1 / 206.6 - 1 / 286.71)) < 1e-9
-    assert got["capscan_remedy_verified"] == [({}, 1.0)]
+    assert {l["environment"] for l, _ in got["capscan_run_timestamp_seconds"]} == {"vm", "bare-metal"}
+    assert got["capscan_remedy_verified"] == [({"instance": "guest-1"}, 1.0)]
     assert got["capscan_last_run_timestamp_seconds"][0][1] > 1.7e9
     # no ids, hashes or paths among the label values
     every_label = {v for series in got.values() for labels, _ in series for v in labels.values()}
@@ -74,3 +83,24 @@ def test_hostile_model_name_round_trips_through_the_textfile(tmp_path, db_path):
     got = samples(out.read_text())  # parses: the file is well-formed whatever the log held
     models = {l["model"] for l, _ in got["capscan_throughput_tokens_per_second"]}
     assert models and all(len(m) <= LABEL_MAX and m.isascii() and '"' not in m and "}" not in m for m in models)
+
+
+def test_runs_past_max_age_leave_the_textfile(tmp_path, db_path):
+    """Issue 26 item 4: a guest that went quiet drops out of its textfile (default: 7 days), so a
+    dashboard never counts it forever; --max-age 0 keeps every run."""
+    import sqlite3
+
+    ids = fleet_db(db_path)
+    con = sqlite3.connect(db_path)
+    con.execute("UPDATE runs SET created_at = '2020-01-01T00:00:00+00:00' WHERE id = ?", (ids["host"],))
+    con.commit()
+    con.close()
+    snap = collect(open_db(db_path))
+    assert snap.dropped_old == 1 and {i["environment"] for i in snap.run_info} == {"vm"}
+    assert all(key[2] == "vm" for key in snap.throughput)
+    text = run_capscan("export", "prometheus", "--instance", "g", db=db_path, check=True).stdout.decode()
+    assert 'environment="bare-metal"' not in text and 'instance="g"' in text
+    kept = run_capscan("export", "prometheus", "--max-age", "0", db=db_path, check=True).stdout.decode()
+    assert 'environment="bare-metal"' in kept
+    recent = run_capscan("export", "prometheus", "--max-age", "3650", db=db_path, check=True).stdout.decode()
+    assert 'environment="bare-metal"' in recent
