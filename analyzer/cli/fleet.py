@@ -158,10 +158,13 @@ def _verdict_line(run) -> str:
 @click.option("--label", "labels", multiple=True, metavar="NAME=VALUE",
               help="With --prometheus: a label on every series (e.g. guest=NAME); repeatable.")
 @click.option("--nl", is_flag=True, help="One JSON event per run on stdout (for log shippers) instead of a line.")
+@click.option("--otlp", "otlp_push", is_flag=True,
+              help="Push each stored run as an OTLP log record, and the metrics, to OTEL_EXPORTER_OTLP_ENDPOINT "
+                   "(extra: capscan[otel]).")
 @fleet_identity
 @shared_options("db", "fail_on")
 def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, settle: float,
-          prom_path: str | None, labels: tuple[str, ...], nl: bool, instance: str | None,
+          prom_path: str | None, labels: tuple[str, ...], nl: bool, otlp_push: bool, instance: str | None,
           max_age_days: float | None) -> None:
     """Follow logs like `tail -F` (default: the discovered sources), store each
     run as it completes, print one line per new verdict. Restart-safe: where it
@@ -170,6 +173,8 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
     from analyzer.fleet.watch import Watcher
 
     const = _constant_labels(labels)
+    if otlp_push:
+        _check_otlp()
     discover = None
     targets = list(paths)
     if not targets:
@@ -202,6 +207,16 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
                 _write_prometheus(_snapshot(opts, instance, max_age_days), prom_path, const)
             except CapscanError as exc:
                 click.echo(f"capscan: {exc.format_message()}; will retry after the next run", err=True)
+        if otlp_push:
+            from analyzer.fleet import otlp
+
+            snap = _snapshot(opts, instance, max_age_days)
+            try:
+                _push_logs(_events(database, runs), snap, 10.0)
+                otlp.push(snap)
+            except (CapscanError, otlp.OtlpError) as exc:
+                message = exc.format_message() if isinstance(exc, CapscanError) else str(exc)
+                click.echo(f"capscan: {message}; the next run is pushed again", err=True)
 
     def on_notice(message: str) -> None:
         click.echo(f"capscan: {_plain(message)}", err=True)
@@ -261,29 +276,77 @@ def export_prometheus(opts: Options, out: str | None, labels: tuple[str, ...], i
     sys.stdout.write(textfile_text(snap, const))
 
 
-@export.command("otlp")
-@click.option("--timeout", type=click.FloatRange(0.1, 600), default=10.0, show_default=True,
-              help="Seconds to wait for the endpoint.")
-@fleet_identity
-@shared_options("db")
-def export_otlp(opts: Options, timeout: float, instance: str | None, max_age_days: float | None) -> None:
-    """Push the same metrics to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP; extra: capscan[otel])."""
+def _check_otlp() -> None:
+    """The SDK is there and an endpoint is set, before anything is read (one line otherwise)."""
     try:
         from analyzer.fleet import otlp
 
         otlp.push  # noqa: B018 - the module imports the SDK lazily; check it is there before reading the database
         import opentelemetry.exporter.otlp.proto.http.metric_exporter  # noqa: F401
+        import opentelemetry.proto.collector.logs.v1.logs_service_pb2  # noqa: F401
         import opentelemetry.sdk.metrics  # noqa: F401
     except ImportError:
-        raise CapscanError("export otlp needs the OpenTelemetry SDK: pip install 'capscan[otel]'") from None
+        raise CapscanError("OTLP needs the OpenTelemetry SDK: pip install 'capscan[otel]'") from None
     if not otlp.endpoint_configured():
         raise CapscanError("set OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318) to say where to push")
+
+
+def _events(database, runs) -> list[dict]:
+    from analyzer.fleet.events import run_event
+    from analyzer.output.tabular import finite_json
+    from analyzer.store.queries import source_sha256
+
+    return [finite_json(run_event(run, sha256=source_sha256(database, run.source_id))) for run in runs]
+
+
+def _push_logs(events: list[dict], snap, timeout: float) -> int:
+    from analyzer.fleet import otlp, otlp_logs
+
+    try:
+        return otlp_logs.push_events(events, otlp.resource_attributes(snap), timeout_s=timeout)
+    except otlp.OtlpError as exc:
+        raise CapscanError(str(exc)) from None
+
+
+def _recent_runs(opts: Options, max_age_days: float | None) -> tuple[object, list]:
+    """The stored runs the snapshot covers (the newest 1,000 within --max-age), diagnosed."""
+    from analyzer.fleet.metrics import MAX_AGE_S, RECENT_RUNS, _epoch
+    from analyzer.rules.diagnose import diagnose_runs
+
+    database = open_existing_db(opts)
+    if database is None:
+        return None, []
+    max_age = MAX_AGE_S if max_age_days is None else (None if max_age_days == 0 else max_age_days * 86400)
+    oldest = None if max_age is None else time.time() - max_age
+    ids = [rid for rid, created in database.conn.execute(
+        "SELECT id, created_at FROM runs ORDER BY id DESC LIMIT ?", (RECENT_RUNS,))
+        if oldest is None or (_epoch(created) or 0) >= oldest]
+    return database, list(diagnose_runs(database, sorted(ids)))
+
+
+@export.command("otlp")
+@click.option("--timeout", type=click.FloatRange(0.1, 600), default=10.0, show_default=True,
+              help="Seconds to wait for the endpoint.")
+@click.option("--logs", is_flag=True,
+              help="Also push each stored run (within --max-age) as an OTLP log record, the --nl event's fields "
+                   "as its attributes: no collector needed in the guest.")
+@fleet_identity
+@shared_options("db")
+def export_otlp(opts: Options, timeout: float, logs: bool, instance: str | None, max_age_days: float | None) -> None:
+    """Push the same metrics to OTEL_EXPORTER_OTLP_ENDPOINT (OTLP/HTTP; extra: capscan[otel])."""
+    _check_otlp()
+    from analyzer.fleet import otlp
+
     snap = _snapshot(opts, instance, max_age_days)
     try:
         points = otlp.push(snap, timeout_s=timeout)
     except otlp.OtlpError as exc:
         raise CapscanError(str(exc)) from None
     click.echo(f"capscan: pushed {points} data point(s) from {snap.runs} recent run(s)", err=True)
+    if logs:
+        database, runs = _recent_runs(opts, max_age_days)
+        sent = _push_logs(_events(database, runs), snap, timeout) if runs else 0
+        click.echo(f"capscan: pushed {sent} run event(s) as OTLP log records", err=True)
 
 
 # ---------------------------------------------------------------------------
