@@ -312,15 +312,15 @@ def _recent_runs(opts: Options, max_age_days: float | None) -> tuple[object, lis
     """The stored runs the snapshot covers (the newest 1,000 within --max-age), diagnosed."""
     from analyzer.fleet.metrics import MAX_AGE_S, RECENT_RUNS, _epoch
     from analyzer.rules.diagnose import diagnose_runs
+    from analyzer.store.queries import recent_run_times
 
     database = open_existing_db(opts)
     if database is None:
         return None, []
     max_age = MAX_AGE_S if max_age_days is None else (None if max_age_days == 0 else max_age_days * 86400)
     oldest = None if max_age is None else time.time() - max_age
-    ids = [rid for rid, created in database.conn.execute(
-        "SELECT id, created_at FROM runs ORDER BY id DESC LIMIT ?", (RECENT_RUNS,))
-        if oldest is None or (_epoch(created) or 0) >= oldest]
+    ids = [rid for rid, created in recent_run_times(database, RECENT_RUNS)
+           if oldest is None or (_epoch(created) or 0) >= oldest]
     return database, list(diagnose_runs(database, sorted(ids)))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterator
 
-from analyzer.store.stored_text import clean_json
+from analyzer.store.stored_text import EXACT_PATH, clean_json, exact_text
 
 if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
     from analyzer.model import StoredRun
@@ -56,7 +56,7 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     if not storable_id(run_id):
         return None
     row = db.conn.execute(
-        "SELECT r.id, r.source_id, s.path, r.created_at, r.facts FROM runs r JOIN sources s ON s.id = r.source_id "
+        f"SELECT r.id, r.source_id, {EXACT_PATH}, r.created_at, r.facts FROM runs r JOIN sources s ON s.id = r.source_id "
         "WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
@@ -83,9 +83,14 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         diagnosis = diagnosis if isinstance(diagnosis, dict) else None
     except (ValueError, TypeError, RecursionError):
         diagnosis = None  # diagnosed again on the next read
-    return StoredRun(id=row[0], source_id=row[1], source=row[2] or "", created_at=row[3] or "", facts=facts,
+    return StoredRun(id=row[0], source_id=row[1], source=exact_text(row[2]), created_at=row[3] or "", facts=facts,
                      throughput=summary if summary is not None else _throughput(db, run_id), evidence=ev,
                      diagnosis=diagnosis, load_error="; ".join(errors) or None)
+
+
+def recent_run_times(db: Database, limit: int) -> list[tuple[int, str]]:
+    """(id, created_at) of the newest ``limit`` runs, newest first (the fleet exports' window)."""
+    return db.conn.execute("SELECT id, created_at FROM runs ORDER BY id DESC LIMIT ?", (int(limit),)).fetchall()
 
 
 def last_run_id(db: Database) -> int | None:
@@ -119,7 +124,7 @@ def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
         where.append("(r.device_name LIKE ? OR s.path LIKE ? OR r.program LIKE ? OR r.model LIKE ?)")
         args.extend([f"%{text}%"] * 4)
     sql = (
-        "SELECT r.id, r.created_at, s.path, r.program, r.backend, r.device_name, r.apple_family, r.model, "
+        f"SELECT r.id, r.created_at, {EXACT_PATH}, r.program, r.backend, r.device_name, r.apple_family, r.model, "
         "d.verdict, d.fixable, d.environment, "
         "(SELECT MAX(tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'pp%' OR t.test = 'prompt')) AS best_pp, "
         "(SELECT MAX(tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'tg%' OR t.test = 'generation')) AS best_tg "
@@ -134,6 +139,7 @@ def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
     fixable = RUN_COLUMNS.index("fixable")
     for r in db.conn.execute(sql, args):
         row = dict(zip(RUN_COLUMNS, r, strict=False))
+        row["source"] = exact_text(row["source"])
         if r[fixable] is not None:  # SQLite stores it as 0/1: a boolean in every output (JSON true/false)
             row["fixable"] = bool(r[fixable])
         yield row

@@ -27,6 +27,17 @@ def read_text(raw: bytes) -> str:
     return clean(raw.decode("utf-8", "replace"))
 
 
+# A source's name is the one text read exactly (``CAST(path AS BLOB)``, then ``exact_text``): JSON keeps a
+# file's real name, escaped, and every human output cleans it where it names the source.
+EXACT_PATH = "CAST(s.path AS BLOB)"
+
+
+def exact_text(raw: bytes | str | None) -> str:
+    if raw is None:
+        return ""
+    return raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+
+
 def install(conn: sqlite3.Connection) -> sqlite3.Connection:
     conn.text_factory = read_text
     return conn

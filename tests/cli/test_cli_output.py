@@ -303,8 +303,7 @@ def test_github_actions_summary_and_annotations(tmp_path):
     assert len(notes) == 2, notes
     error, warning = notes
     assert error.startswith("::error file=") and warning.startswith("::warning file=")
-    # (the name as read back from the store: its newline a space, its escape gone, then escaped for the runner)
-    assert "guest%250A %3A%3Aerror%3A%3Aowned%2C.log" in error and "\x1b" not in error
+    assert "guest%250A%0A%3A%3Aerror%3A%3Aowned%2C[31m.log" in error and "\x1b" not in error
     assert error.count("::") == 2  # the log's name cannot open a second command
     off = run_capscan("diagnose", "--run", "1", "--no-gha", db=tmp_path / "g.db", env=env)
     assert off.returncode == 0 and summary.read_text() == text and b"::error" not in off.stderr

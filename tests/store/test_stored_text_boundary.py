@@ -88,7 +88,7 @@ def test_capscans_own_annotations_still_reach_the_runner(tmp_path):
                        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "s.md")})
     own = [line for line in proc.stderr.decode().splitlines() if line.startswith("::")]
     assert len(own) == 1 and _own_annotation(own[0]), proc.stderr
-    assert "/tmp/x %3A%3Aerror%3A%3Apath" in own[0]    # the stored path inside it: escaped, one line
+    assert "/tmp/x%0A%3A%3Aerror%3A%3Apath" in own[0]    # the stored path inside it: escaped, one line
 
 
 @pytest.mark.parametrize("text, inert", [
