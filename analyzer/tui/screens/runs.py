@@ -52,6 +52,16 @@ def interruptible(conn: sqlite3.Connection) -> None:
     conn.set_progress_handler(lambda: 1 if worker.is_cancelled else 0, 20_000)
 
 
+class FilterInput(Input):
+    """The text filter: Esc or Down goes back to the runs list with the filter kept (Esc there
+    clears it); the footer says so while the filter has the focus."""
+
+    BINDINGS = [
+        Binding("escape", "screen.leave_filter", "back to the runs", key_display="esc/↓"),
+        Binding("down", "screen.leave_filter", "back to the runs", show=False),
+    ]
+
+
 class RunsScreen(CapscanScreen):
     BINDINGS = [
         Binding("enter", "open", "open", show=True),
@@ -90,7 +100,7 @@ class RunsScreen(CapscanScreen):
         yield Header()
         text, verdict, device, env = PROMPTS["narrow" if self.capscan.size.width < NARROW else "wide"]
         with Horizontal(id="filters"):
-            yield Input(placeholder=text, id="text")
+            yield FilterInput(placeholder=text, id="text")
             yield Select([(v, v) for v in VERDICTS], prompt=verdict, id="verdict")
             yield Select([], prompt=device, id="device")
             yield Select([], prompt=env, id="environment")
@@ -370,6 +380,10 @@ class RunsScreen(CapscanScreen):
 
     def action_focus_filter(self) -> None:
         self.query_one("#text", Input).focus()
+
+    def action_leave_filter(self) -> None:
+        """From the text filter back to the list, the filter kept (Enter does the same)."""
+        self.query_one("#runs", DataTable).focus()
 
     def action_reload(self) -> None:
         self.load(keep=True)
