@@ -74,7 +74,9 @@ def source_name(path: str) -> str:
 def is_file_path(path: str | None) -> bool:
     """A stored source that is a file's path (its name is at the end), not a pipe's name (its
     program at the start: ``llama-bench · llama 1B Q4_K_M · 2026-12-02 11:40``)."""
-    return bool(path) and ("/" in path or "\\" in path or " · " not in path)
+    if not path:
+        return False
+    return "/" in path or "\\" in path or " · " not in path
 
 
 def yes_no(value: bool | None) -> str:
