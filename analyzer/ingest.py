@@ -6,12 +6,13 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
-from analyzer.model import Throughput
+from analyzer.model import RunFacts, Throughput
 from analyzer.parsers import Dispatcher
 from analyzer.parsers.scanner import Scanner
 from analyzer.read.reader import Input, PartialInputError
 from analyzer.runs.assembler import Assembler
 from analyzer.runs.builder import RunBuilder
+from analyzer.runs.naming import explicit_name, piped_source_name
 from analyzer.store.db import StoreError
 from analyzer.store.writer import SourceWriter
 
@@ -31,6 +32,7 @@ class IngestResult:
     overlong: int = 0
     rejected: int = 0  # records skipped at the parser boundary (wrong types, impossible values)
     size: int = 0
+    piped: bool = False  # stdin: ``path`` is the name it was stored under (or <stdin> when it was not stored)
 
     @property
     def duplicate(self) -> bool:
@@ -53,11 +55,14 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
     cursor moves with the runs it stored, or neither does).
     """
     writer = SourceWriter(db, source.path)
-    result = IngestResult(path=source.path)
+    result = IngestResult(path=source.path, piped=source.piped)
     order: dict[int, None] = {}  # run ids in order of appearance (a dict: membership in O(1))
+    first: dict[int, RunFacts] = {}  # the first run's facts, by its seq (a pipe is named after it)
 
     def on_run(run: RunBuilder) -> None:
         order[writer.write_run(run.seq, run.facts, run.evidence)] = None
+        if not first or run.seq in first:
+            first[run.seq] = run.facts
 
     def on_throughput(run: RunBuilder, rows: list[Throughput]) -> None:
         writer.write_throughput(run.seq, run.facts, rows)
@@ -86,15 +91,18 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
                 raise PartialInputError(f"{source.path}: {source.damage}; its complete lines were already stored as "
                                         f"source {result.duplicate_of}", result)
             return result
+        name = _piped_name(source, next(iter(first.values()), None), len(order)) if source.piped else None
         result.source_id = writer.commit(
             size=source.size, sha256=source.sha256, lines=result.lines, recognised=result.recognised,
             unrecognised=result.unrecognised, overlong=result.overlong, rejected=result.rejected,
-            raw_gzip=source.raw_gzip() if keep_raw else None, before_commit=before_commit)
+            raw_gzip=source.raw_gzip() if keep_raw else None, before_commit=before_commit, path=name)
+        if name is not None:
+            result.path = name
         result.run_ids = list(order)
         if source.damage:
             ids = ", ".join(str(i) for i in order)
             raise PartialInputError(
-                f"{source.path}: {source.damage}; the {result.lines:,} complete lines before it were stored as source "
+                f"{result.path}: {source.damage}; the {result.lines:,} complete lines before it were stored as source "
                 f"{result.source_id} ({'runs ' + ids if ids else 'no runs'})", result)
         return result
     except PartialInputError:
@@ -106,6 +114,12 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
     except BaseException:
         _rollback_quietly(writer)
         raise
+
+
+def _piped_name(source: Input, first: RunFacts | None, runs: int) -> str:
+    """A pipe's stored name: --name's, else its first run's program, model and the time."""
+    given = explicit_name(source.name) if source.name else None
+    return given or piped_source_name(first, runs)
 
 
 def _rollback_quietly(writer: SourceWriter) -> None:

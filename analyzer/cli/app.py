@@ -43,10 +43,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
              context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok, 1 a --fail-on verdict was found, 2 usage error or unreadable input, "
                     "130 interrupted.")
-@add_shared("db", "formats", "tee", "fail_on", "gha", "force", "keep_raw")
+@add_shared("db", "formats", "tee", "fail_on", "gha", "force", "keep_raw", "name")
 @click.version_option(__version__, prog_name="capscan")
 @click.pass_context
-def cli(ctx: click.Context, db, tee, fail_on, gha, force, keep_raw, **formats) -> None:
+def cli(ctx: click.Context, db, tee, fail_on, gha, force, keep_raw, name, **formats) -> None:
     """capscan: why is LLM inference in this VM slow?
 
     Pipe a llama.cpp log in (``llama-bench ... 2>&1 | capscan``): every run is
@@ -54,7 +54,7 @@ def cli(ctx: click.Context, db, tee, fail_on, gha, force, keep_raw, **formats) -
     through to stdout as it is read, and the report goes to stderr.
     """
     ctx.obj = Options().merged(db=db, fmt=chosen_format(formats), tee=tee, fail_on=fail_on, gha=gha, force=force,
-                               keep_raw=keep_raw)
+                               keep_raw=keep_raw, name=name)
     if ctx.invoked_subcommand is not None:
         _group_flags_fit(ctx, ctx.obj, ctx.invoked_subcommand)
         return
@@ -78,7 +78,7 @@ def _group_flags_fit(ctx: click.Context, opts: Options, name: str) -> None:
                                               else f"fmt_{opts.fmt}")
     wrong = [flag for flag, given, param in (("--tee", opts.tee, "tee"), ("--fail-on", opts.fail_on, "fail_on"),
                                              (f"--{opts.fmt}", opts.fmt, fmt_param), ("--force", opts.force, "force"),
-                                             ("--keep-raw", opts.keep_raw, "keep_raw"))
+                                             ("--keep-raw", opts.keep_raw, "keep_raw"), ("--name", opts.name, "name"))
              if given and param not in takes]
     if wrong:
         raise click.UsageError(f"{', '.join(wrong)} has no meaning for `capscan {name}`")

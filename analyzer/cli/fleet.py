@@ -146,6 +146,22 @@ def _verdict_line(run) -> str:
     return _plain(f"run {run.id}  {where}  {what}{device}  {d.get('verdict', 'unknown')}{fixable}")
 
 
+def _say_what_is_followed(targets: list[str], *, discovered: bool, once: bool, settle: float) -> None:
+    """watch's first words on stderr: which logs, what it does with them, how it stops (stdout is
+    for the runs; nothing else is printed until a run completes)."""
+    which = f"{len(targets)} discovered log(s)" if discovered else f"{len(targets)} log(s)"
+    if once:
+        click.echo(f"capscan: reading {which} once, storing every complete run:", err=True)
+    else:
+        click.echo(f"capscan: watching {which}" + ("; new ones are picked up as they appear" if discovered else "")
+                   + f"; a run is stored once its log has been quiet {settle:g} s:", err=True)
+    for path in targets:
+        click.echo(f"capscan:   {_plain(path)}", err=True)
+    if not once:
+        click.echo("capscan: press Ctrl-C to stop (a restart resumes where it stopped)", err=True)
+    sys.stderr.flush()
+
+
 @click.command()
 @click.argument("paths", nargs=-1)
 @click.option("--once", is_flag=True, help="Read what is there now, store every complete line, exit.")
@@ -161,11 +177,12 @@ def _verdict_line(run) -> str:
 @click.option("--otlp", "otlp_push", is_flag=True,
               help="Push each stored run as an OTLP log record, and the metrics, to OTEL_EXPORTER_OTLP_ENDPOINT "
                    "(extra: capscan[otel]).")
+@click.option("--quiet", "-q", is_flag=True, help="Say nothing on stderr at the start (what is followed, how to stop).")
 @fleet_identity
 @shared_options("db", "fail_on")
 def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, settle: float,
-          prom_path: str | None, labels: tuple[str, ...], nl: bool, otlp_push: bool, instance: str | None,
-          max_age_days: float | None) -> None:
+          prom_path: str | None, labels: tuple[str, ...], nl: bool, otlp_push: bool, quiet: bool,
+          instance: str | None, max_age_days: float | None) -> None:
     """Follow logs like `tail -F` (default: the discovered sources), store each
     run as it completes, print one line per new verdict. Restart-safe: where it
     stopped is kept in the database. Ctrl-C exits 130; with --fail-on, the first
@@ -183,9 +200,9 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
         if not targets and once:
             click.echo("capscan: no runtime logs found (`capscan sources --all` lists where capscan looks)", err=True)
             return
-        click.echo(f"capscan: watching {len(targets)} discovered log(s)"
-                   + ("; new ones are picked up as they appear" if not once else ""), err=True)
     database = open_db(opts)
+    if not quiet:
+        _say_what_is_followed(targets, discovered=discover is not None, once=once, settle=settle)
     if prom_path:
         _write_prometheus(_snapshot(opts, instance, max_age_days), prom_path, const)
     stored = 0

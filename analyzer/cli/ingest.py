@@ -50,14 +50,23 @@ def start_tee(opts: Options, paths: list[str] | tuple[str, ...], *, keep_raw: bo
         return {}
     from analyzer.read.reader import open_input
 
-    return {"-": open_input("-", keep_raw=keep_raw, tee=sys.stdout.buffer)}
+    return {"-": open_input("-", keep_raw=keep_raw, tee=sys.stdout.buffer, name=opts.name)}
+
+
+def name_fits(opts: Options, paths: list[str] | tuple[str, ...]) -> None:
+    """--name names piped input; files are stored under their own paths."""
+    if opts.name is not None and "-" not in paths:
+        raise click.UsageError("--name names piped input (stdin, -); files are stored under their paths")
+    if opts.name is not None and not opts.name.strip():
+        raise click.UsageError("--name is empty")
 
 
 def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool,
-                 opened: dict | None = None) -> tuple[list, list[str]]:
+                 opened: dict | None = None, name: str | None = None) -> tuple[list, list[str]]:
     """Ingest each path in its own transaction. Returns (results, errors);
     a bad input does not stop the others or undo what they stored.
-    ``opened``: inputs already open (stdin under --tee, already passing through)."""
+    ``opened``: inputs already open (stdin under --tee, already passing through); ``name``: what stdin
+    is stored as (--name)."""
     from analyzer.ingest import ingest
     from analyzer.read.reader import InputError, open_input
 
@@ -65,7 +74,8 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
     results, errors = [], []
     for path in paths:
         try:
-            source = opened.pop(path) if path in opened else open_input(path, keep_raw=keep_raw)
+            source = opened.pop(path) if path in opened else open_input(
+                path, keep_raw=keep_raw, name=name)
         except InputError as exc:
             errors.append(str(exc))
             error_line(exc)
@@ -118,9 +128,11 @@ def diagnose_runs(db, run_ids: list[int], *, keep: bool = True) -> list:
 
 def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
     """Bare ``capscan`` with stdin not a terminal: ingest stdin, store it, print the report."""
+    name_fits(opts, ["-"])
     opened = start_tee(opts, ["-"], keep_raw=keep_raw)
     database = open_db(opts)
-    results, errors = ingest_paths(database, ["-"], force=force, keep_raw=keep_raw, tee=opts.tee, opened=opened)
+    results, errors = ingest_paths(database, ["-"], force=force, keep_raw=keep_raw, tee=opts.tee, opened=opened,
+                                   name=opts.name)
     if errors and not results:
         sys.exit(EXIT_USAGE)  # the one-line reason was printed by ingest_paths
     run_ids = [rid for r in results for rid in r.run_ids]
@@ -134,7 +146,7 @@ def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
 @click.option("--discover", is_flag=True,
               help="Also store the runtime logs found on this machine (see `capscan sources`), through "
                    "watch's cursors: only what is new.")
-@output_options("db", "json", "tee", "fail_on", "force", "keep_raw")
+@output_options("db", "json", "tee", "fail_on", "force", "keep_raw", "name")
 def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | None:
     """Store the runs found in files (or - for stdin); prints the new run ids.
 
@@ -145,6 +157,7 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | No
     if discover and not paths and opts.fail_on:
         raise click.UsageError("--fail-on gates the files given here; --discover alone has none (use `capscan "
                                "runs --fail-on` after it)")
+    name_fits(opts, paths)
     force, keep_raw = opts.force, opts.keep_raw
     opened = start_tee(opts, paths, keep_raw=keep_raw)
     if discover:
@@ -155,7 +168,7 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | No
             return None
     database = open_db(opts)
     results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee,
-                                   opened=opened)
+                                   opened=opened, name=opts.name)
     # the runs are kept only for a --fail-on gate: 60,000 runs are diagnosed in bounded memory otherwise
     runs_ = diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids],
                           keep=bool(opts.fail_on))
@@ -185,7 +198,7 @@ def _ingest_doc(results: list) -> list[dict]:
 @click.argument("paths", nargs=-1)
 @click.option("--run", "run_ids", type=int, multiple=True, help="Diagnose this stored run (repeatable).")
 @click.option("--last", is_flag=True, help="Diagnose the runs of the most recently stored source.")
-@output_options("db", "formats", "tee", "fail_on", "gha", "force", "keep_raw")
+@output_options("db", "formats", "tee", "fail_on", "gha", "force", "keep_raw", "name")
 def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], last: bool) -> None:
     """Diagnose stored runs, or ingest the inputs first and diagnose them."""
     from analyzer.store.queries import run_exists, runs_of_last_source
@@ -196,6 +209,8 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
         if stdin_is_empty():  # a CI step, `< /dev/null`: not an input, so no empty <stdin> source is stored
             raise click.UsageError("stdin is empty: give files, -, --run ID or --last (or pipe a log in)")
         paths = ("-",)
+    if paths or opts.name is not None:
+        name_fits(opts, paths)
     force, keep_raw = opts.force, opts.keep_raw
     # only stored runs to diagnose (--run, --last): a missing database is not created (a mistyped --db is an error)
     database = open_db(opts) if paths else open_existing_db(opts)
@@ -210,7 +225,7 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
     if paths:
         opened = start_tee(opts, paths, keep_raw=keep_raw)
         results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee,
-                                       opened=opened)
+                                       opened=opened, name=opts.name)
         if errors and not results and not ids:
             sys.exit(EXIT_USAGE)
         ids += [rid for r in results for rid in r.run_ids]

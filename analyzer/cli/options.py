@@ -25,6 +25,7 @@ class Options:
     gha: bool = True                # GitHub Actions summary and annotations when GITHUB_ACTIONS=true
     force: bool = False             # store an input again even if its content was stored before
     keep_raw: bool = False          # also store the raw log (gzip)
+    name: str | None = None         # --name: what piped input (stdin, -) is stored as
 
     @property
     def as_json(self) -> bool:
@@ -40,6 +41,7 @@ class Options:
             gha=self.gha and kw.get("gha", True) is not False,
             force=bool(kw.get("force")) or self.force,
             keep_raw=bool(kw.get("keep_raw")) or self.keep_raw,
+            name=kw.get("name") or self.name,
         )
 
 
@@ -74,6 +76,9 @@ SHARED: dict[str, Callable[[Callable], Callable]] = {
                           help="Store the input again even if the same content was stored before."),
     "keep_raw": click.option("--keep-raw", "keep_raw", is_flag=True, default=False,
                              help="Also store the raw log (gzip); logs can hold prompts and answers."),
+    "name": click.option("--name", "name", default=None, metavar="NAME",
+                         help="Store piped input (stdin, -) under this name; without it a pipe is named by its "
+                              "first run: program, model and time."),
 }
 # --json and the table formats: one flag each, read together as Options.fmt (one at a time)
 FORMAT_FLAGS = (
@@ -101,7 +106,7 @@ def chosen_format(kwargs: dict[str, Any]) -> str | None:
 
 SHARED["formats"] = _formats_option
 _PARAM = {"db": "db", "json": "as_json", "formats": "fmt", "tee": "tee", "fail_on": "fail_on", "gha": "gha",
-          "force": "force", "keep_raw": "keep_raw"}
+          "force": "force", "keep_raw": "keep_raw", "name": "name"}
 ALL = ("db", "json", "tee", "fail_on")
 
 

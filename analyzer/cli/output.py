@@ -50,6 +50,8 @@ def notice(result) -> None:
     from analyzer.output.tabular import safe_text
 
     path = safe_text(result.path)
+    if getattr(result, "piped", False):
+        path = "stdin" if result.duplicate or result.source_id is None else f"stdin ({path})"
     if result.duplicate:
         click.echo(f"capscan: {path}: already ingested (source {result.duplicate_of}, "
                    f"{count_runs(result.run_ids)}); use --force to ingest it again", err=True)

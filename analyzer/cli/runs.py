@@ -36,12 +36,15 @@ def resolve_run(database, ref: str) -> int:
 
 # The columns people read: key, header, right-aligned. Piped, all of them, complete.
 LIST_COLUMNS = (("id", "id", True), ("created_at", "when", False), ("source", "source", False),
-                ("program", "program", False), ("device", "device", False), ("environment", "env", False),
+                ("program", "program", False), ("device", "device", False), ("model", "model", False),
+                ("environment", "env", False),
                 ("verdict", "verdict", False), ("best_pp", "best pp", True), ("best_tg", "best tg", True))
 # To fit a terminal, in this order: shorten, then drop; id, verdict and the speeds always stay whole.
-FIT_STEPS = (("shrink", "source", 24), ("shrink", "device", 24), ("drop", "program", 0), ("drop", "when", 0),
-             ("shrink", "source", 14), ("shrink", "device", 14), ("drop", "env", 0), ("drop", "source", 0),
-             ("drop", "device", 0))
+# (A piped source's name already says its program and time: those columns go before the model.)
+FIT_STEPS = (("shrink", "source", 24), ("shrink", "device", 24), ("shrink", "model", 24), ("shrink", "source", 20),
+             ("drop", "when", 0), ("drop", "program", 0), ("shrink", "source", 14), ("shrink", "device", 14),
+             ("shrink", "model", 16), ("drop", "env", 0), ("drop", "source", 0), ("drop", "device", 0),
+             ("drop", "model", 0))
 HEADERS = tuple(h for _, h, _ in LIST_COLUMNS)
 SAMPLE = 200  # rows read ahead to size the columns; the rest stream
 
@@ -98,7 +101,8 @@ def _cells(row: dict[str, Any], safe: Callable[[Any], str] | None = None) -> dic
 def _cell_values(row: dict[str, Any], safe: Callable[[Any], str]) -> tuple[str, ...]:
     """A run's listed cells, in LIST_COLUMNS' order: '-' when absent, inert text, speeds to 2 decimals."""
     return (str(row["id"]), (row["created_at"] or "")[:16].replace("T", " "), safe(row["source"] or "-"),
-            safe(row["program"] or "-"), safe(row["device"] or "-"), row["environment"] or "-",
+            safe(row["program"] or "-"), safe(row["device"] or "-"), safe(row["model"] or "-"),
+            row["environment"] or "-",
             row["verdict"] or "-", fmt_tps(row["best_pp"]), fmt_tps(row["best_tg"]))
 
 
@@ -174,8 +178,10 @@ def _line(cells: dict[str, str], widths: dict[str, int], right: set[str], *, col
     parts = []
     for h, w in widths.items():
         text = cells[h]
-        if len(text) > w and h in ("source", "device", "program", "when", "env"):
-            text = ("…" + text[-(w - 1):]) if h == "source" else (text[:w - 1] + "…")
+        if len(text) > w and h in ("source", "device", "model", "program", "when", "env"):
+            # a path keeps its file name (the end); a piped source's name its program (the start)
+            keep_end = h == "source" and ("/" in text or "\\" in text)
+            text = ("…" + text[-(w - 1):]) if keep_end else (text[:w - 1] + "…")
         padded = text.rjust(w) if h in right else text.ljust(w)
         if bold:
             padded = click.style(padded, bold=True)

@@ -189,8 +189,12 @@ class _BackgroundSha256:
 
 
 class Input:
-    def __init__(self, path: str, stream: BinaryIO, *, keep_raw: bool = False, file: BinaryIO | None = None):
+    def __init__(self, path: str, stream: BinaryIO, *, keep_raw: bool = False, file: BinaryIO | None = None,
+                 piped: bool = False, name: str | None = None):
         self.path = path
+        # stdin: stored under a name said with --name (``name``), else one made from its runs after parsing
+        self.piped = piped
+        self.name = name
         self._stream = stream
         # A regular file: its size when opened, to notice it shrinking while it is read.
         self._file = file
@@ -402,15 +406,17 @@ def _maybe_gunzip(stream: io.BufferedReader) -> BinaryIO:
     return stream
 
 
-def open_input(path: str, *, keep_raw: bool = False, tee: BinaryIO | None = None) -> Input:
+def open_input(path: str, *, keep_raw: bool = False, tee: BinaryIO | None = None, name: str | None = None) -> Input:
     """Open a path, or ``-`` for stdin. ``tee`` (stdin only): pass every byte through
-    to it as soon as it arrives, from now on (see _TeeReader)."""
+    to it as soon as it arrives, from now on (see _TeeReader). ``name`` (stdin only):
+    what to store it as (``--name``)."""
     if path == "-":
         raw = sys.stdin.buffer
         if tee is not None:
             raw = _TeeReader(raw, tee)
         stream = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
-        return Input("<stdin>", _maybe_gunzip(stream), keep_raw=keep_raw)  # type: ignore[arg-type]
+        return Input("<stdin>", _maybe_gunzip(stream), keep_raw=keep_raw,  # type: ignore[arg-type]
+                     piped=True, name=name)
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory")
     try:

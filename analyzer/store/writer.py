@@ -125,8 +125,13 @@ class SourceWriter:
         return row[0], runs
 
     def commit(self, *, size: int, sha256: str, lines: int, recognised: int, unrecognised: int, overlong: int,
-               raw_gzip: tuple[BinaryIO, int] | None, before_commit=None, rejected: int = 0) -> int:
+               raw_gzip: tuple[BinaryIO, int] | None, before_commit=None, rejected: int = 0,
+               path: str | None = None) -> int:
+        """``path``: the name to store the source under, when it is known only now (a pipe's)."""
         self._begin()
+        if path is not None and path != self.path:
+            self.path = path
+            self.conn.execute("UPDATE sources SET path=? WHERE id=?", (path, self.source_id))
         if before_commit is not None:
             before_commit()
         self.conn.execute(

@@ -71,6 +71,14 @@ def source_name(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1] or path
 
 
+def is_file_path(path: str | None) -> bool:
+    """A stored source that is a file's path (its name is at the end), not a pipe's name (its
+    program at the start: ``llama-bench · llama 1B Q4_K_M · 2026-12-02 11:40``)."""
+    if not path:
+        return False
+    return "/" in path or "\\" in path or " · " not in path
+
+
 def yes_no(value: bool | None) -> str:
     return "?" if value is None else ("yes" if value else "no")
 
@@ -202,10 +210,19 @@ FLEX_MAX = 120
 CELL_PADDING = 2  # DataTable: one space either side of each cell
 
 
-def fit_columns(available: int, id_width: int = 2) -> list[Column]:
+SOURCE_MIN = 8  # the source column shrinks to this before it is dropped
+SHRINK_FIRST = ("env", "source")  # before dropping these, shrink the source if that is enough
+
+
+def fit_columns(available: int, id_width: int = 2, pp_width: int = 0, tg_width: int = 0) -> list[Column]:
     """The columns that fit in ``available`` cells, in display order; the
-    source column (at least its natural width) takes the spare width."""
-    cols = {c.key: (Column(c.key, c.label, max(c.width, id_width)) if c.key == "id" else c) for c in RUN_COLUMNS}
+    source column (at least its natural width) takes the spare width.
+
+    id, verdict and the best speeds come first: they are as wide as their widest cell
+    (``id_width``, ``pp_width``, ``tg_width``: the widest the list has shown), whatever
+    that costs the others, which shrink (the source) or are dropped."""
+    wants = {"id": id_width, "pp": pp_width, "tg": tg_width}
+    cols = {c.key: Column(c.key, c.label, max(c.width, wants.get(c.key, 0))) for c in RUN_COLUMNS}
     shown = list(cols)
 
     def used() -> int:
@@ -214,6 +231,9 @@ def fit_columns(available: int, id_width: int = 2) -> list[Column]:
     for key in DROP_ORDER:
         if used() <= available:
             break
+        if key in SHRINK_FIRST and FLEX in shown and used() - cols[FLEX].width + SOURCE_MIN <= available:
+            cols[FLEX] = Column(FLEX, cols[FLEX].label, available - (used() - cols[FLEX].width))
+            break  # a few cells short: the source shrinks rather than the env or the source itself goes
         shown.remove(key)
     if "program" in shown and available - used() + cols[FLEX].width < FLEX_WANT:
         shown.remove("program")  # which file a run came from says more than llama-bench vs llama.cpp

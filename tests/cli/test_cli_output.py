@@ -197,13 +197,13 @@ def many_runs(tmp_path_factory) -> Path:
 def test_runs_piped_is_plain_and_complete(many_runs):
     r = run_capscan("runs", "-n", "0", db=many_runs, env={"COLUMNS": "80"}, check=True)
     lines = r.stdout.decode().splitlines()
-    assert lines[0].split("\t") == ["id", "when", "source", "program", "device", "env", "verdict", "best pp",
-                                    "best tg"]
+    assert lines[0].split("\t") == ["id", "when", "source", "program", "device", "model", "env", "verdict",
+                                    "best pp", "best tg"]
     rows = [line.split("\t") for line in lines[1:]]
     assert [int(row[0]) for row in rows] == list(range(130, 0, -1))
     assert all(row[2].endswith((".log")) and "a-rather-long-directory" in row[2] for row in rows)
     assert b"\x1b" not in r.stdout and "…" not in r.stdout.decode()
-    assert {row[6] for row in rows} == {"capability-downgrade", "hardware-limit"}
+    assert {row[7] for row in rows} == {"capability-downgrade", "hardware-limit"}
 
 
 def _on_a_terminal(args: list[str], db: Path, columns: int) -> str:

@@ -44,9 +44,12 @@ def test_bare_capscan_on_a_pipe_ingests_and_reports(db_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.decode()
     assert "Apple Paravirtual device" in out and "431.86" in out
-    assert any(line.startswith("capscan: <stdin>: 1 run (id ") for line in _err_lines(proc))
+    # a pipe is stored under what it is (program, model, time), never as <stdin> (issue 25)
+    assert any(line.startswith("capscan: stdin (llama-bench · llama 1B Q4_K_M · ") and ": 1 run (id " in line
+               for line in _err_lines(proc))
     assert count(db_path, "SELECT COUNT(*) FROM runs") == 1
-    assert count(db_path, "SELECT COUNT(*) FROM sources WHERE path = '<stdin>'") == 1
+    assert count(db_path, "SELECT COUNT(*) FROM sources WHERE path LIKE 'llama-bench · llama 1B Q4_K_M · %'") == 1
+    assert count(db_path, "SELECT COUNT(*) FROM sources WHERE path = '<stdin>'") == 0
 
 
 def test_bare_capscan_with_json(db_path):

@@ -114,6 +114,43 @@ def test_cli_watch_once_prints_one_line_per_verdict(tmp_path, db_path):
     assert again.returncode == 0 and again.stdout == b""
 
 
+def test_cli_watch_once_says_what_it_reads_on_stderr_and_quiet_silences_it(tmp_path, db_path):
+    """Issue 25: watch printed nothing until a run completed. It names each log it follows on
+    stderr first (stdout stays the runs); --quiet says nothing."""
+    log, later = tmp_path / "server.log", tmp_path / "not-yet.log"
+    log.write_bytes(GUEST)
+    proc = run_capscan("watch", "--once", str(log), str(later), db=db_path)
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr.decode().splitlines()
+    assert err[:3] == ["capscan: reading 2 log(s) once, storing every complete run:", f"capscan:   {log}",
+                       f"capscan:   {later}"]
+    assert "Ctrl-C" not in proc.stderr.decode()  # --once stops by itself
+    assert len(proc.stdout.decode().splitlines()) == 1 and "capability-downgrade" in proc.stdout.decode()
+    log.write_bytes(GUEST + HOST)
+    quiet = run_capscan("watch", "--once", "--quiet", str(log), db=db_path)
+    assert quiet.returncode == 0 and "healthy" in quiet.stdout.decode()
+    assert str(log) not in quiet.stderr.decode() and "reading" not in quiet.stderr.decode()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="signals to a child")
+def test_cli_watch_says_what_it_follows_and_how_to_stop_before_any_run(tmp_path, db_path):
+    log = tmp_path / "server.log"
+    log.write_bytes(b"")
+    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db_path), "watch", "--interval", "0.05",
+                             str(log)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lines = [proc.stderr.readline().decode() for _ in range(3)]  # written at once, with no run yet
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert lines[0].startswith("capscan: watching 1 log(s); a run is stored once its log has been quiet 5 s")
+    assert lines[1] == f"capscan:   {log}\n"
+    assert lines[2] == "capscan: press Ctrl-C to stop (a restart resumes where it stopped)\n"
+    assert rc == 130 and proc.stdout.read() == b""
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="signals to a child")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "launchd-stop"])
 def test_cli_watch_follows_and_exits_130_on_sigint(tmp_path, db_path, sig):

@@ -66,7 +66,7 @@ async def test_filter_by_text_verdict_device_environment(tui_db):
         assert table_ids(app) == [2]
         assert "1 of 5 runs" in status_of(app)
 
-        await pilot.press("escape")  # clears the filter
+        await pilot.press("escape", "escape")  # back to the list (the filter kept), then clear it
         await settle(pilot)
         assert table_ids(app) == [5, 4, 3, 2, 1]
 
@@ -90,6 +90,39 @@ async def test_filter_by_text_verdict_device_environment(tui_db):
         assert 4 in table_ids(app)
 
 
+def footer_keys(app: CapscanApp) -> dict[str, str]:
+    """What the footer shows: key as displayed -> its description."""
+    from textual.widgets._footer import FooterKey
+
+    return {k.key_display: k.description for k in app.screen.query(FooterKey)}
+
+
+@pytest.mark.parametrize("key", ["escape", "down"])
+async def test_esc_and_down_leave_the_filter_for_the_list_and_the_footer_says_so(tui_db, key):
+    """Issue 25: after typing a filter, only Enter left it; Down, Space and `c` went on typing into it."""
+    app = CapscanApp(tui_db, poll_interval=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.runs_screen
+        table = screen.query_one("#runs", DataTable)
+        await pilot.press("slash", *"paravirtual")
+        await settle(pilot)
+        assert isinstance(app.focused, Input) and table_ids(app) == [3, 1]
+        assert footer_keys(app).get("esc/↓") == "back to the runs"
+        await pilot.press(key)
+        await settle(pilot)
+        assert app.focused is table
+        assert screen.query_one("#text", Input).value == "paravirtual" and table_ids(app) == [3, 1]  # kept
+        assert "esc/↓" not in footer_keys(app) and footer_keys(app).get("esc") == "clear filter"
+        # the list has the keys now: down moves, space marks, c compares (nothing is typed into the filter)
+        await pilot.press("down", "space")
+        await settle(pilot)
+        assert screen.query_one("#text", Input).value == "paravirtual" and app.marked == [1]
+        await pilot.press("escape")  # on the list: clears the filter
+        await settle(pilot)
+        assert screen.query_one("#text", Input).value == "" and table_ids(app) == [5, 4, 3, 2, 1]
+
+
 async def test_a_narrower_filter_with_the_same_rows_keeps_the_table(tui_db):
     """Typing on ('ul', 'ult', ... 'ultra') while the same runs match: the table is not cleared and
     drawn again for every key, yet each filter is the one shown, and a change of rows still shows."""
@@ -108,7 +141,7 @@ async def test_a_narrower_filter_with_the_same_rows_keeps_the_table(tui_db):
         await settle(pilot)
         assert table_ids(app) == [2] and clears == []
         assert screen.shown_flt.text == "ultra" and "1 of 5 runs" in status_of(app)
-        await pilot.press("escape")
+        await pilot.press("escape", "escape")
         await settle(pilot)
         assert table_ids(app) == [5, 4, 3, 2, 1] and clears == [1]
 

@@ -11,7 +11,7 @@ from analyzer.tui.app import CapscanApp
 from analyzer.tui.model import CELL_PADDING, fit_columns
 from analyzer.tui.screens.compare import CompareScreen
 from analyzer.tui.screens.detail import DetailScreen
-from tests.tui.conftest import settle
+from tests.tui.conftest import ingest_logs, settle
 
 SMALL, LARGE = (80, 24), (200, 50)
 
@@ -53,6 +53,58 @@ async def test_runs_at_80x24_show_id_verdict_and_speeds(tui_db):
         # the filter selects keep their prompt on one line
         for select in app.runs_screen.query(Select):
             assert select.query_one(SelectCurrent).query_one("#label", Static).size.height == 1
+
+
+# llama-bench on a tiny model (stories15M) on an RTX 4090: figures wider than the columns' labels
+TINY_ON_4090 = """\
+| model                          |       size |     params | backend    | ngl |            test |                  t/s |
+| ------------------------------ | ---------: | ---------: | ---------- | --: | --------------: | -------------------: |
+| llama ?B Q8_0                  |  24.46 MiB |    24.41 M | CUDA       |  99 |           pp512 |  131072.50 ± 812.40 |
+| llama ?B Q8_0                  |  24.46 MiB |    24.41 M | CUDA       |  99 |           tg128 |    10240.50 ± 12.10 |
+
+build: 3f1ae2e3 (4524)
+"""
+
+
+def screen_lines(app: CapscanApp) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+async def test_runs_at_80x24_show_id_verdict_and_speeds_in_full_however_wide(tui_db, tmp_path):
+    """Issue 25: the id, verdict and best pp/tg cells are shown whole at 80x24, even a six-digit
+    speed; the source shrinks, and the other columns go."""
+    log = tmp_path / "stories15m-4090.log"
+    log.write_text(TINY_ON_4090)
+    (rid,) = ingest_logs(tui_db, [str(log)])
+    app = app_for(tui_db)
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        lines = screen_lines(app)
+        assert all(len(line) <= 80 for line in lines)
+        verdicts = {r.id: r.verdict for r in app.runs_screen.rows.values()}
+        assert len(verdicts) == 6
+        head = next(i for i, line in enumerate(lines) if line.split()[:1] == ["id"])
+        assert lines[head].rstrip().endswith("best pp     best tg")
+        rows = {int(line.split()[0]): line for line in lines[head + 1:head + 7]}
+        assert set(rows) == set(verdicts)
+        tiny = rows[rid].split()
+        assert tiny[-3:] == [verdicts[rid], "131,072.50", "10,240.50"], rows[rid]
+        for run_id, line in rows.items():
+            assert verdicts[run_id] in line.split(), line  # whole, never "virtualization-ove…"
+        assert "431.86" in rows[1] and "12.63" in rows[1]
+        shown = visible_columns(app)
+        assert {"id", "verdict", "pp", "tg", "source"} <= set(shown) and "device" not in shown
+        assert shown["pp"] >= len("131,072.50") and shown["tg"] >= len("10,240.50")
+        assert shown["source"] >= 8  # shrunk, not dropped
+
+
+def test_fit_columns_gives_wide_figures_their_width_and_shrinks_the_source():
+    cols = {c.key: c.width for c in fit_columns(78, 6, len("131,072.50"), len("10,240.50"))}
+    assert cols["id"] == 6 and cols["pp"] == 10 and cols["tg"] == 9 and cols["verdict"] == 23
+    assert sum(w + CELL_PADDING for w in cols.values()) <= 78
+    assert "env" not in cols and cols["source"] >= 8  # the env goes; the source keeps the spare width
+    cols = {c.key: c.width for c in fit_columns(78, 2, len("131,072.50"), len("10,240.50"))}
+    assert cols["pp"] == 10 and cols["tg"] == 9 and "env" in cols and cols["source"] == 9  # shrunk by one
 
 
 async def test_runs_at_200_columns_give_the_source_the_spare_width(tui_db):

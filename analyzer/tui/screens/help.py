@@ -24,6 +24,7 @@ KEYS = (
         ("c", "compare the marked runs"),
         ("u", "unmark all"),
         ("/", "filter by text: device, source, program, model, verdict, or a run id"),
+        ("esc ↓ enter", "in the filter: back to the list, the filter kept"),
         ("tab", "move to the verdict, device and environment filters"),
         ("r", "reload now (new runs also appear by themselves)"),
     )),

@@ -23,6 +23,7 @@ from analyzer.tui.model import (
     Column,
     fit_columns,
     fmt_tps,
+    is_file_path,
     short,
     source_name,
 )
@@ -50,6 +51,16 @@ def interruptible(conn: sqlite3.Connection) -> None:
     filter replaced it), instead of finishing a scan nobody will see."""
     worker = get_current_worker()
     conn.set_progress_handler(lambda: 1 if worker.is_cancelled else 0, 20_000)
+
+
+class FilterInput(Input):
+    """The text filter: Esc or Down goes back to the runs list with the filter kept (Esc there
+    clears it); the footer says so while the filter has the focus."""
+
+    BINDINGS = [
+        Binding("escape", "screen.leave_filter", "back to the runs", key_display="esc/↓"),
+        Binding("down", "screen.leave_filter", "back to the runs", show=False),
+    ]
 
 
 class RunsScreen(CapscanScreen):
@@ -82,6 +93,7 @@ class RunsScreen(CapscanScreen):
         # The id column's width only grows: a filter showing only shorter ids keeps the table as it is
         # (rebuilding it for a narrower id column doubled the cost of every filter change).
         self.id_digits = 1
+        self.speed_widths = (0, 0)  # the widest best pp and best tg cells shown (they only grow, like the ids)
         self.makers: list = []  # one function per shown column: RunRow -> its cell
         self.makers_for: list[Column] | None = None  # the columns they were made for
         self.text_index: queries.TextIndex | None = None  # read after the first page; until then LIKE
@@ -90,7 +102,7 @@ class RunsScreen(CapscanScreen):
         yield Header()
         text, verdict, device, env = PROMPTS["narrow" if self.capscan.size.width < NARROW else "wide"]
         with Horizontal(id="filters"):
-            yield Input(placeholder=text, id="text")
+            yield FilterInput(placeholder=text, id="text")
             yield Select([(v, v) for v in VERDICTS], prompt=verdict, id="verdict")
             yield Select([], prompt=device, id="device")
             yield Select([], prompt=env, id="environment")
@@ -166,12 +178,13 @@ class RunsScreen(CapscanScreen):
             table.clear()
             self.rows = {}
         if not same:
+            self._measure(message.rows)  # refit() below widens the speed columns if a figure needs it
             for row in message.rows:
                 if row.id in self.rows:
                     continue
                 self.rows[row.id] = row
                 table.add_row(*self._cells(row), key=str(row.id))
-            self.refit()  # a longer run id needs a wider id column
+            self.refit()  # a longer run id or speed needs a wider column
         self.oldest = message.rows[-1].id if message.rows else self.oldest
         self.more = len(message.rows) == message.limit
         if not message.append:
@@ -225,7 +238,15 @@ class RunsScreen(CapscanScreen):
 
     def _fit(self, width: int) -> list[Column]:
         self.id_digits = max(self.id_digits, len(str(max(self.rows, default=1))))
-        return fit_columns(width - SCROLLBAR, self.id_digits)
+        return fit_columns(width - SCROLLBAR, self.id_digits, *self.speed_widths)
+
+    def _measure(self, rows: list[RunRow]) -> None:
+        """Widen the speed columns for these rows' figures (never cut: they are what the list is for)."""
+        pp, tg = self.speed_widths
+        for row in rows:
+            pp = max(pp, len(fmt_tps(row.best_pp)))
+            tg = max(tg, len(fmt_tps(row.best_tg)))
+        self.speed_widths = (pp, tg)
 
     def on_resize(self, event: events.Resize) -> None:
         self.refit()
@@ -272,7 +293,8 @@ class RunsScreen(CapscanScreen):
             "mark": lambda row: self._mark_text(row.id),
             "id": lambda row: Text(str(row.id), style=style(row).replace("bold ", ""), justify="right"),
             "when": lambda row: Text(time_format(row.created_at)),
-            "source": lambda row: Text(short(source_name(row.source), widths["source"], keep_end=True)),
+            "source": lambda row: Text(short(source_name(row.source), widths["source"],
+                                             keep_end=is_file_path(row.source))),
             "program": lambda row: Text(short(row.program, widths["program"])),
             "device": lambda row: Text(short(row.device, widths["device"])),
             "env": lambda row: Text(row.environment or "-"),
@@ -370,6 +392,10 @@ class RunsScreen(CapscanScreen):
 
     def action_focus_filter(self) -> None:
         self.query_one("#text", Input).focus()
+
+    def action_leave_filter(self) -> None:
+        """From the text filter back to the list, the filter kept (Enter does the same)."""
+        self.query_one("#runs", DataTable).focus()
 
     def action_reload(self) -> None:
         self.load(keep=True)

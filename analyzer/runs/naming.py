@@ -1,0 +1,61 @@
+"""The name a piped input is stored under: what it is, not where it came from.
+
+Every pipe used to be stored as ``<stdin>``, so a list of piped runs was a list of
+identical sources. A piped source is named after parsing, from its first run's
+facts: the program, the model and when it was stored
+(``llama-bench · llama 1B Q4_K_M · 2026-12-02 11:40``); ``--name`` names it
+explicitly instead. The time is the one the runs list shows (UTC, to the minute).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import TYPE_CHECKING
+
+from analyzer.safe_text import clean
+
+if TYPE_CHECKING:
+    from analyzer.model import RunFacts
+
+PIPED = "<stdin>"  # what the reader calls stdin, until it is named
+MAX_MODEL = 48  # characters of a model name kept in a source name
+MAX_NAME = 200  # an explicit --name is cut to this
+
+# llama.cpp prints a k-quant's file type as "Q4_K - Medium"; its file names say Q4_K_M
+_KQUANT = re.compile(r"\b(Q\d_K) - (Small|Medium|Large)\b")
+
+
+def _tidy(text: str) -> str:
+    return " ".join(_KQUANT.sub(lambda m: f"{m.group(1)}_{m.group(2)[0]}", clean(text)).split())
+
+
+def _model(facts: RunFacts) -> str | None:
+    if not facts.model:
+        return None
+    model = _tidy(facts.model)
+    quant = _tidy(facts.quant) if facts.quant else ""
+    if quant and quant not in model:
+        model = f"{model} {quant}"
+    return model if len(model) <= MAX_MODEL else model[:MAX_MODEL - 1] + "…"
+
+
+def piped_source_name(first: RunFacts | None, runs: int = 1, when: dt.datetime | None = None) -> str:
+    """``program · model · YYYY-MM-DD HH:MM`` of the first run (a part the log did not show is
+    left out; no run at all is "piped log"), and how many runs when there are several."""
+    when = when or dt.datetime.now(dt.timezone.utc)
+    parts = [clean(first.program) if first is not None and first.program else "piped log"]
+    model = _model(first) if first is not None else None
+    if model:
+        parts.append(model)
+    parts.append(when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M"))
+    name = " · ".join(parts)
+    return f"{name} ({runs:,} runs)" if runs > 1 else name
+
+
+def explicit_name(name: str) -> str | None:
+    """``--name``'s value as stored: one clean line, or None when nothing is left of it."""
+    name = " ".join(clean(name).split())
+    if not name:
+        return None
+    return name if len(name) <= MAX_NAME else name[:MAX_NAME - 1] + "…"
