@@ -139,7 +139,9 @@ def ingest_discovered(opts: Options) -> None:
 
 def _verdict_line(run) -> str:
     f, d = run.facts, run.diagnosis or {}
-    where = f"{clean(run.source or '')}:{f.first_line}-{f.last_line}"  # a file name: one line, cleaned as log text
+    from analyzer.output.display import source_span
+
+    where = source_span(clean(run.source or ""), f.first_line, f.last_line)  # one line, cleaned as log text
     what = " / ".join(x or "-" for x in (f.program, f.backend, d.get("environment")))
     fixable = " (fixable)" if d.get("fixable") else ""
     device = f"  {f.device.name}" if f.device.name else ""

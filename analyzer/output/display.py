@@ -58,3 +58,9 @@ def clean_run(run: Any) -> Any:
         run, source=clean(run.source or ""), facts=facts, throughput=clean_deep(run.throughput),
         evidence=[Evidence(line=e.line, kind=clean(e.kind), text=clean(e.text)) for e in run.evidence],
         diagnosis=clean_deep(run.diagnosis))
+
+
+def source_span(source: str, first: int, last: int) -> str:
+    """Where a run is: ``guest.log:1-21`` as grep prints it; a piped input's name (``llama-bench · llama 1B
+    Q4_K_M · 2026-12-02 11:40``, which holds a time) gets ``, lines 1-21`` so the numbers stay apart."""
+    return f"{source}, lines {first}-{last}" if " · " in source else f"{source}:{first}-{last}"

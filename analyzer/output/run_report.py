@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from analyzer.model import figure_key, split_figure
-from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps
+from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps, source_span
 from analyzer.output.headline import confidence_clause, headline
 from analyzer.output.styled import StyledLines
 from analyzer.safe_text import clean
@@ -88,7 +88,7 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
     if diag.get("environment"):
         where.append(diag["environment"] + (f" on {diag['host_chip']}" if diag.get("host_chip") else ""))
     # The source is a file name, which may hold a newline or an escape: one line, cleaned as log text is.
-    out.add((f"run {run.id}", "bold"), f"  {clean(run.source or '')}:{f.first_line}-{f.last_line}  " + " / ".join(where))
+    out.add((f"run {run.id}", "bold"), f"  {source_span(clean(run.source or ''), f.first_line, f.last_line)}  " + " / ".join(where))
     if diag:
         caps = f.capabilities
         printed = caps.simdgroup_reduction is not None or bool(f.probe)
