@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "remedy": ("analyzer.cli.remedy", "remedy"), "probe": ("analyzer.cli.probe", "probe"),
     "sources": ("analyzer.cli.fleet", "sources"), "watch": ("analyzer.cli.fleet", "watch"),
     "export": ("analyzer.cli.fleet", "export"), "schema": ("analyzer.cli.schema", "schema"),
+    "report": ("analyzer.cli.report", "report"),
 }
 
 

@@ -69,6 +69,10 @@ def _short(s: str, n: int) -> str:
 
 
 def render_compare(out: Console, doc: dict[str, Any]) -> None:
+    from analyzer.output.chart import chart_groups, chart_table
+
+    out.print(chart_table(chart_groups(doc), width=max(10, min(36, out.width - 70))))
+    out.print()
     for pair in doc["pairs"]:
         out.print(Text(f"run {pair['a']} (A) vs run {pair['b']} (B)", style="bold"))
         caps = Table(box=None, header_style="bold", pad_edge=False)

@@ -88,7 +88,8 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
     if diag.get("environment"):
         where.append(diag["environment"] + (f" on {diag['host_chip']}" if diag.get("host_chip") else ""))
     # The source is a file name, which may hold a newline or an escape: one line, cleaned as log text is.
-    out.add((f"run {run.id}", "bold"), f"  {source_span(clean(run.source or ''), f.first_line, f.last_line)}  " + " / ".join(where))
+    span = source_span(clean(run.source or ""), f.first_line, f.last_line)
+    out.add((f"run {run.id}", "bold"), f"  {span}  " + " / ".join(where))
     if diag:
         caps = f.capabilities
         printed = caps.simdgroup_reduction is not None or bool(f.probe)

@@ -251,6 +251,10 @@ async def test_three_runs_gap_decomposition(tui_db):
         assert "stock run 1, remedied run 3, host run 2" in dec
         assert "98.2%" in dec and "1.8%" in dec and "75.689 ms" in dec
         assert "LumeMetalCapabilities" in text_of(app.screen, "#capdiff")
+        # the picture (issue 25): a bar per run and test, the host the reference
+        chart = text_of(app.screen, "#chart")
+        assert "stock guest #1" in chart and "remedied guest #3" in chart and "host #2" in chart
+        assert "█" in chart and "reference" in chart and "of host" in chart
 
 
 async def test_marks_are_capped_at_three(tui_db):

@@ -58,6 +58,7 @@ class CompareScreen(CapscanScreen):
             # who, then the numbers (speeds, the gap decomposition), then the capabilities that explain them
             yield Static("comparing runs " + ", ".join(f"#{r}" for r in self.run_ids) + "…", id="who",
                          classes="section")
+            yield Static(id="chart", classes="section")
             yield Static(id="ratios", classes="section")
             yield Static(id="decomposition", classes="section")
             yield Static(id="capdiff", classes="section")
@@ -112,6 +113,7 @@ class CompareScreen(CapscanScreen):
                     *([Text(message.note, style="yellow")] if message.note else []))
         self.query_one("#who", Static).update(who)
         self.query_one("#capdiff", Static).update(self._capdiff(message))
+        self.query_one("#chart", Static).update(self._chart(message))
         self.query_one("#ratios", Static).update(self._ratios(message))
         self.query_one("#decomposition", Static).update(self._decomposition(message.decomposition))
 
@@ -171,6 +173,14 @@ class CompareScreen(CapscanScreen):
                           Text("differs", style="bold yellow") if row["differs"] else "",
                           style="yellow" if row["differs"] else "")
         return Group(title, table)
+
+    def _chart(self, m: CompareLoaded):
+        from analyzer.output.chart import chart_groups, chart_table
+
+        doc: dict[str, Any] = {"pairs": [m.pair] if m.pair else []}
+        if m.decomposition:
+            doc["decomposition"] = m.decomposition
+        return chart_table(chart_groups(doc), width=max(8, min(36, self._width() - 60)))
 
     def _ratios(self, m: CompareLoaded) -> Group:
         pair = m.pair

@@ -1,0 +1,50 @@
+"""``report``: one self-contained HTML page for the runs given (verdict, proof, evidence, chart)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import click
+
+from analyzer.cli.exits import CapscanError
+from analyzer.cli.ingest import diagnose_runs
+from analyzer.cli.options import Options, open_existing_db, shared_options
+from analyzer.cli.runs import resolve_run
+
+
+@click.command()
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), required=True,
+              help="The page to write: inline CSS and SVG, no script, nothing it loads (attach it to an issue).")
+@shared_options("db")
+def report(opts: Options, run_refs: tuple[str, ...], html_path: str) -> None:
+    """Write one HTML page for the runs: per run the verdict, its proof and evidence lines; for two runs
+    (or stock guest, remedied guest and host) the chart `capscan compare` draws."""
+    from analyzer import __version__
+    from analyzer.output.html_report import html_page
+    from analyzer.rules.compare import assign_roles, compare_runs, decompose
+
+    database = open_existing_db(opts)
+    if database is None:
+        raise CapscanError("no runs stored yet")
+    ids = list(dict.fromkeys(resolve_run(database, r) for r in run_refs))
+    runs_ = diagnose_runs(database, ids)
+    if len(runs_) != len(ids):
+        found = {r.id for r in runs_}
+        raise CapscanError("no run " + ", ".join(str(i) for i in ids if i not in found))
+    doc = None
+    if len(runs_) == 2:
+        doc = {"pairs": [compare_runs(runs_[0], runs_[1])]}
+    elif len(runs_) == 3 and (roles := assign_roles(runs_)) is not None:
+        doc = {"pairs": [], "decomposition": decompose(*roles)}
+    page = html_page(runs_, doc, version=__version__)
+    folder = os.path.dirname(os.path.abspath(html_path))
+    try:  # written whole or not at all: a temporary file beside it, then renamed over
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".capscan-report-", suffix=".html")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(page)
+        os.replace(tmp, html_path)
+    except OSError as exc:
+        raise CapscanError(f"{html_path}: cannot write the page ({exc.strerror or exc})") from None
+    click.echo(f"capscan: wrote {html_path} ({len(runs_)} run(s), {len(page):,} bytes)", err=True)
