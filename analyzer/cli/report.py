@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Any
 
 import click
 
@@ -33,7 +34,7 @@ def report(opts: Options, run_refs: tuple[str, ...], html_path: str) -> None:
     if len(runs_) != len(ids):
         found = {r.id for r in runs_}
         raise CapscanError("no run " + ", ".join(str(i) for i in ids if i not in found))
-    doc = None
+    doc: dict[str, Any] | None = None
     if len(runs_) == 2:
         doc = {"pairs": [compare_runs(runs_[0], runs_[1])]}
     elif len(runs_) == 3 and (roles := assign_roles(runs_)) is not None:
