@@ -24,7 +24,8 @@ REFUSALS = {
                       "limit: do not force capabilities, because claiming families the GPU does not have makes "
                       "llama.cpp run kernels it cannot execute correctly.",
     "no-gpu-offload": "The GPU is not used at all, so there is no capability to restore: make the GPU visible first "
-                      "(an arm64 Metal build, -ngl 99), then diagnose again.",
+                      "(a build with your GPU's backend: Metal on a Mac, CUDA, ROCm or Vulkan elsewhere; -ngl 99), "
+                      "then diagnose again.",
     "virtualization-overhead": "Capabilities are already complete; the remaining gap to bare metal is the virtual "
                                "GPU's own per-dispatch cost, which no capability change removes.",
     "healthy": "Full capabilities already: nothing to fix.",

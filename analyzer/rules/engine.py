@@ -206,6 +206,47 @@ CONFIRM_HOST = ("run `capscan probe` in the guest (it reads the CPU brand string
                 "the live guest before it launches)")
 
 
+NO_OFFLOAD_ADVICE = {
+    "mac-arm": "Make the GPU visible: an arm64 build with Metal (`llama-cli --list-devices` should list it), and "
+               "-ngl 99 (or ollama with a Metal library).",
+    "mac-intel": "This is an Intel Mac: Metal on its AMD or Intel GPU runs llama.cpp's fallback kernels (no simdgroup "
+                 "matrix multiply), so the CPU build is often as fast; try a Metal build with -ngl 99 and compare, "
+                 "or use an Apple-silicon Mac.",
+    "mac-rosetta": "This is an x86_64 build running under Rosetta on an Apple-silicon Mac, where Metal is not "
+                   "available to it: use an arm64 build (`file $(command -v llama-cli)` says arm64) with Metal, "
+                   "and -ngl 99.",
+    "mac-x86": "This is an x86_64 Mac build: on an Apple-silicon Mac it runs under Rosetta without Metal (use an "
+               "arm64 build, -ngl 99); on an Intel Mac the CPU build is often as fast as Metal on its GPU.",
+    "linux-windows": "Make the GPU visible: a build with your GPU's backend (CUDA: -DGGML_CUDA=ON, ROCm: "
+                     "-DGGML_HIP=ON, Vulkan: -DGGML_VULKAN=ON, or a release built with it), `llama-cli "
+                     "--list-devices` should list the GPU, then -ngl 99.",
+    None: "Make the GPU visible: a build with your GPU's backend (Metal on a Mac; CUDA, ROCm or Vulkan on Linux "
+          "and Windows), `llama-cli --list-devices` should list it, then -ngl 99.",
+}
+_OTHER_TARGETS = ("linux", "windows", "mingw", "msvc", "win64", "win32")
+
+
+def platform_of(facts) -> str | None:
+    """Where the log ran, from what it prints (the build target, the CPU, the devices listed), or None when
+    it does not say: the no-offload advice never assumes a Mac."""
+    target = (facts.build_target or "").lower()
+    apple_cpu = chips.apple_chip(facts.cpu_info)
+    if "apple-darwin" in target or "apple-macos" in target:
+        if not target.startswith("x86_64"):
+            return "mac-arm"
+        # an x86_64 Mac build: Rosetta on Apple silicon (no Metal there), or an Intel Mac
+        return "mac-rosetta" if apple_cpu else "mac-intel" if chips.is_intel_cpu(facts.cpu_info) else "mac-x86"
+    if apple_cpu:
+        return "mac-arm"
+    if any(t in target for t in _OTHER_TARGETS) or target in ("x64", "x86"):
+        return "linux-windows"
+    if facts.cuda_devices or facts.vulkan_devices:
+        return "linux-windows"
+    if chips.is_intel_cpu(facts.cpu_info) and "mac" in (facts.cpu_info or "").lower():
+        return "mac-intel"
+    return None
+
+
 def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
                findings: set[str] | frozenset[str] = frozenset(), missing: list[str] | None = None) -> list[str]:
     """What to do next. A remedy is offered only from the one decision (``RunView.remedy_decision``):
@@ -253,8 +294,7 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
         return [f"The app gave up on the VM's GPU, but {why_not}: {CONFIRM_HOST}. Only on an Apple-silicon host "
                 "can the remedy let it offload again."]
     if verdict == "no-gpu-offload":
-        return ["Make the GPU visible: an arm64 build with Metal (`llama-cli --list-devices` should list it), "
-                "and -ngl 99 (or ollama with a Metal library)."]
+        return [NO_OFFLOAD_ADVICE[platform_of(view.facts)]]
     if verdict == "virtualization-overhead":
         return ["Nothing to fix in capabilities. Fewer, larger dispatches help: bigger batches (-b/-ub), "
                 "larger models amortise the fixed per-token cost."]
