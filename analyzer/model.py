@@ -168,6 +168,7 @@ class RunFacts(_Record):
     skipped_kernels_non_bf16: int = 0
     unsupported_ops: list[str] = Field(default_factory=list)
     metal_errors: list[str] = Field(default_factory=list)
+    crash: str | None = None  # the first line saying the process stopped (GGML_ASSERT, abort, segfault)
     family_fallback: bool = False
     host_chip_line: str | None = None  # 'Chip:' of a Hardware Overview (system_profiler SPHardwareDataType)
     host_model_name: str | None = None  # its 'Model Name:' ('MacBook Pro', 'Apple Virtual Machine 1')

@@ -67,16 +67,29 @@ def speed_gap(diag: dict[str, Any], throughput: list[dict[str, Any]]) -> tuple[f
 
 
 def headline(program: str | None, diag: dict[str, Any] | None, throughput: list[dict[str, Any]]) -> str:
-    """One sentence a newcomer understands: what happens, why, and what capscan can do."""
+    """One sentence a newcomer understands: what happens, why, and what capscan can do. A run that crashed
+    says so first (a downgrade's sentence says it itself)."""
+    text = _headline(program, diag, throughput)
+    diag = diag or {}
+    if diag.get("verdict") != "capability-downgrade" and any(f["rule"] == "crashed" for f in diag.get("findings", [])):
+        who = runtime_name(program) if program else "The program"
+        return f"{who} crashed before it finished (the evidence has the line). {text}"
+    return text
+
+
+def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list[dict[str, Any]]) -> str:
     diag = diag or {}
     verdict = diag.get("verdict", "unknown")
     rt = runtime_name(program)
     vm = diag.get("environment") == "vm"
     runs = _runs(diag.get("environment"), rt)
     rules = {f["rule"] for f in diag.get("findings", [])}
+    crashed = "crashed" in rules
     if verdict == "capability-downgrade":
         gap = speed_gap(diag, throughput)
         how = f"about {_times(gap[0])} slower than {gap[1]}" if gap else "on slow fallback paths"
+        if crashed:  # it did not run slowly: it stopped
+            how = "until it crashed on an op its Metal fallback paths do not support"
         gpu = "its virtual GPU" if vm else "the GPU"
         text = f"{runs} {how}, because {gpu} under-reports what it can do"
         if diag.get("fixable") and "ollama-app-hardened" in rules:

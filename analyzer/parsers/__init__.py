@@ -16,6 +16,7 @@ from __future__ import annotations
 from analyzer.parsers.base import REJECTED_KEY, Collector, Event, Format, Rejected
 from analyzer.parsers.bench import BENCH, JSONL_PREFIX, JsonlRows
 from analyzer.parsers.context import CONTEXT
+from analyzer.parsers.crash import CRASH
 from analyzer.parsers.gpu_backends import CUDA, DEVICE_INFO, VULKAN
 from analyzer.parsers.metal import METAL
 from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
@@ -25,7 +26,7 @@ from analyzer.parsers.timings import TIMINGS
 from analyzer.read.normalize import normalize
 
 FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, DEVICE_INFO, BENCH, COMPARE, TIMINGS, PROBE, SYSTEM_PROFILER,
-                               SYSTEM, OLLAMA, CONTEXT)
+                               SYSTEM, OLLAMA, CONTEXT, CRASH)
 
 LITERALS: tuple[str, ...] = tuple(dict.fromkeys(lit for fmt in FORMATS for lit in fmt.literals))
 LITERAL_BYTES: tuple[bytes, ...] = tuple(lit.encode() for lit in LITERALS)

@@ -183,6 +183,16 @@ def _metal_library_failed(v: RunView) -> Finding | None:
                    v.lines("metal.library_failed", limit=3))
 
 
+def _crashed(v: RunView) -> Finding | None:
+    """The process stopped (an assertion, an abort): said first, with its line, whatever the verdict."""
+    f = v.facts
+    if not f.crash:
+        return None
+    why = (f" after Metal rejected {', '.join(f.unsupported_ops[:3])} as unsupported" if f.unsupported_ops else "")
+    return finding(f"The run crashed{why}: {f.crash}", v.lines("run.crash", limit=3) +
+                   v.lines("metal.unsupported_op", limit=2), crash=f.crash)
+
+
 def _zero_layers(v: RunView) -> Finding | None:
     f = v.facts
     if f.offload and f.offload[0] == 0 and f.offload[1] > 0:
@@ -612,6 +622,7 @@ RULES: tuple[Rule, ...] = (
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
     Rule("gpu-disabled", "no-gpu-offload", "error", _gpu_disabled),
     Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed),
+    Rule("crashed", None, "error", _crashed),
     Rule("paravirtual-family-clamp", "capability-downgrade", "error", _paravirtual_clamp),
     Rule("downgrade-symptoms", "capability-downgrade", "error", _downgrade_symptoms),
     Rule("speed-of-fallback-kernels", "capability-downgrade", "warning", _slow_as_clamped),

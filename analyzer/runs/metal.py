@@ -186,6 +186,14 @@ def on_metal_error(asm: Assembler, ev: Event) -> None:
     asm.run.touch(ev)
 
 
+def on_crash(asm: Assembler, ev: Event) -> None:
+    """The process stopped: the first such line is the run's crash, kept as evidence (every one is)."""
+    run = asm.run
+    if run.facts.crash is None:
+        run.facts.crash = ev.data["what"][:MAX_TEXT]
+    run.touch(ev)
+
+
 def on_metal_library_failed(asm: Assembler, ev: Event) -> None:
     run = asm.run
     if run.facts.metal_library_failed is None:
@@ -223,6 +231,7 @@ HANDLERS: dict[str, Handler] = {
     "metal.picking_device": on_metal_enumerated_device,
     "metal.family_fallback": on_metal_family_fallback,
     "metal.error": on_metal_error,
+    "run.crash": on_crash,
     "metal.library_failed": on_metal_library_failed,
     "metal.agx_error": on_metal_agx_error,
     "metal.library_loaded": on_metal_library_loaded,
