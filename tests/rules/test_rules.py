@@ -75,6 +75,10 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("shapes/metal-library-null-2024.log",), "no-gpu-offload", False),
         (("shapes/metal-library-create-failed-2025.log",), "no-gpu-offload", False),
     ],
+    "crashed": [  # the verdict stays what the rest of the log says; the finding says it stopped
+        (("field/197-crispasr-gh-runner-paravirtual-apple5-mul-mat-abort-2026.log",), "capability-downgrade", False),
+        (("shapes/crash-mul-mat-no-block.log",), "unknown", False),
+    ],
     "wrapper-disabled-gpu": [
         (("shapes/wrapper-virtualised-forced-cpu.log",), "no-gpu-offload", False),
     ],
