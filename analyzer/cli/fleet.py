@@ -41,13 +41,20 @@ def _constant_labels(labels: tuple[str, ...]) -> dict[str, str]:
 def _snapshot(opts: Options, instance: str | None = None, max_age_days: float | None = None):
     """The metrics of the database. Nothing is created: a missing default database is an
     empty snapshot (nothing stored yet), a missing --db/$CAPSCAN_DB file a one-line error."""
-    from analyzer.fleet.metrics import MAX_AGE_S, Snapshot, collect, label_value
+    from analyzer.fleet.metrics import Snapshot, collect, label_value
 
     database = open_existing_db(opts)
     if database is None:
         return Snapshot(instance=label_value(instance)) if instance else Snapshot()
-    max_age = MAX_AGE_S if max_age_days is None else (None if max_age_days == 0 else max_age_days * 86400)
+    max_age = _max_age_s(max_age_days)
     return collect(database, instance=instance, max_age_s=max_age)
+
+
+def _max_age_s(days: float | None) -> float | None:
+    """--max-age in seconds: the default 7 days when not given, no limit for 0."""
+    from analyzer.fleet.metrics import MAX_AGE_S
+
+    return MAX_AGE_S if days is None else (None if days == 0 else days * 86400)
 
 
 def fleet_identity(f):
@@ -329,14 +336,14 @@ def _push_logs(events: list[dict], snap, timeout: float) -> int:
 
 def _recent_runs(opts: Options, max_age_days: float | None) -> tuple[object, list]:
     """The stored runs the snapshot covers (the newest 1,000 within --max-age), diagnosed."""
-    from analyzer.fleet.metrics import MAX_AGE_S, RECENT_RUNS, _epoch
+    from analyzer.fleet.metrics import RECENT_RUNS, _epoch
     from analyzer.rules.diagnose import diagnose_runs
     from analyzer.store.queries import recent_run_times
 
     database = open_existing_db(opts)
     if database is None:
         return None, []
-    max_age = MAX_AGE_S if max_age_days is None else (None if max_age_days == 0 else max_age_days * 86400)
+    max_age = _max_age_s(max_age_days)
     oldest = None if max_age is None else time.time() - max_age
     ids = [rid for rid, created in recent_run_times(database, RECENT_RUNS)
            if oldest is None or (_epoch(created) or 0) >= oldest]
