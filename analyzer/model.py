@@ -240,6 +240,9 @@ class StoredRun:
     # Why the stored row did not load whole (written by an older capscan, or
     # damaged): the run is still listed and shown, and diagnosed as unknown.
     load_error: str | None = None
+    # Imported from another capscan's export (analyzer.store.origins): where it was diagnosed, and
+    # that diagnosis (``report``). None for a run stored from a log here.
+    origin: dict[str, Any] | None = None
 
 
 def facts_json(facts: RunFacts) -> bytes:

@@ -278,7 +278,7 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
 
 @click.group()
 def export() -> None:
-    """Hand stored results to Prometheus (textfile) or an OpenTelemetry endpoint."""
+    """Hand stored results to Prometheus (textfile), an OpenTelemetry endpoint, or a central store (json)."""
 
 
 @export.command("prometheus")
@@ -373,6 +373,58 @@ def export_otlp(opts: Options, timeout: float, logs: bool, instance: str | None,
         database, runs = _recent_runs(opts, max_age_days)
         sent = _push_logs(_events(database, runs), snap, timeout) if runs else 0
         click.echo(f"capscan: pushed {sent} run event(s) as OTLP log records", err=True)
+
+
+@export.command("json")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="The file to write, atomically (temp file + rename); default: stdout.")
+@click.option("--since", default=None, metavar="WHEN",
+              help="Only runs stored at or after WHEN: a date or time (2026-12-01, 2026-12-01T08:00Z) or an age "
+                   "(30m, 24h, 7d). Default: every run.")
+@click.option("--instance", default=None, metavar="NAME",
+              help="This machine's name in each run's origin (as on the metrics); default: the host name.")
+@shared_options("db")
+def export_json(opts: Options, out: str | None, since: str | None, instance: str | None) -> None:
+    """Every stored run with its origin, for one central store: `capscan ingest` reads it back as runs."""
+    from analyzer.fleet.export_json import parse_since, write_export
+    from analyzer.fleet.metrics import default_instance, label_value
+
+    if since is not None:
+        try:
+            since = parse_since(since)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--since") from None
+    name = label_value(instance) if instance else default_instance()
+    database = open_existing_db(opts)
+    if database is None:
+        raise CapscanError("no runs stored yet")
+    if out is None:
+        n = write_export(database, sys.stdout, instance=name, since=since)
+    else:
+        n = _write_atomically(out, lambda f: write_export(database, f, instance=name, since=since))
+    click.echo(f"capscan: exported {n:,} run(s) of {_plain(name)}" + (f" to {_plain(out)}" if out else ""), err=True)
+
+
+def _write_atomically(path: str, write_to) -> int:
+    """Write through a temp file beside ``path`` and rename it: a reader never sees half a file."""
+    import os
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".capscan-export-", dir=folder)
+    except OSError as exc:
+        raise CapscanError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            n = write_to(f)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise CapscanError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return n
 
 
 # ---------------------------------------------------------------------------

@@ -52,6 +52,9 @@ def notice(result) -> None:
     path = safe_text(result.path)
     if getattr(result, "piped", False):
         path = "stdin" if result.duplicate or result.source_id is None else f"stdin ({path})"
+    if getattr(result, "export", None):
+        click.echo(_import_notice(path, result), err=True)
+        return
     if result.duplicate:
         click.echo(f"capscan: {path}: already ingested (source {result.duplicate_of}, "
                    f"{count_runs(result.run_ids)}); use --force to ingest it again", err=True)
@@ -65,6 +68,20 @@ def notice(result) -> None:
     if result.size == 0:
         msg = f"capscan: {path}: empty input, nothing recognised"
     click.echo(msg, err=True)
+
+
+def _import_notice(path: str, result) -> str:
+    """What an import of a capscan export stored (analyzer.ingest.exports)."""
+    if result.duplicate:
+        return (f"capscan: {path}: a capscan export ({result.export}) already imported (source "
+                f"{result.duplicate_of}, {count_runs(result.run_ids)}); nothing added")
+    new = count_runs(result.run_ids) if result.imported else "no runs"
+    msg = f"capscan: {path}: a capscan export ({result.export}): {new} imported"
+    if result.already:
+        msg += f", {result.already:,} already stored by an earlier import"
+    if result.rejected:
+        msg += f", {result.rejected:,} record(s) skipped (not a run capscan can import)"
+    return msg
 
 
 @dataclass

@@ -53,8 +53,10 @@ SAMPLE = 200  # rows read ahead to size the columns; the rest stream
 @click.option("--limit", "-n", default=50, show_default=True, help="How many runs (0 = all).")
 @click.option("--verdict", default=None, type=click.Choice(VERDICTS), help="Only runs with this verdict.")
 @click.option("--search", default=None, help="Only runs whose device, source, program or model contains this text.")
+@click.option("--instance", default=None, metavar="NAME",
+              help="Only runs imported from this guest's export (`capscan ingest` of `capscan export json`).")
 @output_options("db", "formats", "fail_on")
-def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> Result:
+def runs(opts: Options, limit: int, verdict: str | None, search: str | None, instance: str | None) -> Result:
     """List stored runs, newest first.
 
     On a terminal, a table that fits its width; piped, every column complete,
@@ -67,7 +69,7 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> 
     def rows() -> Iterator[dict[str, Any]]:
         if database is None:
             return
-        for row in iter_runs(database, limit=limit or None, verdict=verdict, text=search):
+        for row in iter_runs(database, limit=limit or None, verdict=verdict, text=search, instance=instance):
             seen.append(row["verdict"] or "unknown")
             yield row
 
@@ -75,7 +77,7 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None) -> 
         stream = rows()
         first = next(stream, None)
         if first is None:
-            click.echo(empty_runs_notice(database, verdict, search), err=True)
+            click.echo(empty_runs_notice(database, verdict, search, instance), err=True)
             return
         _write_runs(out, _chain(first, stream))
 
@@ -192,14 +194,15 @@ def _line(cells: dict[str, str], widths: dict[str, int], right: set[str], *, col
     return "  ".join(parts).rstrip()
 
 
-def empty_runs_notice(database, verdict: str | None, search: str | None) -> str:
+def empty_runs_notice(database, verdict: str | None, search: str | None, instance: str | None = None) -> str:
     """Why the list is empty: nothing stored at all, or nothing matching the filter."""
     from analyzer.store.queries import run_count
 
     stored = run_count(database) if database else 0
     if not stored:
         return "No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan"
-    flt = " and ".join(x for x in (verdict and f"--verdict {verdict}", search and f"--search {search!r}") if x)
+    flt = " and ".join(x for x in (verdict and f"--verdict {verdict}", search and f"--search {search!r}",
+                                   instance and f"--instance {instance!r}") if x)
     return (f"No run matches {flt} ({stored:,} run{'s' if stored != 1 else ''} stored; "
             "`capscan runs` lists them all).")
 

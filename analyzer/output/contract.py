@@ -130,6 +130,17 @@ class PredictionJSON(_Closed):
     from_models: list[str]
 
 
+class OriginJSON(_Closed):
+    """Where an imported run was diagnosed (`capscan ingest` of another capscan's export)."""
+
+    instance: str | None = Field(description="the guest's service.instance.id (its host name unless --instance)")
+    source: str | None = Field(description="the log's name there")
+    sha256: str | None = Field(description="the log's sha256 there (null: a diagnose --json report names none)")
+    run_id: int | None = Field(description="the run's id in the origin's store")
+    capscan_version: str | None
+    diagnosed_at: str | None
+
+
 class RunDocument(_Closed):
     """One diagnosed run (an element of `runs`; all of `show --json`). Fields the log does not
     show are null, never guessed."""
@@ -162,6 +173,8 @@ class RunDocument(_Closed):
     pairing: PairingJSON | None = Field(description="per shared test, the ratio to the baseline and the per-token "
                                                     "cost")
     prediction: list[PredictionJSON] = Field(description="the predicted speed after the remedy, per test")
+    origin: OriginJSON | None = Field(default=None, description="an imported run's origin; null for a run of a "
+                                                                "log stored here (its diagnosis is the origin's)")
 
 
 class SummaryJSON(_Closed):

@@ -53,4 +53,13 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "next": diag.get("next_steps", []),
         "pairing": diag.get("paired"),
         "prediction": diag.get("prediction", []),
+        # imported from another capscan's export: where it was diagnosed (null for a run of a log stored here)
+        "origin": _origin(run),
     }
+
+
+def _origin(run: StoredRun) -> dict[str, Any] | None:
+    o = run.origin
+    if o is None:
+        return None
+    return {k: o.get(k) for k in ("instance", "source", "sha256", "run_id", "capscan_version", "diagnosed_at")}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from analyzer.model import StoredRun
 from analyzer.rules.compare import per_token_cost, predict_tok_s
 from analyzer.rules.engine import RULES_VERSION, diagnose
+from analyzer.rules.origin import origin_diagnosis
 from analyzer.rules.view import Peer, RunView
 from analyzer.store import diagnoses
 from analyzer.store.db import is_read_only
@@ -82,7 +83,7 @@ def _peers(db: Database, run: StoredRun, shared: _Pass) -> list[Peer]:
 
 def _peer_of(run: StoredRun) -> Peer | None:
     """A run as another run's baseline; None when it cannot serve as one (it did not load whole)."""
-    if run.load_error:
+    if run.load_error or run.origin is not None:  # an imported run's facts are a summary: no baseline
         return None
     try:
         return view_of(run).peer()
@@ -113,6 +114,8 @@ def _diagnose_one(db: Database, run: StoredRun, peers: Callable[[], list[Peer]])
     cannot be diagnosed (it did not load whole, or a rule failed on it)."""
     if run.load_error:
         return internal_error(run, run.load_error)
+    if run.origin is not None:
+        return origin_diagnosis(run)  # diagnosed where its log is (analyzer.rules.origin)
     try:
         diag = diagnose(view_of(run, peers()))
         json.dumps(diag)  # what is stored must serialise

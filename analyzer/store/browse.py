@@ -66,11 +66,13 @@ class Facets:
 # migration m004 answer without touching the wide rows), then only those ids
 # are joined to their columns and best pp/tg.
 _ROW_SQL = (
-    "SELECT r.id, r.created_at, s.path, r.program, r.device_name, r.model, d.verdict, d.fixable, d.environment, "
+    "SELECT r.id, r.created_at, CASE WHEN o.run_id IS NULL THEN s.path "
+    "ELSE COALESCE(o.instance || ':', '') || COALESCE(o.source, '?') END, "  # an imported run: guest-a:guest.log
+    "r.program, r.device_name, r.model, d.verdict, d.fixable, d.environment, "
     "(SELECT MAX(t.tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'pp%' OR t.test = 'prompt')), "
     "(SELECT MAX(t.tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'tg%' OR t.test = 'generation')) "
     "FROM ({ids}) p JOIN runs r ON r.id = p.id JOIN sources s ON s.id = r.source_id "
-    "LEFT JOIN diagnoses d ON d.run_id = r.id ORDER BY r.id DESC"
+    "LEFT JOIN diagnoses d ON d.run_id = r.id LEFT JOIN run_origins o ON o.run_id = r.id ORDER BY r.id DESC"
 )
 
 
@@ -145,12 +147,13 @@ class TextIndex:
     programs: list[Any] = field(default_factory=list)
     models: list[Any] = field(default_factory=list)
     sources: list[tuple[int, Any]] = field(default_factory=list)
+    instances: list[Any] = field(default_factory=list)  # the guests imported runs came from (run_origins)
     verdicts: dict[str, int] = field(default_factory=dict)  # runs per verdict
     runs: int = 0
 
     def __post_init__(self) -> None:
         self._folded = {name: [(v, str(v).translate(_ASCII_FOLD)) for v in getattr(self, name)]
-                        for name in ("devices", "programs", "models")}
+                        for name in ("devices", "programs", "models", "instances")}
         self._sources = [(i, str(p).translate(_ASCII_FOLD)) for i, p in self.sources]
 
     def containing(self, word: str) -> tuple[dict[str, list[Any]], list[int]]:
@@ -165,6 +168,8 @@ def text_index(conn: sqlite3.Connection) -> TextIndex:
 
     return TextIndex(devices=distinct("device_name"), programs=distinct("program"), models=distinct("model"),
                      sources=conn.execute("SELECT id, path FROM sources WHERE path IS NOT NULL").fetchall(),
+                     instances=[v for (v,) in conn.execute(
+                         "SELECT DISTINCT instance FROM run_origins WHERE instance IS NOT NULL")],
                      verdicts=dict(conn.execute("SELECT verdict, COUNT(*) FROM diagnoses GROUP BY verdict")),
                      runs=conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
 
@@ -177,6 +182,10 @@ def _word_by_index(word: str, index: TextIndex, q: _Sql) -> str:
         if values[name]:
             terms.append(f"{column} IN ({', '.join('?' * len(values[name]))})")
             q.r_args.extend(values[name])
+    if values["instances"]:
+        terms.append(f"r.id IN (SELECT run_id FROM run_origins WHERE instance IN "
+                     f"({', '.join('?' * len(values['instances']))}))")
+        q.r_args.extend(values["instances"])
     if len(source_ids) > MAX_IN_VALUES:
         terms.append("r.source_id IN (SELECT id FROM sources WHERE path LIKE ? ESCAPE '\\')")
         q.r_args.append(_like(word))
@@ -187,8 +196,8 @@ def _word_by_index(word: str, index: TextIndex, q: _Sql) -> str:
 
 
 def _sql(flt: RunFilter, index: TextIndex | None = None, *, counting: bool = False) -> _Sql:
-    """A word of the text matches device, program, model, source path or
-    verdict; the path through a one-off subquery (an index of paths), the
+    """A word of the text matches device, program, model, source path, the guest
+    an imported run came from, or verdict; the path through a one-off subquery (an index of paths), the
     verdict through the verdicts it names. With a ``TextIndex`` the first four
     are IN lists of the values that contain the word (``nothing`` is set when
     a word matches nothing at all)."""
@@ -198,8 +207,9 @@ def _sql(flt: RunFilter, index: TextIndex | None = None, *, counting: bool = Fal
         if index is None:
             pat = _like(word)
             cond = (f"(r.device_name LIKE ?{esc} OR r.program LIKE ?{esc} OR r.model LIKE ?{esc} "
-                    f"OR r.source_id IN (SELECT id FROM sources WHERE path LIKE ?{esc})")
-            q.r_args.extend([pat] * 4)
+                    f"OR r.source_id IN (SELECT id FROM sources WHERE path LIKE ?{esc}) "
+                    f"OR r.id IN (SELECT run_id FROM run_origins WHERE instance LIKE ?{esc})")
+            q.r_args.extend([pat] * 5)
         else:
             cond = "(" + _word_by_index(word, index, q)
         verdicts = _matching_verdicts(word)

@@ -280,3 +280,27 @@ def m008_sources_rejected(db: Database) -> None:
     stored before are 0: what was refused then is unknown."""
     if "rejected_records" not in {r[1] for r in db.execute("PRAGMA table_info(sources)").fetchall()}:
         db.execute("ALTER TABLE sources ADD COLUMN rejected_records INTEGER NOT NULL DEFAULT 0")
+
+
+@MIGRATIONS()
+def m009_run_origins(db: Database) -> None:
+    """Runs imported from another capscan's export (`capscan ingest guest-a.json`): where each was
+    diagnosed. ``report`` is the origin's diagnosis, shown as diagnosed there: this store holds the
+    report, not the log, so the rules never diagnose such a run again. ``key`` makes an import
+    idempotent: the same run of the same guest's log, exported twice, is stored once."""
+    db.executescript(
+        """
+        CREATE TABLE IF NOT EXISTS run_origins (
+            run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+            key TEXT NOT NULL UNIQUE,
+            instance TEXT,
+            source TEXT,
+            sha256 TEXT,
+            origin_run_id INTEGER,
+            capscan_version TEXT,
+            diagnosed_at TEXT,
+            report TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS run_origins_instance ON run_origins(instance, run_id);
+        """
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterator
 
-from analyzer.store.stored_text import EXACT_PATH, clean_json, exact_text
+from analyzer.store.stored_text import EXACT_PATH, SOURCE_NAME_SQL, clean_json, exact_text
 
 if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
     from analyzer.model import StoredRun
@@ -83,14 +83,34 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
         diagnosis = diagnosis if isinstance(diagnosis, dict) else None
     except (ValueError, TypeError, RecursionError):
         diagnosis = None  # diagnosed again on the next read
-    return StoredRun(id=row[0], source_id=row[1], source=exact_text(row[2]), created_at=row[3] or "", facts=facts,
+    from analyzer.store.origins import load_origin, origin_name
+
+    origin = load_origin(db, run_id)
+    return StoredRun(id=row[0], source_id=row[1], source=origin_name(origin) or exact_text(row[2]),
+                     created_at=row[3] or "", facts=facts,
                      throughput=summary if summary is not None else _throughput(db, run_id), evidence=ev,
-                     diagnosis=diagnosis, load_error="; ".join(errors) or None)
+                     diagnosis=diagnosis, load_error="; ".join(errors) or None, origin=origin)
 
 
 def recent_run_times(db: Database, limit: int) -> list[tuple[int, str]]:
     """(id, created_at) of the newest ``limit`` runs, newest first (the fleet exports' window)."""
     return db.conn.execute("SELECT id, created_at FROM runs ORDER BY id DESC LIMIT ?", (int(limit),)).fetchall()
+
+
+def run_ids_since(db: Database, since: str | None) -> Iterator[int]:
+    """Run ids in storing order, those stored at or after ``since`` (UTC ISO-8601) when given."""
+    sql, args = "SELECT id FROM runs", []
+    if since is not None:
+        sql += " WHERE created_at >= ?"
+        args.append(since)
+    last = 0
+    while True:  # keyset pages: the cursor never holds the table open while runs are written
+        page = [r[0] for r in db.conn.execute(
+            sql + (" AND" if since is not None else " WHERE") + " id > ? ORDER BY id LIMIT ?", [*args, last, 500])]
+        if not page:
+            return
+        yield from page
+        last = page[-1]
 
 
 def last_run_id(db: Database) -> int | None:
@@ -108,7 +128,7 @@ def list_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
 
 
 def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, text: str | None = None,
-              offset: int = 0) -> Iterator[dict[str, Any]]:
+              offset: int = 0, instance: str | None = None) -> Iterator[dict[str, Any]]:
     """The runs list, newest first, one row at a time (all 100,000 runs never sit in memory).
 
     Reads only indexes and narrow rows: the runs' listed columns from the
@@ -121,15 +141,20 @@ def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
         where.append("d.verdict = ?")
         args.append(verdict)
     if text:
-        where.append("(r.device_name LIKE ? OR s.path LIKE ? OR r.program LIKE ? OR r.model LIKE ?)")
-        args.extend([f"%{text}%"] * 4)
+        where.append("(r.device_name LIKE ? OR s.path LIKE ? OR r.program LIKE ? OR r.model LIKE ? "
+                     "OR o.instance LIKE ? OR o.source LIKE ?)")
+        args.extend([f"%{text}%"] * 6)
+    if instance is not None:  # the runs imported from that guest's export
+        where.append("o.instance = ?")
+        args.append(instance)
     sql = (
-        f"SELECT r.id, r.created_at, {EXACT_PATH}, r.program, r.backend, r.device_name, r.apple_family, r.model, "
+        f"SELECT r.id, r.created_at, {SOURCE_NAME_SQL}, r.program, r.backend, r.device_name, r.apple_family, r.model, "
         "d.verdict, d.fixable, d.environment, "
         "(SELECT MAX(tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'pp%' OR t.test = 'prompt')) AS best_pp, "
         "(SELECT MAX(tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'tg%' OR t.test = 'generation')) AS best_tg "
         "FROM runs r JOIN sources s ON s.id = r.source_id "
-        "LEFT JOIN diagnoses d INDEXED BY diagnoses_list ON d.run_id = r.id"
+        "LEFT JOIN diagnoses d INDEXED BY diagnoses_list ON d.run_id = r.id "
+        "LEFT JOIN run_origins o ON o.run_id = r.id"
     )
     if where:
         sql += " WHERE " + " AND ".join(where)

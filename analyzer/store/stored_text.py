@@ -30,6 +30,10 @@ def read_text(raw: bytes) -> str:
 # A source's name is the one text read exactly (``CAST(path AS BLOB)``, then ``exact_text``): JSON keeps a
 # file's real name, escaped, and every human output cleans it where it names the source.
 EXACT_PATH = "CAST(s.path AS BLOB)"
+# A run's source as lists name it: an imported run's ``instance:source`` (o: run_origins LEFT JOINed,
+# analyzer.store.origins.origin_name), else the exact path.
+SOURCE_NAME_SQL = ("CASE WHEN o.run_id IS NULL THEN CAST(s.path AS BLOB) ELSE "
+                   "CAST(COALESCE(o.instance || ':', '') || COALESCE(o.source, '?') AS BLOB) END")
 
 
 def exact_text(raw: bytes | str | None) -> str:

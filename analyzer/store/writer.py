@@ -16,13 +16,14 @@ seeing the committed database, indexes included, until the commit.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sqlite3
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from analyzer.model import facts_json
 
 if TYPE_CHECKING:
-    from analyzer.model import RunFacts, Throughput
+    from analyzer.model import Evidence, RunFacts, Throughput
     from analyzer.store.db import Database
 
 BLOB_PIECE = 1 << 20
@@ -165,3 +166,33 @@ class SourceWriter:
         self.source_id = None
         self.run_ids = {}
         self.rows_written, self.rows_before, self.deferred_indexes = 0, None, None
+
+
+class OriginWriter(SourceWriter):
+    """A ``SourceWriter`` whose runs carry an origin."""
+
+    def existing(self, key: str) -> int | None:
+        row = self.conn.execute("SELECT run_id FROM run_origins WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def write_imported(self, seq: int, facts: RunFacts, evidence: list[Evidence], rows: list[Throughput],
+                       origin: dict[str, Any]) -> int:
+        run_id = self.write_run(seq, facts, evidence)
+        if origin.get("stored_at"):  # when the origin stored it: --max-age and the lists see the run's own time
+            self.conn.execute("UPDATE runs SET created_at = ? WHERE id = ?", (origin["stored_at"], run_id))
+        if rows:
+            self.write_throughput(seq, facts, rows)
+        self.conn.execute(
+            "INSERT INTO run_origins (run_id, key, instance, source, sha256, origin_run_id, capscan_version, "
+            "diagnosed_at, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (run_id, origin["key"], origin.get("instance"), origin.get("source"), origin.get("sha256"),
+             origin.get("run_id"), origin.get("capscan_version"), origin.get("diagnosed_at"),
+             json.dumps(origin["report"], allow_nan=False)))
+        return run_id
+
+    def begin_source(self) -> None:
+        self._begin()
+
+    def source_of(self, run_id: int) -> int | None:
+        row = self.conn.execute("SELECT source_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return row[0] if row else None

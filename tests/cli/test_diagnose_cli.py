@@ -12,7 +12,7 @@ STOCK = FIX / "metal/m4-2026-08-guest-stock.log"
 
 RUN_KEYS = {"id", "source", "first_line", "last_line", "program", "ollama_app", "backend", "device", "host_chip", "environment",
             "capabilities", "shim", "throughput", "verdict", "fixable", "confidence", "fixable_reason", "proof",
-            "reference", "findings", "baseline", "next", "pairing", "prediction"}
+            "reference", "findings", "baseline", "next", "pairing", "prediction", "origin"}
 DEVICE_KEYS = {"name", "apple_family", "families", "unified_memory", "working_set_mb", "threadgroup_memory"}
 
 
@@ -31,6 +31,7 @@ def test_diagnose_json_matches_the_contract(tmp_path):
     assert run["capabilities"] == {"simdgroup_reduction": False, "simdgroup_mm": False, "bfloat": False,
                                    "tensor": False}
     assert run["environment"] == "vm" and run["shim"] is None
+    assert run["origin"] is None  # stored from a log here, not imported
     # a guest that does not name its host chip has no baseline, and says why
     assert run["baseline"]["run"] is None and "host chip of this guest is unknown" in run["baseline"]["why"]
     assert run["program"] == "llama-bench" and run["backend"] == "metal"

@@ -242,8 +242,12 @@ def test_formats_lists_each_format_with_a_sample():
     for fmt in FORMATS:
         assert f"{fmt.name}: " in out
         assert fmt.samples and any(s.line[:150] in out for s in fmt.samples)
+    from analyzer.parsers.exports import SHAPES
+
+    for shape in SHAPES:  # capscan's own output, read back as runs
+        assert f"{shape.name}: {shape.description}" in out
     doc = json.loads(run_capscan("formats", "--json", check=True).stdout)
-    assert [f["name"] for f in doc] == [f.name for f in FORMATS]
+    assert [f["name"] for f in doc] == [f.name for f in FORMATS] + [s.name for s in SHAPES]
     assert all(f["samples"] for f in doc)
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, BinaryIO, Callable
 
 from analyzer.model import RunFacts, Throughput
 from analyzer.parsers import Dispatcher
+from analyzer.parsers.exports import sniff
 from analyzer.parsers.scanner import Scanner
 from analyzer.read.reader import Input, PartialInputError
 from analyzer.runs.assembler import Assembler
@@ -33,6 +35,9 @@ class IngestResult:
     rejected: int = 0  # records skipped at the parser boundary (wrong types, impossible values)
     size: int = 0
     piped: bool = False  # stdin: ``path`` is the name it was stored under (or <stdin> when it was not stored)
+    export: str | None = None  # a capscan export read back (analyzer.parsers.exports): its shape's name
+    imported: int = 0  # its runs stored now
+    already: int = 0  # its runs an earlier import had stored
 
     @property
     def duplicate(self) -> bool:
@@ -71,8 +76,16 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
     dispatcher = Dispatcher()
     scanner = Scanner(dispatcher, assembler.feed)
     scanner.stats.lines = first_line - 1
+    chunks = source.chunks(tee=tee)
+    first_chunk = next(chunks, b"") if first_line == 1 else b""
+    shape = sniff(first_chunk) if first_chunk else None
+    if shape is not None:  # capscan's own export: its runs are reports, not a log (analyzer.ingest.exports)
+        from analyzer.ingest.exports import import_export
+
+        result.export = shape.name
+        return import_export(db, source, itertools.chain([first_chunk], chunks), shape, result, force=force)
     try:
-        for chunk in source.chunks(tee=tee):
+        for chunk in itertools.chain([first_chunk] if first_chunk else [], chunks):
             scanner.feed(chunk)
             if progress is not None:
                 progress(len(chunk))

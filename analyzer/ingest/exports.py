@@ -1,0 +1,259 @@
+"""capscan's own exports -> stored runs with their origin (``capscan ingest guest-a.json``).
+
+A run in an export is a report, not a log: it keeps the diagnosis its origin made from the
+log's own lines, and this store never diagnoses it again (analyzer.rules.origin). So nothing
+here may make a run look better than its origin said: a run that claims ``fixable`` without
+the verdict and the proof that go with it is refused, as is anything that is not a run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import TYPE_CHECKING, Any, Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from analyzer.model import Capabilities, Device, Evidence, RunFacts, Shim, Throughput
+from analyzer.parsers.exports import Exported, ExportError, Shape, read_document, read_events, read_object
+from analyzer.read.reader import InputError, PartialInputError
+from analyzer.safe_text import clean
+from analyzer.store.origins import origin_key
+from analyzer.store.writer import OriginWriter
+
+if TYPE_CHECKING:
+    from analyzer.ingest import IngestResult
+    from analyzer.read.reader import Input
+    from analyzer.store.db import Database
+
+# Budgets: what one imported run may bring (an export is hostile input like any log).
+MAX_THROUGHPUT = 2_000
+MAX_FINDINGS = 100
+MAX_EVIDENCE = 200
+MAX_TEXT = 2_000
+
+
+class _Lax(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Line(_Lax):
+    line: int | None = None
+    text: str = Field(max_length=100_000)
+
+
+class _Proof(_Line):
+    sign: str = ""
+
+
+class _Finding(_Lax):
+    rule: str
+    severity: Literal["error", "warning", "info"]
+    message: str
+    evidence: list[_Line] = Field(default_factory=list)
+
+
+class _Speed(_Lax):
+    test: str
+    tok_s: float | None
+    stddev: float | None = None
+    model: str | None = None
+    config: str | None = None
+    line: int | None = None
+
+
+class _Origin(_Lax):
+    instance: str | None = None
+    source: str | None = None
+    sha256: str | None = None
+    run_id: int | None = None
+    capscan_version: str | None = None
+    diagnosed_at: str | None = None
+
+
+class ExportedRun(_Lax):
+    """A run object of the ``diagnose --json`` contract as any capscan version wrote it: what an
+    import needs is checked, the rest (newer keys) is ignored."""
+
+    id: int | None = None
+    source: str | None = None
+    first_line: int = Field(ge=0)
+    last_line: int = Field(ge=0)
+    program: str | None = None
+    backend: str | None = None
+    device: Device = Field(default_factory=Device)
+    host_chip: str | None = None
+    environment: str | None = None
+    capabilities: Capabilities = Field(default_factory=Capabilities)
+    shim: Shim | None = None
+    throughput: list[_Speed] = Field(default_factory=list)
+    verdict: Literal["capability-downgrade", "hardware-limit", "no-gpu-offload", "virtualization-overhead",
+                     "healthy", "unknown"]
+    fixable: bool = False
+    confidence: Literal["high", "medium", "low"] | None = None
+    fixable_reason: str | None = None
+    proof: list[_Proof] = Field(default_factory=list)
+    findings: list[_Finding] = Field(default_factory=list)
+    next: list[str] = Field(default_factory=list)
+    origin: _Origin | None = None
+    # an NL event's own keys
+    time: str | None = None
+    host_name: str | None = None
+    instance: str | None = None
+    sha256: str | None = None
+    capscan_version: str | None = None
+
+
+def _objects(shape: Shape, chunks: Iterator[bytes]) -> Iterator[Exported | int]:
+    if shape.name == "capscan-run":
+        return read_object(chunks)
+    return read_events(chunks) if shape.name in ("capscan-events", "capscan-runs") else read_document(chunks)
+
+
+def _refusal(run: ExportedRun) -> str | None:
+    """Why a run cannot be imported as it claims to be, or None."""
+    if run.fixable and (run.verdict != "capability-downgrade" or not run.proof):
+        return "it claims fixable without a capability-downgrade verdict and its proof"
+    if run.last_line < run.first_line:
+        return "its last line is before its first"
+    return None
+
+
+def _origin(run: ExportedRun, header: dict[str, Any], shape: Shape) -> dict[str, Any]:
+    """Where the run was diagnosed: an export's own origin block (a run imported there keeps its
+    first origin), an event's host and hash, or for a report only its source's name."""
+    version = header.get("capscan_version") if isinstance(header.get("capscan_version"), str) else None
+    out: dict[str, Any]
+    if run.origin is not None:
+        o = run.origin
+        out = {"instance": o.instance, "source": o.source, "sha256": o.sha256, "run_id": o.run_id,
+               "capscan_version": o.capscan_version or version, "diagnosed_at": o.diagnosed_at}
+    elif shape.name == "capscan-events":
+        out = {"instance": run.instance or run.host_name, "source": run.source, "sha256": run.sha256,
+               "run_id": run.id, "capscan_version": run.capscan_version, "diagnosed_at": run.time}
+    else:
+        instance = header.get("instance") if isinstance(header.get("instance"), str) else None
+        out = {"instance": instance, "source": run.source, "sha256": None, "run_id": run.id,
+               "capscan_version": version, "diagnosed_at": None}
+    out = {k: (clean(v)[:MAX_TEXT] if isinstance(v, str) else v) for k, v in out.items()}
+    out["stored_at"] = _utc(out["diagnosed_at"])
+    out["key"] = origin_key(out["instance"], out["sha256"], out["source"], run.first_line, run.last_line,
+                            run.program)
+    return out
+
+
+def _utc(value: Any) -> str | None:
+    """An origin's time as the store keeps times (UTC ISO-8601), or None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return when.astimezone(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _report(run: ExportedRun) -> dict[str, Any]:
+    """The origin's diagnosis as kept (bounded): what `show` and the lists print for the run."""
+    return {
+        "verdict": run.verdict, "fixable": run.fixable, "confidence": run.confidence,
+        "fixable_reason": run.fixable_reason, "environment": run.environment, "host_chip": run.host_chip,
+        "capabilities": run.capabilities.as_dict(),
+        "proof": [p.model_dump() for p in run.proof[:MAX_EVIDENCE]],
+        "findings": [{**f.model_dump(), "evidence": [e.model_dump() for e in f.evidence[:20]]}
+                     for f in run.findings[:MAX_FINDINGS]],
+        "next": run.next[:20],
+    }
+
+
+def _facts(run: ExportedRun) -> tuple[RunFacts, list[Throughput]]:
+    speeds = [s for s in run.throughput[:MAX_THROUGHPUT] if s.tok_s is not None and math.isfinite(s.tok_s)]
+    model = next((s.model for s in speeds if s.model), None)
+    device = run.device.model_copy(update={"families": sorted(set(run.device.families))[:64],
+                                           "name": run.device.name and clean(run.device.name)[:MAX_TEXT]})
+    facts = RunFacts(first_line=run.first_line, last_line=run.last_line, program=run.program, backend=run.backend,
+                     device=device, capabilities=run.capabilities, shim=run.shim, model=model)
+    facts.throughput_summary = [{"test": s.test, "tok_s": s.tok_s, "stddev": s.stddev, "model": s.model,
+                                 "kind": "bench", "n": 1, "line": s.line, "config": s.config} for s in speeds]
+    rows = [Throughput(s.test, s.tok_s, s.stddev, s.model, s.line) for s in speeds]  # type: ignore[arg-type]
+    return facts, rows
+
+
+def _evidence(run: ExportedRun) -> list[Evidence]:
+    """The lines the origin showed as proof and evidence, numbered as in its log."""
+    seen: dict[tuple[int, str], None] = {}
+    for item in [*run.proof, *(e for f in run.findings for e in f.evidence)]:
+        if item.line is not None and len(seen) < MAX_EVIDENCE:
+            seen[(item.line, clean(item.text)[:MAX_TEXT])] = None
+    return [Evidence(line=line, kind="origin", text=text) for line, text in seen]
+
+
+def import_export(db: Database, source: Input, chunks: Iterator[bytes], shape: Shape, result: IngestResult, *,
+                  force: bool) -> IngestResult:
+    """Store the runs of one export, all or nothing; a run already stored (the same run of the
+    same guest's log) is not stored again, whichever export brought it."""
+    writer = OriginWriter(db, source.path)
+    new: list[int] = []
+    known: dict[int, None] = {}
+    seq = 0
+    try:
+        writer.begin_source()
+        for item in _objects(shape, chunks):
+            result.lines = max(result.lines, item if isinstance(item, int) else item.line)
+            if isinstance(item, int) or not isinstance(item.run, dict):
+                result.rejected += 1
+                continue
+            try:
+                run = ExportedRun.model_validate(item.run)
+            except ValidationError:
+                result.rejected += 1
+                continue
+            if _refusal(run) is not None:
+                result.rejected += 1
+                continue
+            origin = _origin(run, item.header, shape)
+            existing = writer.existing(origin["key"])
+            if existing is not None:
+                known[existing] = None
+                continue
+            origin["report"] = _report(run)
+            facts, rows = _facts(run)
+            seq += 1
+            new.append(writer.write_imported(seq, facts, _evidence(run), rows, origin))
+        result.recognised = len(new) + len(known)
+        result.size = source.size
+        dup = writer.duplicate_of(source.sha256)
+        if (dup is not None and not force) or not new:
+            writer.rollback()
+            if dup is not None:
+                result.duplicate_of, result.run_ids = dup[0], dup[1] or list(known)
+            elif known:  # every run came with an earlier export: nothing is added, as for a log stored before
+                result.duplicate_of, result.run_ids = writer.source_of(next(iter(known))), list(known)
+                result.already = len(known)
+            return result
+        result.source_id = writer.commit(size=source.size, sha256=source.sha256, lines=result.lines,
+                                         recognised=result.recognised, unrecognised=0, overlong=0,
+                                         rejected=result.rejected, raw_gzip=None)
+        result.run_ids = new
+        result.imported, result.already = len(new), len(known)
+        if source.damage:
+            raise PartialInputError(f"{source.path}: {source.damage}; the {len(new):,} whole runs before it were "
+                                    f"stored as source {result.source_id}", result)
+        return result
+    except PartialInputError:
+        raise  # committed: what was readable is stored
+    except ExportError as exc:
+        _rollback(writer)
+        raise InputError(f"{source.path}: a capscan export ({shape.name}) that cannot be read: {exc}; "
+                         "nothing of it was stored") from None
+    except BaseException:
+        _rollback(writer)
+        raise
+
+
+def _rollback(writer: OriginWriter) -> None:
+    try:
+        writer.rollback()
+    except Exception:  # noqa: BLE001 - the first error is the one to report
+        pass
