@@ -1,12 +1,21 @@
 /* capscan-probe: print what the default Metal device claims.
  *
- *   capscan-probe          key=value lines (format "capscan-probe 1")
- *   capscan-probe --json   one JSON object on one line
+ *   capscan-probe            key=value lines (format "capscan-probe 1")
+ *   capscan-probe --json     one JSON object on one line
+ *   capscan-probe --kernels  also compile and run one small Metal kernel per
+ *                            capability llama.cpp gates on (kernel.* lines,
+ *                            "kernels" in JSON); combinable with --json
  *
- * Exit 0 on success, 1 when there is no Metal device, 2 on bad usage.
- * Written against the runtime's C API so it builds without an SDK. */
+ * Every output also carries the host-proof values cpu_brand, arch and
+ * hv_vmm_present.  Exit 0 on success (whatever the kernels' results), 1 when
+ * there is no Metal device, 2 on bad usage.  Written against the runtime's C
+ * API so it builds without an SDK.
+ *
+ * CAPSCAN_PROBE_KERNEL_TIMEOUT_MS: the kernel checks' total deadline
+ * (1..600000, default 20000). */
 #include "capscan/libc_min.h"
 #include "capscan/objc_call.h"
+#include "capscan/probe_kernels.h"
 #include "capscan/textbuf.h"
 
 extern id MTLCreateSystemDefaultDevice(void);
@@ -27,6 +36,9 @@ struct report {
     unsigned long max_threadgroup_memory;
     unsigned long long recommended_max_working_set_size;
     int has_unified_memory;
+    struct capscan_host host;
+    int kernels_ran;
+    struct capscan_kernels kernels;
 };
 
 static void put(int fd, const char *text, unsigned long length)
@@ -91,6 +103,35 @@ static void print_lines(const struct report *r, struct capscan_buf *out)
     capscan_buf_uint(out, r->recommended_max_working_set_size);
     capscan_buf_str(out, "\nhas_unified_memory=");
     capscan_buf_str(out, boolean(r->has_unified_memory));
+    capscan_buf_str(out, "\ncpu_brand=");
+    capscan_buf_clean(out, r->host.cpu_brand, 256);
+    capscan_buf_str(out, "\narch=");
+    capscan_buf_str(out, r->host.arch);
+    capscan_buf_str(out, "\nhv_vmm_present=");
+    if (r->host.hv_vmm_present >= 0)
+        capscan_buf_int(out, r->host.hv_vmm_present);
+    capscan_buf_char(out, '\n');
+    if (!r->kernels_ran)
+        return;
+    capscan_buf_str(out, "kernel.msl_version=");
+    capscan_buf_str(out, r->kernels.msl_version);
+    capscan_buf_char(out, '\n');
+    for (i = 0; i < CAPSCAN_KERNEL_COUNT; i++) {
+        capscan_buf_str(out, "kernel.");
+        capscan_buf_str(out, capscan_kernel_names[i]);
+        capscan_buf_char(out, '=');
+        capscan_buf_str(out, capscan_kernel_result_name(r->kernels.cap[i].result));
+        capscan_buf_char(out, '\n');
+        if (r->kernels.cap[i].message[0]) {
+            capscan_buf_str(out, "kernel.");
+            capscan_buf_str(out, capscan_kernel_names[i]);
+            capscan_buf_str(out, ".message=");
+            capscan_buf_clean(out, r->kernels.cap[i].message, CAPSCAN_KERNEL_MESSAGE_MAX);
+            capscan_buf_char(out, '\n');
+        }
+    }
+    capscan_buf_str(out, "kernel.elapsed_ms=");
+    capscan_buf_uint(out, r->kernels.elapsed_ms);
     capscan_buf_char(out, '\n');
 }
 
@@ -113,22 +154,63 @@ static void print_json(const struct report *r, struct capscan_buf *out)
     capscan_buf_uint(out, r->recommended_max_working_set_size);
     capscan_buf_str(out, ",\"has_unified_memory\":");
     capscan_buf_str(out, boolean(r->has_unified_memory));
+    capscan_buf_str(out, ",\"cpu_brand\":");
+    capscan_buf_json_str(out, r->host.cpu_brand);
+    capscan_buf_str(out, ",\"arch\":");
+    capscan_buf_json_str(out, r->host.arch);
+    capscan_buf_str(out, ",\"hv_vmm_present\":");
+    capscan_buf_str(out, r->host.hv_vmm_present < 0 ? "null" : boolean(r->host.hv_vmm_present));
+    if (r->kernels_ran) {
+        capscan_buf_str(out, ",\"kernels\":{\"msl_version\":");
+        if (r->kernels.msl_version[0])
+            capscan_buf_json_str(out, r->kernels.msl_version);
+        else
+            capscan_buf_str(out, "null");
+        capscan_buf_str(out, ",\"elapsed_ms\":");
+        capscan_buf_uint(out, r->kernels.elapsed_ms);
+        for (i = 0; i < CAPSCAN_KERNEL_COUNT; i++) {
+            capscan_buf_str(out, ",\"");
+            capscan_buf_str(out, capscan_kernel_names[i]);
+            capscan_buf_str(out, "\":{\"result\":\"");
+            capscan_buf_str(out, capscan_kernel_result_name(r->kernels.cap[i].result));
+            capscan_buf_str(out, "\",\"message\":");
+            if (r->kernels.cap[i].message[0])
+                capscan_buf_json_str(out, r->kernels.cap[i].message);
+            else
+                capscan_buf_str(out, "null");
+            capscan_buf_char(out, '}');
+        }
+        capscan_buf_char(out, '}');
+    }
     capscan_buf_str(out, "}\n");
 }
 
 int main(int argc, char **argv)
 {
-    static char storage[4096];
+    /* 4 KiB for the device lines, plus three kernel messages (JSON-escaped at
+     * most twice their 300 bytes) and the CPU brand. */
+    static char storage[16384];
+    static struct report report;
     struct capscan_buf out;
-    struct report report;
-    int json = 0;
+    int json = 0, kernels = 0, i;
     id device;
 
-    if (argc == 2 && capscan_streq(argv[1], "--json")) {
-        json = 1;
-    } else if (argc != 1) {
-        put_str(2, "usage: capscan-probe [--json]\n");
-        return 2;
+    for (i = 1; i < argc; i++) {
+        if (!json && capscan_streq(argv[i], "--json")) {
+            json = 1;
+        } else if (!kernels && capscan_streq(argv[i], "--kernels")) {
+            kernels = 1;
+        } else {
+            put_str(2, "usage: capscan-probe [--json] [--kernels]\n");
+            return 2;
+        }
+    }
+    capscan_host_query(&report.host);
+    /* Before this process touches Metal: the checks fork. */
+    if (kernels) {
+        capscan_kernels_run(&report.host, capscan_kernel_timeout_ms(getenv("CAPSCAN_PROBE_KERNEL_TIMEOUT_MS")),
+                            &report.kernels);
+        report.kernels_ran = 1;
     }
     device = MTLCreateSystemDefaultDevice();
     if (!device) {

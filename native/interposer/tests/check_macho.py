@@ -25,6 +25,8 @@ OBJC_IMPORTS = {"_class_addMethod", "_class_getInstanceMethod", "_class_getMetho
                 "_method_setImplementation", "_object_getClass", "_sel_registerName",
                 "_objc_lookUpClass"}
 METAL_IMPORTS = {"_MTLCreateSystemDefaultDevice", "_MTLCopyAllDevices"}
+PROBE_SYSTEM_IMPORTS = ["_fork", "_pipe", "_dup2", "_poll", "_read", "_waitpid", "_kill", "_usleep", "__exit",
+                        "_clock_gettime", "_sysctlbyname"]
 ARTIFACTS = ["libcapscan_interposer.arm64.dylib", "libcapscan_interposer.x86_64.dylib",
              "libcapscan_interposer.universal.dylib", "capscan-probe"]
 
@@ -114,6 +116,10 @@ def main(argv):
             check(sl.filetype == macho.MH_EXECUTE and sl.has_main, f"{where}: executable with LC_MAIN")
             check(set(sl.dylibs) == {METAL, LIBOBJC, LIBSYSTEM, COREGRAPHICS}, f"{where}: dylibs {sl.dylibs}")
             check(sl.imports.get("_MTLCreateSystemDefaultDevice") == METAL, f"{where}: imports Metal device factory")
+            # --kernels: the child and the host-proof sysctls, all from libSystem; no objc_msgSend
+            for sym in PROBE_SYSTEM_IMPORTS:
+                check(sl.imports.get(sym) == LIBSYSTEM, f"{where}: imports {sym} from libSystem")
+            check("_objc_msgSend" not in sl.imports, f"{where}: no objc_msgSend")
             check(sl.minos == "13.0", f"{where}: minos {sl.minos}")
             ok, info = macho.verify_adhoc_signature(sl)
             check(ok, f"{where}: ad-hoc signature ({info})")

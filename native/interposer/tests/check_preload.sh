@@ -108,7 +108,10 @@ for f in 1001 1002 1003 1004 1005 1006 1007 1008 1009 1010 2001 2002 3001 3002 3
     expected+=$'\n'"supports_family.$f=$val"
 done
 expected+=$'\nmax_threadgroup_memory=32768\nrecommended_max_working_set_size=11453251584\nhas_unified_memory=true'
+case $(uname -m) in aarch64|arm64) ARCH=arm64 ;; *) ARCH=$(uname -m) ;; esac
+expected+=$'\ncpu_brand=Apple M1 Ultra (Virtual)\narch='"$ARCH"$'\nhv_vmm_present=1'
 same "probe key=value format" "$expected"
+probe_base="$expected"
 run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- ./capscan-probe
 has "probe injected" 'supports_family.1007=true'
 has "probe injected" 'supports_family.1008=false'
@@ -173,6 +176,190 @@ lacks scrub 'LD_PRELOAD='
 run LD_PRELOAD="$SHIM" -- sh -c 'env'
 has "no scrub by default" "LD_PRELOAD=$SHIM"
 
+# 17. capscan-probe --kernels against the fake compute path (CAPSCAN_FAKE_METAL_KERNELS)
+KNAMES='simdgroup_reduction simdgroup_mm bfloat'
+# kern_lines: the kernel.* lines without the elapsed_ms value
+kern_lines() { grep '^kernel\.' <<<"$out" | sed 's/^kernel\.elapsed_ms=[0-9][0-9]*$/kernel.elapsed_ms=N/'; }
+# kjson NAME PYTHON-ASSERTIONS-ON-d: the last output line parses as JSON and passes them
+kjson() {
+    if python3 -c 'import json,sys
+d=json.loads(sys.stdin.read().splitlines()[-1])
+k=d["kernels"]
+'"$2" <<<"$out"; then ok; else bad "$1: JSON check failed: $2"; fi
+}
+now_ms() { date +%s%3N; }
+
+run -- ./capscan-probe --kernels
+if [ "$rc" = 0 ]; then ok; else bad "kernels pass: exit $rc"; fi
+if [ "$(head -n 27 <<<"$out")" = "$probe_base" ]; then ok; else bad "kernels: the existing lines changed"; fi
+same_k() { local got; got=$(kern_lines); if [ "$got" = "$2" ]; then ok; else bad "$1: kernel lines"; diff <(echo "$2") <(echo "$got") >&2; fi; }
+same_k "kernels pass" $'kernel.msl_version=3.2\nkernel.simdgroup_reduction=pass\nkernel.simdgroup_mm=pass\nkernel.bfloat=pass\nkernel.elapsed_ms=N'
+if [ "$(grep -c . <<<"$out")" = 32 ]; then ok; else bad "kernels pass: line count"; fi
+for order in "--kernels --json" "--json --kernels"; do
+    # shellcheck disable=SC2086
+    run -- ./capscan-probe $order
+    if [ "$rc" = 0 ] && [ "$(wc -l <<<"$out")" = 1 ]; then ok; else bad "kernels json ($order): rc=$rc"; fi
+    kjson "kernels json ($order)" 'assert list(d)[-4:] == ["cpu_brand", "arch", "hv_vmm_present", "kernels"], list(d)
+assert d["cpu_brand"] == "Apple M1 Ultra (Virtual)" and d["hv_vmm_present"] is True and d["arch"] in ("x86_64", "arm64")
+assert list(k) == ["msl_version", "elapsed_ms", "simdgroup_reduction", "simdgroup_mm", "bfloat"], list(k)
+assert k["msl_version"] == "3.2" and isinstance(k["elapsed_ms"], int)
+assert all(k[c] == {"result": "pass", "message": None} for c in ("simdgroup_reduction", "simdgroup_mm", "bfloat"))'
+done
+run -- ./capscan-probe --json
+if python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert "kernels" not in d and d["hv_vmm_present"] is True and list(d)[-3:] == ["cpu_brand","arch","hv_vmm_present"]' <<<"$out"; then ok; else bad "json host-proof keys"; fi
+run -- ./capscan-probe
+lacks "no --kernels" 'kernel.'
+
+run CAPSCAN_FAKE_METAL_KERNELS=fail -- ./capscan-probe --kernels
+same_k "kernels fail" "kernel.msl_version=3.2
+kernel.simdgroup_reduction=fail
+kernel.simdgroup_reduction.message=simd_sum: expected 496 got 0 at 3
+kernel.simdgroup_mm=fail
+kernel.simdgroup_mm.message=simdgroup_float8x8: expected 21 got 22 at 9
+kernel.bfloat=fail
+kernel.bfloat.message=got 0.333333 at 4, its input exactly: 1/3 needs more than bfloat's 8 significand bits, so the value was not stored as bfloat
+kernel.elapsed_ms=N"
+run CAPSCAN_FAKE_METAL_KERNELS=fail -- ./capscan-probe --json --kernels
+kjson "kernels fail json" 'assert k["simdgroup_reduction"] == {"result": "fail", "message": "simd_sum: expected 496 got 0 at 3"}
+assert k["simdgroup_mm"]["result"] == k["bfloat"]["result"] == "fail"'
+
+run CAPSCAN_FAKE_METAL_KERNELS=compile-error -- ./capscan-probe --kernels
+same_k "kernels compile-error" "kernel.msl_version=3.2
+kernel.simdgroup_reduction=compile-error
+kernel.simdgroup_reduction.message=program_source:20:23: error: use of undeclared identifier 'simd_sum' dst[tiitg] = simd_sum(v); ^
+kernel.simdgroup_mm=compile-error
+kernel.simdgroup_mm.message=program_source:31:5: error: unknown type name 'simdgroup_float8x8' simdgroup_float8x8 fa, fb, fc; ^
+kernel.bfloat=compile-error
+kernel.bfloat.message=program_source:25:11: error: unknown type name 'bfloat' const bfloat b = (bfloat) src[tiitg]; ^
+kernel.elapsed_ms=N"
+run CAPSCAN_FAKE_METAL_KERNELS=compile-error -- ./capscan-probe --kernels --json
+kjson "kernels compile-error json" 'assert all(k[c]["result"] == "compile-error" and k[c]["message"].startswith("program_source:") for c in ("simdgroup_reduction", "simdgroup_mm", "bfloat"))'
+
+# a long compiler message with control characters: one line, printable ASCII, 300 bytes
+long=$'program_source:1:1: error: \x1b[31mred\x1b[0m\ttab\r\n\xc3\xa9'"$(printf 'x%.0s' $(seq 1 400))"$'\x7f end'
+run CAPSCAN_FAKE_METAL_KERNELS=bfloat=compile-error CAPSCAN_FAKE_METAL_COMPILE_ERROR="$long" -- ./capscan-probe --kernels
+msg=$(grep '^kernel\.bfloat\.message=' <<<"$out"); msg=${msg#kernel.bfloat.message=}
+if [ "${#msg}" = 300 ] && [[ "$msg" == "program_source:1:1: error: [31mred [0m tab ??xxx"* ]] && LC_ALL=C grep -q '^[ -~]*$' <<<"$msg"; then ok; else bad "long message cleaned: ${#msg} '$msg'"; fi
+has "long message, others run" 'kernel.simdgroup_reduction=pass'
+run CAPSCAN_FAKE_METAL_KERNELS=bfloat=compile-error CAPSCAN_FAKE_METAL_COMPILE_ERROR="$long" -- ./capscan-probe --kernels --json
+kjson "long message json" 'assert len(k["bfloat"]["message"]) == 300 and k["bfloat"]["message"].isascii()'
+
+run CAPSCAN_FAKE_METAL_KERNELS=simdgroup_mm=fail,bfloat=compile-error -- ./capscan-probe --kernels
+has "per capability" 'kernel.simdgroup_reduction=pass'
+has "per capability" 'kernel.simdgroup_mm=fail'
+has "per capability" 'kernel.simdgroup_mm.message=simdgroup_float8x8: expected 21 got 22 at 9'
+has "per capability" 'kernel.bfloat=compile-error'
+lacks "per capability" 'kernel.simdgroup_reduction.message'
+
+# timeout: the command buffer never completes; done within the 1500 ms deadline
+t0=$(now_ms)
+run CAPSCAN_PROBE_KERNEL_TIMEOUT_MS=1500 CAPSCAN_FAKE_METAL_KERNELS=timeout -- ./capscan-probe --kernels
+t=$(( $(now_ms) - t0 ))
+if [ "$rc" = 0 ] && [ "$t" -lt 2500 ]; then ok; else bad "timeout: rc=$rc after ${t} ms"; fi
+for c in $KNAMES; do has timeout "kernel.$c=timeout"; done
+has timeout 'kernel.simdgroup_reduction.message=the command buffer did not complete before the deadline (status 2)'
+has timeout 'kernel.bfloat.message=not run before the deadline: an earlier kernel timed out'
+el=$(sed -n 's/^kernel\.elapsed_ms=//p' <<<"$out")
+if [ "$el" -ge 1000 ] && [ "$el" -le 1500 ]; then ok; else bad "timeout elapsed_ms=$el"; fi
+run CAPSCAN_PROBE_KERNEL_TIMEOUT_MS=1500 CAPSCAN_FAKE_METAL_KERNELS=timeout -- ./capscan-probe --json --kernels
+kjson "timeout json" 'assert all(k[c]["result"] == "timeout" for c in ("simdgroup_reduction", "simdgroup_mm", "bfloat"))'
+# only bfloat stuck: the others still pass
+run CAPSCAN_PROBE_KERNEL_TIMEOUT_MS=1500 CAPSCAN_FAKE_METAL_KERNELS=bfloat=timeout -- ./capscan-probe --kernels
+has "bfloat timeout" 'kernel.simdgroup_mm=pass'; has "bfloat timeout" 'kernel.bfloat=timeout'
+
+# hang: the child never returns from a call; the parent kills it at the deadline
+t0=$(now_ms)
+run CAPSCAN_PROBE_KERNEL_TIMEOUT_MS=1500 CAPSCAN_FAKE_METAL_KERNELS=hang -- ./capscan-probe --kernels
+t=$(( $(now_ms) - t0 ))
+if [ "$rc" = 0 ] && [ "$t" -lt 2500 ]; then ok; else bad "hang: rc=$rc after ${t} ms"; fi
+has hang 'kernel.simdgroup_reduction=timeout'
+has hang 'kernel.simdgroup_reduction.message=no result within 1500 ms (the check was killed while running this kernel)'
+has hang 'kernel.bfloat.message=no result within 1500 ms (the check was killed before this kernel ran)'
+has hang 'supports_family.1005=true'   # the parent's own answers still printed
+
+# crash: the child dies by SIGSEGV; the probe itself exits 0
+run CAPSCAN_FAKE_METAL_KERNELS=crash -- ./capscan-probe --kernels
+if [ "$rc" = 0 ]; then ok; else bad "crash: exit $rc"; fi
+same_k crash "kernel.msl_version=3.2
+kernel.simdgroup_reduction=fail
+kernel.simdgroup_reduction.message=the check died by signal 11 (SIGSEGV) while running this kernel; stderr: libfakemetal: simulated fault in dispatchThreadgroups:threadsPerThreadgroup:
+kernel.simdgroup_mm=fail
+kernel.simdgroup_mm.message=the check died by signal 11 (SIGSEGV) before this kernel ran
+kernel.bfloat=fail
+kernel.bfloat.message=the check died by signal 11 (SIGSEGV) before this kernel ran
+kernel.elapsed_ms=N"
+run CAPSCAN_FAKE_METAL_KERNELS=crash -- ./capscan-probe --kernels --json
+if [ "$rc" = 0 ]; then ok; else bad "crash json: exit $rc"; fi
+kjson "crash json" 'assert all(k[c]["result"] == "fail" and "SIGSEGV" in k[c]["message"] for c in ("simdgroup_reduction", "simdgroup_mm", "bfloat"))'
+run CAPSCAN_FAKE_METAL_KERNELS=bfloat=crash -- ./capscan-probe --kernels
+has "bfloat crash" 'kernel.simdgroup_reduction=pass'; has "bfloat crash" 'kernel.simdgroup_mm=pass'
+has "bfloat crash" 'kernel.bfloat.message=the check died by signal 11 (SIGSEGV) while running this kernel; stderr: libfakemetal: simulated fault in dispatchThreadgroups:threadsPerThreadgroup:'
+# the child's stderr stays out of the caller's
+e=$(env -i PATH="$PATH" CAPSCAN_FAKE_METAL_KERNELS=crash ./capscan-probe --kernels 2>&1 >/dev/null)
+if [ -z "$e" ]; then ok; else bad "crash: child stderr leaked: $e"; fi
+
+# MSL 3.1 unavailable (macOS 13): bfloat not-run, the others run
+run CAPSCAN_FAKE_OS_VERSION=13.6.1 -- ./capscan-probe --kernels
+same_k "macOS 13" "kernel.msl_version=3.0
+kernel.simdgroup_reduction=pass
+kernel.simdgroup_mm=pass
+kernel.bfloat=not-run
+kernel.bfloat.message=bfloat needs MSL 3.1 (macOS 14 or later); this is macOS 13.6.1
+kernel.elapsed_ms=N"
+run CAPSCAN_FAKE_OS_VERSION=14.7 -- ./capscan-probe --kernels
+has "macOS 14" 'kernel.msl_version=3.1'; has "macOS 14" 'kernel.bfloat=pass'
+
+# sysctl names unavailable / a bare-metal host
+run CAPSCAN_FAKE_CPU_BRAND= CAPSCAN_FAKE_HV_VMM_PRESENT= CAPSCAN_FAKE_OS_VERSION= -- ./capscan-probe --kernels
+has "no sysctl" 'cpu_brand='; has "no sysctl" 'hv_vmm_present='; has "no sysctl" 'kernel.msl_version='
+has "no sysctl" 'kernel.bfloat=pass'
+run CAPSCAN_FAKE_CPU_BRAND= CAPSCAN_FAKE_HV_VMM_PRESENT= CAPSCAN_FAKE_OS_VERSION= -- ./capscan-probe --kernels --json
+kjson "no sysctl json" 'assert d["cpu_brand"] == "" and d["hv_vmm_present"] is None and k["msl_version"] is None'
+run CAPSCAN_FAKE_METAL_DEVICE=m1-ultra CAPSCAN_FAKE_CPU_BRAND='Apple M1 Ultra' CAPSCAN_FAKE_HV_VMM_PRESENT=0 -- ./capscan-probe --json
+if python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); assert d["cpu_brand"] == "Apple M1 Ultra" and d["hv_vmm_present"] is False' <<<"$out"; then ok; else bad "host json"; fi
+
+# a device without the compute selectors; no device; usage
+run CAPSCAN_FAKE_METAL_DEVICE=incomplete -- ./capscan-probe --kernels
+for c in $KNAMES; do has incomplete "kernel.$c=not-run"; done
+has incomplete 'kernel.bfloat.message=the Metal device does not answer newLibraryWithSource:options:error:'
+run CAPSCAN_FAKE_METAL_DEVICE=none -- ./capscan-probe --kernels
+if [ "$rc" = 1 ] && [ "$out" = "Metal device unavailable" ]; then ok; else bad "kernels, no device: rc=$rc out=$out"; fi
+for args in "--kernels --kernels" "--json --json" "--kernels --bogus" "kernels"; do
+    # shellcheck disable=SC2086
+    run -- ./capscan-probe $args
+    if [ "$rc" = 2 ] && [ "$out" = "usage: capscan-probe [--json] [--kernels]" ]; then ok; else bad "usage '$args': rc=$rc"; fi
+done
+# malformed timeouts fall back to the default (the pass run is fast either way)
+for v in '' 0 abc 600001 -5 1500ms; do
+    run CAPSCAN_PROBE_KERNEL_TIMEOUT_MS="$v" -- ./capscan-probe --kernels
+    has "timeout '$v'" 'kernel.bfloat=pass'
+done
+
+# injected: the kernels run on the patched device, the claims change, the kernel answers do not
+run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- ./capscan-probe --kernels
+has "kernels injected" 'supports_family.1007=true'
+for c in $KNAMES; do has "kernels injected" "kernel.$c=pass"; done
+count "kernels injected" '[capscan-interposer] enabled for capscan-probe' 1   # the parent's device only
+
+# the kernel sources: the constructs llama.cpp gates on, embedded in the probe
+K=../../src/kernels
+for want in 'simd_sum(' 'simd_max('; do
+    if grep -qF -- "$want" $K/simdgroup_reduction.metal; then ok; else bad "simdgroup_reduction.metal lacks $want"; fi
+done
+for want in simdgroup_float8x8 simdgroup_half8x8 'simdgroup_load(' 'simdgroup_multiply_accumulate(' 'simdgroup_store('; do
+    if grep -qF -- "$want" $K/simdgroup_mm.metal; then ok; else bad "simdgroup_mm.metal lacks $want"; fi
+done
+for want in 'bfloat b' '(float) b' '__METAL_VERSION__ < 310'; do
+    if grep -qF -- "$want" $K/bfloat.metal; then ok; else bad "bfloat.metal lacks $want"; fi
+done
+if ! grep -q bfloat $K/simdgroup_reduction.metal $K/simdgroup_mm.metal; then ok; else bad "bfloat outside its own library"; fi
+for want in 'kernel void capscan_simdgroup_reduction(' 'simdgroup_multiply_accumulate(fc, fa, fb, fc);' 'const bfloat b = (bfloat) src[tiitg];'; do
+    if grep -aqF -- "$want" ./capscan-probe; then ok; else bad "probe binary lacks the embedded source: $want"; fi
+done
+for f in ../macos-obj/capscan-probe.arm64 ../macos-obj/capscan-probe.x86_64; do
+    if grep -aqF 'simdgroup_half8x8 ha, hb, hc;' "$f"; then ok; else bad "$f lacks the embedded source"; fi
+done
+
 # 16. the same paths with every piece under ASan+UBSan
 ASAN=../linux-asan
 AOPT='ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:halt_on_error=1'
@@ -186,6 +373,12 @@ if [ "$rc" = 0 ]; then ok; else bad "asan fallback exit $rc"; fi
 run "$AOPT" "$UOPT" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- $ASAN/dlopen-late "$PWD/$ASAN/libcapscan_interposer.so"
 has "asan not interposed" "$OFF_INIT"; has "asan not interposed" 'apple7=1 apple8=0 metal3=0 tg=32768'
 if [ "$rc" = 0 ]; then ok; else bad "asan dlopen-late exit $rc"; fi
+for mode in pass fail compile-error crash timeout; do
+    run "$AOPT" "$UOPT" CAPSCAN_PROBE_KERNEL_TIMEOUT_MS=1500 CAPSCAN_FAKE_METAL_KERNELS=$mode -- $ASAN/capscan-probe --kernels --json
+    lacks "asan probe $mode" 'ERROR: AddressSanitizer'; lacks "asan probe $mode" 'runtime error'
+    if [ "$rc" = 0 ]; then ok; else bad "asan probe $mode exit $rc"; fi
+    kjson "asan probe $mode" 'assert k["simdgroup_reduction"]["result"] == {"pass": "pass", "fail": "fail", "compile-error": "compile-error", "crash": "fail", "timeout": "timeout"}["'$mode'"]'
+done
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

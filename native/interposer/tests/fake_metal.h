@@ -15,10 +15,48 @@
  * Like Metal's, the concrete device classes inherit from a private base
  * class _MTLDevice, and every factory calls -[_MTLDevice
  * initGPUFamilySupport] while it creates the device (the hook point of the
- * published shims). */
+ * published shims).
+ *
+ * For capscan-probe --kernels the base device also compiles and runs
+ * "libraries": newLibraryWithSource:options:error: (NSString source,
+ * MTLCompileOptions with a languageVersion) gives a library whose
+ * newFunctionWithName: finds the `kernel void <name>(` in the source; then
+ * pipeline, queue, command buffer, compute encoder and shared buffers, and
+ * commit computes the probe's three kernels on the CPU (simd_sum/simd_max
+ * over 32 lanes, the 8x8 float and half multiply-accumulate, the float ->
+ * bfloat -> float round trip, round to nearest even).  The command buffer
+ * reports Scheduled on the first status poll and Completed after that.  A
+ * source using bfloat with a languageVersion below 3.1 does not compile.
+ *
+ * CAPSCAN_FAKE_METAL_KERNELS selects what the kernels do:
+ *   pass (default)   correct numbers
+ *   fail             wrong numbers (simd_sum lane 3 gives 0; float8x8 element
+ *                    9 is off by one; bfloat passes floats through unrounded)
+ *   compile-error    newLibraryWithSource returns nil and an NSError whose
+ *                    localizedDescription is a Metal-compiler-style message
+ *                    ("program_source:L:C: error: ...", with newlines)
+ *   timeout          the command buffer never completes (status stays 2)
+ *   crash            dispatchThreadgroups:threadsPerThreadgroup: writes a line
+ *                    to stderr and raises SIGSEGV
+ *   hang             newLibraryWithSource never returns (the probe's parent
+ *                    must kill its child)
+ * or per capability, e.g. "simdgroup_mm=fail,bfloat=compile-error"
+ * (capabilities simdgroup_reduction, simdgroup_mm, bfloat; unlisted ones
+ * pass).  The capability is recognised by the kernel's name in the source
+ * (capscan_simdgroup_reduction, capscan_simdgroup_mm, capscan_bfloat).
+ * CAPSCAN_FAKE_METAL_COMPILE_ERROR, when set, replaces the compile-error text
+ * (tests of the probe's cleaning: control characters, length).
+ *
+ * sysctlbyname (macOS has it, glibc does not) answers three names:
+ *   machdep.cpu.brand_string  CAPSCAN_FAKE_CPU_BRAND (default "Apple M1 Ultra (Virtual)")
+ *   kern.hv_vmm_present       CAPSCAN_FAKE_HV_VMM_PRESENT (int, default 1)
+ *   kern.osproductversion     CAPSCAN_FAKE_OS_VERSION (default "15.5")
+ * A variable set to the empty string makes its name unavailable (-1, ENOENT),
+ * as is every other name. */
 #ifndef CAPSCAN_FAKE_METAL_H
 #define CAPSCAN_FAKE_METAL_H
 
+#include <stddef.h>
 #include <objc/objc.h>
 
 __attribute__((objc_root_class))
@@ -63,7 +101,46 @@ __attribute__((objc_root_class))
 - (unsigned long long)recommendedMaxWorkingSetSize;
 - (BOOL)hasUnifiedMemory;
 - (unsigned long long)registryID;
+- (id)newLibraryWithSource:(id)source options:(id)options error:(id *)error;
+- (id)newComputePipelineStateWithFunction:(id)function error:(id *)error;
+- (id)newCommandQueue;
+- (id)newBufferWithBytes:(const void *)bytes length:(unsigned long)length options:(unsigned long)options;
 @end
+
+/* Foundation and Metal classes the probe looks up by name. */
+@interface NSString : FakeMTLObject
+{
+@public
+    char *utf8;
+}
++ (id)stringWithUTF8String:(const char *)text;
+- (const char *)UTF8String;
+@end
+
+@interface NSError : FakeMTLObject
+{
+@public
+    id description;
+    long code;
+}
+- (id)localizedDescription;
+- (long)code;
+@end
+
+@interface MTLCompileOptions : FakeMTLObject
+{
+@public
+    unsigned long languageVersion;
+}
+- (void)setLanguageVersion:(unsigned long)version;
+- (unsigned long)languageVersion;
+@end
+
+typedef struct {
+    unsigned long width, height, depth;
+} FakeMTLSize;
+
+int sysctlbyname(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 
 id MTLCreateSystemDefaultDevice(void);
 id MTLCopyAllDevices(void);

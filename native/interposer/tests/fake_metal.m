@@ -1,6 +1,13 @@
-/* libfakemetal.so: fake Metal device classes and factory functions. */
+/* libfakemetal.so: fake Metal device classes and factory functions, the
+ * compute path capscan-probe --kernels drives, and sysctlbyname (see
+ * fake_metal.h for the environment variables). */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <objc/runtime.h>
 
 #include "fake_metal.h"
@@ -56,6 +63,500 @@ static const struct profile m1_ultra = {
 }
 @end
 
+/* ------------------------------------------------------------ --kernels */
+
+enum { CAP_REDUCTION, CAP_MM, CAP_BFLOAT, CAP_COUNT, CAP_NONE = -1 };
+static const char *const cap_names[CAP_COUNT] = {"simdgroup_reduction", "simdgroup_mm", "bfloat"};
+static const char *const cap_functions[CAP_COUNT] = {
+    "capscan_simdgroup_reduction", "capscan_simdgroup_mm", "capscan_bfloat"
+};
+enum { MODE_PASS, MODE_FAIL, MODE_COMPILE_ERROR, MODE_TIMEOUT, MODE_CRASH, MODE_HANG };
+
+static int parse_mode(const char *word, size_t n)
+{
+    static const char *const names[] = {"pass", "fail", "compile-error", "timeout", "crash", "hang"};
+    unsigned i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == n && strncmp(word, names[i], n) == 0)
+            return (int)i;
+    static int warned;
+    if (!warned++)
+        fprintf(stderr, "libfakemetal: unknown CAPSCAN_FAKE_METAL_KERNELS mode '%.*s' (using pass)\n", (int)n, word);
+    return MODE_PASS;
+}
+
+/* CAPSCAN_FAKE_METAL_KERNELS: one mode for all, or cap=mode,cap=mode. */
+static int kernel_mode(int cap)
+{
+    const char *spec = getenv("CAPSCAN_FAKE_METAL_KERNELS");
+    const char *item;
+
+    if (!spec || !*spec || cap == CAP_NONE)
+        return MODE_PASS;
+    if (!strchr(spec, '='))
+        return parse_mode(spec, strlen(spec));
+    for (item = spec; *item; ) {
+        const char *end = strchr(item, ',');
+        const char *eq = strchr(item, '=');
+        size_t len = end ? (size_t)(end - item) : strlen(item);
+        if (eq && eq < item + len && (size_t)(eq - item) == strlen(cap_names[cap]) &&
+            strncmp(item, cap_names[cap], (size_t)(eq - item)) == 0)
+            return parse_mode(eq + 1, len - (size_t)(eq + 1 - item));
+        item += len;
+        if (*item == ',')
+            item++;
+    }
+    return MODE_PASS;
+}
+
+static id fake_error(const char *text, long code)
+{
+    NSError *e = [NSError new];
+    e->description = [NSString stringWithUTF8String:text];
+    e->code = code;
+    return e;
+}
+
+/* "program_source:L:C: error: TEXT\n<the line>\n<caret>\n", like Metal's compiler. */
+static id compile_error(const char *source, const char *token, const char *text)
+{
+    const char *at = strstr(source, token);
+    const char *line = source;
+    const char *p;
+    const char *eol;
+    int row = 1;
+    char message[1024];
+
+    if (!at)
+        at = source;
+    for (p = source; p < at; p++)
+        if (*p == '\n') {
+            row++;
+            line = p + 1;
+        }
+    eol = strchr(at, '\n');
+    if (!eol)
+        eol = at + strlen(at);
+    snprintf(message, sizeof message, "program_source:%d:%d: error: %s\n%.*s\n%*s^\n",
+             row, (int)(at - line) + 1, text, (int)(eol - line), line, (int)(at - line), "");
+    return fake_error(message, 3);   /* MTLLibraryErrorCompileFailure */
+}
+
+@interface FakeMTLLibrary : FakeMTLObject
+{
+@public
+    char *source;
+    int cap;
+}
+- (id)newFunctionWithName:(id)name;
+@end
+
+@interface FakeMTLFunction : FakeMTLObject
+{
+@public
+    int cap;
+    id name;
+}
+- (id)name;
+@end
+
+@interface FakeMTLComputePipelineState : FakeMTLObject
+{
+@public
+    int cap;
+}
+- (unsigned long)threadExecutionWidth;
+- (unsigned long)maxTotalThreadsPerThreadgroup;
+@end
+
+@interface FakeMTLBuffer : FakeMTLObject
+{
+@public
+    unsigned char *bytes;
+    unsigned long length;
+}
+- (void *)contents;
+- (unsigned long)length;
+@end
+
+@interface FakeMTLComputeCommandEncoder : FakeMTLObject
+{
+@public
+    id command_buffer;
+    FakeMTLComputePipelineState *pipeline;
+    FakeMTLBuffer *buffers[4];
+    int dispatched;
+    FakeMTLSize groups, threads;
+}
+- (void)setComputePipelineState:(id)pipeline;
+- (void)setBuffer:(id)buffer offset:(unsigned long)offset atIndex:(unsigned long)index;
+- (void)dispatchThreadgroups:(FakeMTLSize)groups threadsPerThreadgroup:(FakeMTLSize)threads;
+- (void)endEncoding;
+@end
+
+@interface FakeMTLCommandBuffer : FakeMTLObject
+{
+@public
+    FakeMTLComputeCommandEncoder *encoder;
+    int committed;
+    int stuck;
+    int polls;
+}
+- (id)computeCommandEncoder;
+- (void)commit;
+- (unsigned long)status;
+- (id)error;
+@end
+
+@interface FakeMTLCommandQueue : FakeMTLObject
+- (id)commandBuffer;
+@end
+
+@implementation NSString
++ (id)stringWithUTF8String:(const char *)text
+{
+    NSString *s = [self new];
+    s->utf8 = strdup(text ? text : "");
+    return s;
+}
+- (const char *)UTF8String
+{
+    return utf8;
+}
+@end
+
+@implementation NSError
+- (id)localizedDescription
+{
+    return description;
+}
+- (long)code
+{
+    return code;
+}
+@end
+
+@implementation MTLCompileOptions
+- (void)setLanguageVersion:(unsigned long)version
+{
+    languageVersion = version;
+}
+- (unsigned long)languageVersion
+{
+    return languageVersion;
+}
+@end
+
+static int source_cap(const char *source)
+{
+    int i;
+    for (i = 0; i < CAP_COUNT; i++)
+        if (strstr(source, cap_functions[i]))
+            return i;
+    return CAP_NONE;
+}
+
+static id fake_new_library(id source, id options, id *error)
+{
+    const char *text = source ? [(NSString *)source UTF8String] : NULL;
+    unsigned long version = options ? ((MTLCompileOptions *)options)->languageVersion : 0;
+    FakeMTLLibrary *library;
+    int cap;
+
+    if (error)
+        *error = nil;
+    if (!text) {
+        if (error)
+            *error = fake_error("source is nil", 1);
+        return nil;
+    }
+    cap = source_cap(text);
+    switch (kernel_mode(cap)) {
+    case MODE_HANG:
+        for (;;)
+            sleep(1);
+    case MODE_COMPILE_ERROR:
+        if (error && getenv("CAPSCAN_FAKE_METAL_COMPILE_ERROR"))
+            *error = fake_error(getenv("CAPSCAN_FAKE_METAL_COMPILE_ERROR"), 3);
+        else if (error)
+            *error = cap == CAP_REDUCTION ? compile_error(text, "simd_sum(v)", "use of undeclared identifier 'simd_sum'")
+                   : cap == CAP_MM ? compile_error(text, "simdgroup_float8x8 fa", "unknown type name 'simdgroup_float8x8'")
+                   : compile_error(text, "bfloat b", "unknown type name 'bfloat'");
+        return nil;
+    default:
+        break;
+    }
+    /* bfloat arrived with MSL 3.1 (MTLLanguageVersion3_1 = 0x30001). */
+    if (strstr(text, "bfloat b") && version < 0x30001) {
+        if (error)
+            *error = compile_error(text, "#error", "\"bfloat needs Metal Shading Language 3.1\"");
+        return nil;
+    }
+    library = [FakeMTLLibrary new];
+    library->source = strdup(text);
+    library->cap = cap;
+    return library;
+}
+
+@implementation FakeMTLLibrary
+- (id)newFunctionWithName:(id)name
+{
+    const char *wanted = name ? [(NSString *)name UTF8String] : "";
+    char pattern[256];
+    FakeMTLFunction *f;
+
+    snprintf(pattern, sizeof pattern, "kernel void %s(", wanted);
+    if (!strstr(source, pattern))
+        return nil;
+    f = [FakeMTLFunction new];
+    f->cap = cap;
+    f->name = name;
+    return f;
+}
+@end
+
+@implementation FakeMTLFunction
+- (id)name
+{
+    return name;
+}
+@end
+
+static id fake_new_pipeline(id function, id *error)
+{
+    FakeMTLComputePipelineState *p;
+    if (error)
+        *error = nil;
+    if (!function) {
+        if (error)
+            *error = fake_error("function is nil", 1);
+        return nil;
+    }
+    p = [FakeMTLComputePipelineState new];
+    p->cap = ((FakeMTLFunction *)function)->cap;
+    return p;
+}
+
+@implementation FakeMTLComputePipelineState
+- (unsigned long)threadExecutionWidth
+{
+    return 32;
+}
+- (unsigned long)maxTotalThreadsPerThreadgroup
+{
+    return 1024;
+}
+@end
+
+static id fake_new_buffer(const void *bytes, unsigned long length, unsigned long options)
+{
+    FakeMTLBuffer *b = [FakeMTLBuffer new];
+    (void)options;
+    b->bytes = calloc(1, length ? length : 1);
+    b->length = length;
+    if (bytes)
+        memcpy(b->bytes, bytes, length);
+    return b;
+}
+
+@implementation FakeMTLBuffer
+- (void *)contents
+{
+    return bytes;
+}
+- (unsigned long)length
+{
+    return length;
+}
+@end
+
+/* float -> bfloat -> float, round to nearest even (NaN kept quiet). */
+static float bfloat_round_trip(float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+        bits |= 0x00400000u;
+    else
+        bits += 0x7fffu + ((bits >> 16) & 1u);
+    bits &= 0xffff0000u;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+static float *floats(FakeMTLBuffer *b, unsigned long count)
+{
+    return b && b->length >= count * sizeof(float) ? (float *)b->bytes : NULL;
+}
+
+/* What the GPU would compute for the probe's kernels (src/kernels/\*.metal). */
+static void run_on_cpu(FakeMTLComputeCommandEncoder *e)
+{
+    int cap = e->pipeline ? e->pipeline->cap : CAP_NONE;
+    int fail = kernel_mode(cap) == MODE_FAIL;
+    unsigned long per_group = e->threads.width * e->threads.height * e->threads.depth;
+    unsigned long t, k;
+
+    if (!e->dispatched || per_group == 0 || per_group > 1024)
+        return;
+    if (cap == CAP_REDUCTION) {
+        /* each threadgroup writes dst[tiitg] and dst[32 + tiitg] (threads <= 32 here) */
+        float *src = floats(e->buffers[0], per_group < 32 ? per_group : 32);
+        float *dst = floats(e->buffers[1], 64);
+        float sum = 0, max;
+        unsigned long lanes = per_group < 32 ? per_group : 32;
+        if (!src || !dst)
+            return;
+        max = src[0];
+        for (t = 0; t < lanes; t++) {
+            sum += src[t];
+            if (src[t] > max)
+                max = src[t];
+        }
+        for (t = 0; t < lanes; t++) {
+            dst[t] = sum;
+            dst[32 + t] = max;
+        }
+        if (fail && lanes > 3)
+            dst[3] = 0;
+    } else if (cap == CAP_MM) {
+        float *src = floats(e->buffers[0], 192);
+        float *dst = floats(e->buffers[1], 128);
+        if (!src || !dst || per_group < 32)
+            return;   /* simdgroup matrices need a whole SIMD group */
+        for (t = 0; t < 64; t++) {
+            float d = src[128 + t];
+            for (k = 0; k < 8; k++)
+                d += src[(t / 8) * 8 + k] * src[64 + k * 8 + t % 8];
+            dst[t] = d;
+            dst[64 + t] = d;   /* small integers: exact in half too */
+        }
+        if (fail)
+            dst[9] += 1;
+    } else if (cap == CAP_BFLOAT) {
+        unsigned long lanes = per_group < 32 ? per_group : 32;
+        float *src = floats(e->buffers[0], lanes);
+        float *dst = floats(e->buffers[1], lanes);
+        if (!src || !dst)
+            return;
+        for (t = 0; t < lanes; t++)
+            dst[t] = fail ? src[t] : bfloat_round_trip(src[t]);
+    }
+}
+
+@implementation FakeMTLComputeCommandEncoder
+- (void)setComputePipelineState:(id)p
+{
+    pipeline = p;
+}
+- (void)setBuffer:(id)buffer offset:(unsigned long)offset atIndex:(unsigned long)index
+{
+    (void)offset;
+    if (index < 4)
+        buffers[index] = buffer;
+}
+- (void)dispatchThreadgroups:(FakeMTLSize)g threadsPerThreadgroup:(FakeMTLSize)t
+{
+    if (kernel_mode(pipeline ? pipeline->cap : CAP_NONE) == MODE_CRASH) {
+        static const char note[] = "libfakemetal: simulated fault in dispatchThreadgroups:threadsPerThreadgroup:\n";
+        if (write(2, note, sizeof note - 1) < 0)
+            abort();
+        signal(SIGSEGV, SIG_DFL);   /* a real fault, whatever handlers are installed */
+        raise(SIGSEGV);
+    }
+    groups = g;
+    threads = t;
+    dispatched = 1;
+}
+- (void)endEncoding
+{
+}
+@end
+
+@implementation FakeMTLCommandBuffer
+- (id)computeCommandEncoder
+{
+    encoder = [FakeMTLComputeCommandEncoder new];
+    encoder->command_buffer = self;
+    return encoder;
+}
+- (void)commit
+{
+    committed = 1;
+    if (encoder && kernel_mode(encoder->pipeline ? encoder->pipeline->cap : CAP_NONE) == MODE_TIMEOUT) {
+        stuck = 1;
+        return;
+    }
+    if (encoder)
+        run_on_cpu(encoder);
+}
+/* MTLCommandBufferStatus: 0 NotEnqueued, 2 Committed, 3 Scheduled, 4 Completed. */
+- (unsigned long)status
+{
+    if (!committed)
+        return 0;
+    if (stuck)
+        return 2;
+    return polls++ == 0 ? 3 : 4;
+}
+- (id)error
+{
+    return nil;
+}
+@end
+
+@implementation FakeMTLCommandQueue
+- (id)commandBuffer
+{
+    return [FakeMTLCommandBuffer new];
+}
+@end
+
+/* ------------------------------------------------------------ sysctlbyname */
+
+static int sysctl_answer(const void *value, size_t size, void *oldp, size_t *oldlenp)
+{
+    if (!oldlenp) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!oldp) {
+        *oldlenp = size;
+        return 0;
+    }
+    if (*oldlenp < size) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy(oldp, value, size);
+    *oldlenp = size;
+    return 0;
+}
+
+int sysctlbyname(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+{
+    const char *value;
+
+    (void)newp;
+    (void)newlen;
+    if (strcmp(name, "machdep.cpu.brand_string") == 0 || strcmp(name, "kern.osproductversion") == 0) {
+        int brand = name[0] == 'm';
+        value = getenv(brand ? "CAPSCAN_FAKE_CPU_BRAND" : "CAPSCAN_FAKE_OS_VERSION");
+        if (!value)
+            value = brand ? "Apple M1 Ultra (Virtual)" : "15.5";
+        if (*value)
+            return sysctl_answer(value, strlen(value) + 1, oldp, oldlenp);
+    } else if (strcmp(name, "kern.hv_vmm_present") == 0) {
+        value = getenv("CAPSCAN_FAKE_HV_VMM_PRESENT");
+        if (!value || *value) {
+            int present = value ? atoi(value) : 1;
+            return sysctl_answer(&present, sizeof present, oldp, oldlenp);
+        }
+    }
+    errno = ENOENT;
+    return -1;
+}
+
 @implementation _MTLDevice
 - (void)initGPUFamilySupport
 {
@@ -88,6 +589,22 @@ static const struct profile m1_ultra = {
 - (unsigned long long)registryID
 {
     return 4242;
+}
+- (id)newLibraryWithSource:(id)source options:(id)options error:(id *)error
+{
+    return fake_new_library(source, options, error);
+}
+- (id)newComputePipelineStateWithFunction:(id)function error:(id *)error
+{
+    return fake_new_pipeline(function, error);
+}
+- (id)newCommandQueue
+{
+    return [FakeMTLCommandQueue new];
+}
+- (id)newBufferWithBytes:(const void *)bytes length:(unsigned long)length options:(unsigned long)options
+{
+    return fake_new_buffer(bytes, length, options);
 }
 @end
 
