@@ -207,6 +207,12 @@ class RunFacts(_Record):
     ollama_app: bool | None = None
     model_device: str | None = None
     probe: dict[int, bool] | None = None  # family code -> supportsFamily answer
+    # capscan-probe --kernels: per capability llama.cpp gates on (simdgroup_reduction, simdgroup_mm, bfloat),
+    # {"result": pass|fail|compile-error|timeout|not-run, "message", "line"}; None: no kernel check shown
+    kernels: dict[str, dict] | None = None
+    kernel_msl_version: str | None = None  # the Metal language version the checks were compiled for
+    kernel_elapsed_ms: int | None = None
+    hv_vmm_present: bool | None = None  # sysctl kern.hv_vmm_present, as capscan-probe printed it
     sysprof_chipsets: list[str] = Field(default_factory=list)
     sysprof_metal: str | None = None
     processes: list[str] = Field(default_factory=list)

@@ -129,13 +129,16 @@ def test_linux_target_builds_the_stand_ins(built):
 # --------------------------------------------------------------------------- probe
 
 
+_ARCH = {"aarch64": "arm64", "arm64": "arm64"}.get(__import__("platform").machine(), "x86_64")
+
+
 def test_probe_key_value_format_is_exact(built):
     r = run_linux("capscan-probe")
     assert r.returncode == 0 and r.stderr == ""
     expected = ["probe=capscan-probe 1", "device=Apple Paravirtual device"]
     expected += [f"supports_family.{f}={'true' if f in PARAVIRTUAL_TRUE else 'false'}" for f in FAMILIES]
     expected += ["max_threadgroup_memory=32768", "recommended_max_working_set_size=11453251584",
-                 "has_unified_memory=true"]
+                 "has_unified_memory=true", "cpu_brand=Apple M1 Ultra (Virtual)", f"arch={_ARCH}", "hv_vmm_present=1"]
     assert r.stdout.splitlines() == expected
 
 
@@ -145,7 +148,8 @@ def test_probe_json_is_one_object(built):
     assert len(r.stdout.splitlines()) == 1
     d = json.loads(r.stdout)
     assert list(d) == ["probe", "version", "device", "supports_family", "max_threadgroup_memory",
-                       "recommended_max_working_set_size", "has_unified_memory"]
+                       "recommended_max_working_set_size", "has_unified_memory", "cpu_brand", "arch", "hv_vmm_present"]
+    assert (d["cpu_brand"], d["arch"], d["hv_vmm_present"]) == ("Apple M1 Ultra (Virtual)", _ARCH, True)
     assert d["probe"] == "capscan-probe" and d["version"] == 1
     assert d["device"] == "Apple Paravirtual device"
     assert d["supports_family"] == {str(f): f in PARAVIRTUAL_TRUE for f in FAMILIES}

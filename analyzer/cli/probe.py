@@ -17,10 +17,14 @@ from analyzer.cli.via import via_options
 @click.command("probe", context_settings={"ignore_unknown_options": True})
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False), default=None,
               help="Run this probe binary instead (e.g. the Linux fake in native/interposer/build/linux/).")
+@click.option("--kernels", is_flag=True,
+              help="Also compile and run one Metal kernel per capability llama.cpp gates on (simdgroup reduction, "
+                   "simdgroup matrix multiply, bfloat) and check the answers: proof of what the GPU computes "
+                   "correctly, not of its speed. macOS only (the Linux stand-in fakes it).")
 @click.argument("probe_args", nargs=-1, type=click.UNPROCESSED)
 @via_options
 @shared_options("db", "formats", "fail_on", "gha", "force")
-def probe(opts, probe_path, probe_args) -> None:
+def probe(opts, probe_path, kernels, probe_args) -> None:
     """Run the native capability probe, store its output as a run, print the diagnosis."""
     from analyzer.ingest import ingest
     from analyzer.read.reader import Input, InputError
@@ -39,6 +43,8 @@ def probe(opts, probe_path, probe_args) -> None:
     else:
         exe = Path(probe_path)
     args = [a for a in probe_args if a != "--"]
+    if kernels and "--kernels" not in args:
+        args.append("--kernels")
     result = runner.run([str(exe), *args])
     if result.stderr:
         click.echo(result.stderr.rstrip("\n"), err=True)

@@ -175,7 +175,8 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, inject_children, comman
                 extra={"stock_run_id": stock_id, "verdict": diag.get("verdict")})
     shim = stock.facts.shim.as_dict() if stock.facts.shim else None
     checks, inj, family, lib = run_preflight(db, cmd=cmd, family_spec=family_spec, diag=diag, stock_shim=shim,
-                                             dylib_path=dylib_path, runner=runner, inject_children=inject_children)
+                                             dylib_path=dylib_path, runner=runner, inject_children=inject_children,
+                                             kernels=True)
     bad = [c for c in checks if c.failed]
     if bad or inj is None or family is None or lib is None or lib.choice is None:
         _refuse(opts, f"{len(bad)} preflight check(s) failed; nothing was launched", checks=checks,
@@ -267,7 +268,7 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, inject_children,
     runner = Runner()
     checks, inj, family, lib = run_preflight(db, cmd=cmd or None, family_spec=family_spec, diag=diag,
                                              stock_shim=shim, dylib_path=dylib_path, runner=runner,
-                                             inject_children=inject_children)
+                                             inject_children=inject_children, kernels=True)
     if any(c.failed for c in checks) or family is None or lib is None or lib.choice is None or inj is None:
         _refuse(opts, "preflight failed; nothing printed", checks=checks)
     prefix = px.prefix_argv(inj, str(lib.choice.path), family, inject_children=inject_children)

@@ -44,7 +44,54 @@ def _probe_kv_events(line_no: int, text: str, key: str, value: str) -> list[Even
     if key == "has_unified_memory":
         b = to_bool(value)
         return [Event("probe.unified_memory", line_no, text, {"value": b})] if b is not None else []
+    return _host_and_kernel_events(line_no, text, key, value)
+
+
+KERNEL_CAPABILITIES = ("simdgroup_reduction", "simdgroup_mm", "bfloat")
+KERNEL_RESULTS = ("pass", "fail", "compile-error", "timeout", "not-run")
+MAX_MESSAGE = 300  # the probe prints at most 300 bytes of a compiler message
+
+
+def _host_and_kernel_events(line_no: int, text: str, key: str, value: str) -> list[Event]:
+    """capscan-probe's host lines (cpu_brand, arch, hv_vmm_present) and --kernels results."""
+    if key == "cpu_brand":  # machdep.cpu.brand_string: 'Apple M1 Ultra (Virtual)' in a guest
+        return [Event("host.processor", line_no, text, {"name": value})] if value else []
+    if key == "arch":
+        return [Event("app.arch", line_no, text, {"arch": value})] if value in ("arm64", "x86_64") else []
+    if key == "hv_vmm_present":
+        b = to_bool(value)
+        return [Event("probe.hv_vmm", line_no, text, {"value": b})] if b is not None else []
+    if not key.startswith("kernel."):
+        return []
+    name, _, sub = key[len("kernel."):].partition(".")
+    if name in KERNEL_CAPABILITIES and not sub:
+        if value not in KERNEL_RESULTS:
+            raise Rejected(f"unknown kernel result {value[:20]!r}")
+        return [Event("probe.kernel", line_no, text, {"capability": name, "result": value})]
+    if name in KERNEL_CAPABILITIES and sub == "message":
+        return [Event("probe.kernel_message", line_no, text, {"capability": name, "message": value[:MAX_MESSAGE]})]
+    if name == "msl_version" and not sub:
+        return [Event("probe.kernel_info", line_no, text, {"msl_version": value[:16] or None})]
+    if name == "elapsed_ms" and not sub:
+        n = to_int(value)
+        return [Event("probe.kernel_info", line_no, text, {"elapsed_ms": n})] if n is not None else []
     return []
+
+
+def _json_kernels(obj: dict) -> dict | None:
+    """capscan-probe --json --kernels: {"msl_version", "elapsed_ms", cap: {"result", "message"}}."""
+    k = obj.get("kernels")
+    if not isinstance(k, dict):
+        return None
+    out: dict = {"results": {}, "msl_version": k.get("msl_version") if isinstance(k.get("msl_version"), str) else None,
+                 "elapsed_ms": k.get("elapsed_ms") if type(k.get("elapsed_ms")) is int else None}
+    for cap in KERNEL_CAPABILITIES:
+        r = k.get(cap)
+        if isinstance(r, dict) and r.get("result") in KERNEL_RESULTS:
+            message = r.get("message")
+            out["results"][cap] = {"result": r["result"],
+                                   "message": message[:MAX_MESSAGE] if isinstance(message, str) else None}
+    return out
 
 
 class _CapscanProbeCollector:
@@ -120,6 +167,16 @@ def _probe_json(m: regex.Match) -> dict | None:
         out["working_set_mb"] = round(obj["recommended_max_working_set_size"] / 1e6, 2)
     if isinstance(obj.get("has_unified_memory"), bool):
         out["unified_memory"] = obj["has_unified_memory"]
+    brand = text_field(obj, "cpu_brand")
+    if brand:
+        out["cpu_brand"] = brand
+    if obj.get("arch") in ("arm64", "x86_64"):
+        out["arch"] = obj["arch"]
+    if isinstance(obj.get("hv_vmm_present"), bool):
+        out["hv_vmm_present"] = obj["hv_vmm_present"]
+    kernels = _json_kernels(obj)
+    if kernels is not None:
+        out["kernels"] = kernels
     return out
 
 
@@ -142,6 +199,14 @@ PROBE = Format(
         Sample('{"probe":"capscan-probe","version":1,"device":"Apple M1 Ultra","supports_family":{"1007":true,"1008":false},'
                '"max_threadgroup_memory":32768,"recommended_max_working_set_size":115448725504,"has_unified_memory":true}',
                "probe.json", {"name": "Apple M1 Ultra", "families": {1007: True, 1008: False}, "unified_memory": True}),
+        Sample('{"probe":"capscan-probe","version":1,"device":"Apple Paravirtual device","supports_family":{"1005":true,'
+               '"1006":false},"max_threadgroup_memory":32768,"recommended_max_working_set_size":11453251584,'
+               '"has_unified_memory":true,"cpu_brand":"Apple M1 Ultra (Virtual)","arch":"arm64","hv_vmm_present":true,'
+               '"kernels":{"msl_version":"3.1","elapsed_ms":142,"simdgroup_reduction":{"result":"pass","message":null},'
+               '"simdgroup_mm":{"result":"fail","message":"simdgroup_float8x8: expected 21 got 22 at 9"},'
+               '"bfloat":{"result":"not-run","message":null}}}',
+               "probe.json", {"name": "Apple Paravirtual device", "cpu_brand": "Apple M1 Ultra (Virtual)",
+                              "hv_vmm_present": True}),
     ),
 )
 

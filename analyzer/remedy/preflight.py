@@ -603,9 +603,24 @@ def banner_seen(text: str) -> bool:
 # --------------------------------------------------------------------------- all of it
 
 
+def check_kernels(db, runner: Runner, system: str) -> Check:
+    """capscan-probe --kernels in this guest, stock (analyzer.remedy.kernels); reused for the boot."""
+    from analyzer.remedy import kernels as km
+
+    probe, missing = km.probe_for_kernels(runner, system)
+    if probe is None:
+        return km.check(km.KernelCheck(error=missing))
+    return km.check(km.run_kernel_check(db, Runner(_without_injection(runner.env), timeout=60), probe, system))
+
+
+def _without_injection(env: Mapping[str, str]) -> dict[str, str]:
+    drop = set(plat.all_injection_vars()) | {plat.FAMILY_VAR, *plat.ALIAS_FAMILY_VARS}
+    return {k: v for k, v in env.items() if k not in drop}
+
+
 def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, stock_shim: dict | None,
                   dylib_path: str | None, runner: Runner, record_checksum: bool = True,
-                  inject_children: bool = False):
+                  inject_children: bool = False, kernels: bool = False):
     """Every check for launching cmd (or, with cmd None, for printing `remedy env` prefixes).
 
     Returns (checks, injection, family, DylibResult); the last three are None when
@@ -646,6 +661,8 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, st
         else:
             target = None
     checks.extend(check_already_injected(runner.env, stock_shim))
+    if kernels:  # before anything is injected: a GPU that fails the kernels is never given a higher family
+        checks.append(check_kernels(db, runner, system))
     lib = dylibmod.prepare(runner, inj, db, explicit=Path(dylib_path) if dylib_path else None,
                            may_record=record_checksum, tools=tools)
     checks.extend(lib.checks)

@@ -67,6 +67,8 @@ class Runner:
             return Completed(args, 126, "", f"{args[0]}: permission denied")
         except subprocess.TimeoutExpired:
             return Completed(args, 124, "", f"{args[0]}: timed out")
+        except OSError as exc:  # e.g. a Mach-O on Linux (exec format error): a result, never a traceback
+            return Completed(args, 126, "", f"{args[0]}: cannot execute ({exc.strerror or exc})")
         return Completed(args, proc.returncode, proc.stdout, proc.stderr)
 
     def passthrough(self, argv: Sequence[str]) -> int:

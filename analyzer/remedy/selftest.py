@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import analyzer
 from analyzer.remedy import dylib as dylibmod
+from analyzer.remedy import kernels as km
 from analyzer.remedy import launch as L
 from analyzer.remedy import platform as plat
 from analyzer.remedy import preflight as pf
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 WORKS, OFF, HARDENED, ARM64E, NOT_VM, INCONCLUSIVE = (
     "works", "interposing-disabled", "refused-by-hardened-runtime", "arm64e-missing", "not-a-vm", "inconclusive")
+KERNELS_FAIL, OVERCLAIM = "kernels-fail", "claims-beyond-kernels"
 MEANING = {
     WORKS: "the interposer loaded and the paravirtual device now answers the host chip's family: llama.cpp's fast "
            "Metal kernels can run (capscan remedy run -- llama-bench ... shows the speed-up)",
@@ -54,6 +56,10 @@ MEANING = {
             "on a Mac; the prebuilt one capscan ships has arm64 + x86_64 only) or start the program directly",
     NOT_VM: "this is bare metal: the GPU already reports its real family, so there is nothing to fix",
     INCONCLUSIVE: "the self-test could not decide; the reason and the stored runs say what happened",
+    KERNELS_FAIL: "the GPU behind this VM failed a kernel llama.cpp's fast paths use (capscan-probe --kernels), so "
+                  "nothing was injected: forcing the family would give wrong results or crash",
+    OVERCLAIM: "with the interposer loaded the device answers families whose kernels did not pass here: the cap "
+               "claims more than the hardware runs; choose a lower --family",
 }
 SEND_BACK = ("attach `capscan remedy selftest --json` to an issue: it holds the verdict, the capability matrix, "
              "the interposer's own lines and the machine's facts, and no path or prompt beyond what you passed")
@@ -83,6 +89,14 @@ class ProbeRun:
     def supports(self, family: int) -> bool | None:
         v = self.values.get(f"supports_family.{family}")
         return None if v is None else v == "true"
+
+    def kernels(self, db: Database) -> km.KernelCheck:
+        """The kernel results this probe run printed (``--kernels``), read back from its stored run."""
+        for rid in reversed(self.run_ids):
+            found = km.from_run(db, rid)
+            if found is not None:
+                return found
+        return km.KernelCheck(error="this probe run printed no kernel results")
 
     @property
     def interposer_lines(self) -> list[str]:
@@ -119,6 +133,7 @@ class Report:
     probes: dict[str, ProbeRun] = field(default_factory=dict)
     bench: dict[str, Any] | None = None
     args: dict[str, Any] = field(default_factory=dict)
+    kernels: dict[str, Any] | None = None  # the stock kernel check (analyzer.remedy.kernels), before injecting
 
     def to_json(self) -> dict[str, Any]:
         doc = {
@@ -133,6 +148,7 @@ class Report:
             "facts": self.facts,
             "runs": {label: {"run_ids": p.run_ids, "returncode": p.returncode, "matrix": p.matrix(),
                              "interposer_lines": p.interposer_lines} for label, p in self.probes.items()},
+            "kernels": self.kernels,
             "llama_bench": self.bench,
             "checks": [{"name": c.name, "status": c.status, "reason": c.reason} for c in self.checks],
             "arguments": self.args,
@@ -179,8 +195,9 @@ def _ingest_text(db: Database, name: str, text: str) -> list[int]:
         return []
 
 
-def run_probe(runner: Runner, db: Database, probe: Path, label: str, env: dict[str, str]) -> ProbeRun:
-    r = Runner(env, timeout=120).run([str(probe)])
+def run_probe(runner: Runner, db: Database, probe: Path, label: str, env: dict[str, str], *,
+              kernels: bool = False) -> ProbeRun:
+    r = Runner(env, timeout=120).run([str(probe), *(["--kernels"] if kernels else [])])
     p = ProbeRun(label, r.returncode, r.stdout, r.stderr)
     p.run_ids = _ingest_text(db, f"capscan remedy selftest: {label} probe", r.stderr + r.stdout)
     return p
@@ -257,11 +274,17 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     family, lib = chosen
 
     env = {**clean, inj.env_var: str(lib.choice.path), plat.FAMILY_VAR: str(family), "CAPSCAN_INTERPOSER_VERBOSE": "1"}
-    remedied = run_probe(runner, db, probe, "capscan", env)
+    remedied = run_probe(runner, db, probe, "capscan", env, kernels=True)
     report.probes["capscan"] = remedied
     if stock.run_ids and remedied.run_ids:
         records.link_runs(db, remedied.run_ids, stock.run_ids[-1], RELATION, None)
     decide(report, stock, remedied, family, inj)
+    if report.verdict == WORKS:  # the families it now answers promise only kernels that pass, run again injected
+        beyond = km.claims_beyond_kernels(remedied.matrix(), remedied.kernels(db))
+        if beyond:
+            report.verdict = OVERCLAIM
+            report.reason = ("with the interposer the device answers families that turn on " + ", ".join(beyond)
+                             + f" in llama.cpp; a cap of {family} claims what this GPU does not run")
     if system == "darwin":
         child = apple_child(env, report.facts.get("sip", "unknown"))
         report.facts["apple_child"] = child
@@ -339,7 +362,9 @@ def _preflight(report: Report, db: Database, probe: Path, clean_runner: Runner, 
     if spec == "auto" and system != "darwin":
         spec = "1007"   # the fake device names no host chip; 1007 (M1) is the stand-in's cap
     checks, inj, family, lib = pf.run_preflight(db, cmd=[str(probe)], family_spec=spec, diag={}, stock_shim=None,
-                                                dylib_path=dylib_path, runner=clean_runner)
+                                                dylib_path=dylib_path, runner=clean_runner, kernels=True)
+    kernel = next((c for c in checks if c.name == km.NAME), None)
+    report.kernels = kernel.data if kernel is not None else None
     report.checks = checks
     if llama_bench:
         more, *_ = pf.run_preflight(db, cmd=[llama_bench], family_spec=spec, diag={}, stock_shim=None,
@@ -355,6 +380,8 @@ def _preflight(report: Report, db: Database, probe: Path, clean_runner: Runner, 
         report.verdict = NOT_VM
     elif first is not None and first.name in ("arm64e slice", "launch chain") and "arm64e" in first.reason:
         report.verdict = ARM64E
+    elif first is not None and first.name == km.NAME:
+        report.verdict = KERNELS_FAIL
     elif any(c.name in ("hardened runtime", "library validation") for c in bad):
         report.verdict = HARDENED
         first = next(c for c in bad if c.name in ("hardened runtime", "library validation"))

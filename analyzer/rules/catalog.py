@@ -15,7 +15,7 @@ from typing import Any, Callable
 from analyzer import chips
 from analyzer.model import like_pairs
 from analyzer.rules import baseline
-from analyzer.rules.view import RunView
+from analyzer.rules.view import KERNEL_WORDS, RunView
 
 Finding = dict[str, Any]
 
@@ -52,6 +52,33 @@ def _environment(v: RunView) -> Finding | None:
         return None  # contradictory-evidence says what the run shows
     return finding("Whether this ran in a VM or on bare metal is not shown; " + ENVIRONMENT_DECIDERS + " would decide "
                    "it.", [])
+
+
+def _kernel_checks(v: RunView) -> Finding | None:
+    """Which kernels capscan-probe --kernels ran on this device and what they returned."""
+    if not v.kernel_results:
+        return None
+    f = v.facts
+    how = ", ".join(x for x in (f.kernel_msl_version and f"MSL {f.kernel_msl_version}",
+                                f.kernel_elapsed_ms is not None and f"{f.kernel_elapsed_ms} ms") if x)
+    parts = [f"{KERNEL_WORDS[cap]} {r['result']}" for cap, r, _ in v.kernel_results]
+    return finding(f"Kernel checks (capscan-probe --kernels{', ' + how if how else ''}): {', '.join(parts)}. They "
+                   "prove what the GPU computes correctly, not how fast.",
+                   [ln for _, _, lines in v.kernel_results for ln in lines])
+
+
+def _kernel_failed(v: RunView) -> Finding | None:
+    """A kernel llama.cpp would run failed on this GPU: never force it, whatever the family says."""
+    failed = v.failed_kernels
+    if not failed:
+        return None
+    cap, r, lines = failed[0]
+    detail = f" ({r['result']}: {r['message']})" if r.get("message") else f" ({r['result']})"
+    name = KERNEL_WORDS[cap]
+    what = {"fail": f"does not run {name} correctly", "compile-error": f"cannot compile the {name} kernel",
+            "timeout": f"did not finish the {name} kernel"}[r["result"]]
+    return finding(f"The GPU behind this VM {what}{detail}: do not force it, whatever family it reports or a shim "
+                   "claims.", [ln for _, _, ls in failed for ln in ls])
 
 
 def _contradictory(v: RunView) -> Finding | None:
@@ -612,6 +639,8 @@ def _healthy(v: RunView) -> Finding | None:
 RULES: tuple[Rule, ...] = (
     Rule("environment", None, "info", _environment),
     Rule("contradictory-evidence", None, "warning", _contradictory),
+    Rule("kernel-check-failed", None, "error", _kernel_failed),
+    Rule("kernel-checks", None, "info", _kernel_checks),
     Rule("capabilities-inferred", None, "info", _inferred_capabilities),
     Rule("amd-intel-gpu", "hardware-limit", "error", _non_apple_gpu),
     Rule("old-apple-gpu", "hardware-limit", "error", _old_apple_gpu),

@@ -136,6 +136,8 @@ def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | Non
     if view.contradictions:
         return "low"  # two machines' lines: whichever verdict they give is a guess
     if verdict == "capability-downgrade":
+        if view.kernel_proof:
+            return "high"  # the GPU itself ran the kernels the family only promises
         printed = view.facts.capabilities.simdgroup_reduction is not None or view.facts.probe
         return "high" if printed and view.host_family else "medium"
     if view.inferred:

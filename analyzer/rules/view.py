@@ -20,6 +20,10 @@ from analyzer.rules.observed import Block, Readings, word
 from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
 APPLE_RANGE = range(1001, 2000)
+# capscan-probe --kernels checks, in llama.cpp's order, with their names in words
+KERNEL_WORDS = {"simdgroup_reduction": "simdgroup reduction", "simdgroup_mm": "simdgroup matrix multiply",
+                "bfloat": "bfloat"}
+KERNEL_FAILURES = ("fail", "compile-error", "timeout")
 
 
 @dataclass
@@ -186,9 +190,12 @@ class RunView:
 
     @cached_property
     def contrary_signs(self) -> list[tuple[str, list[dict[str, Any]]]]:
-        """Intel-host or non-Apple signs anywhere in the run: each one vetoes 'fixable'."""
+        """Intel-host or non-Apple signs anywhere in the run, and kernels the GPU failed to run: each one
+        vetoes 'fixable'."""
         f = self.facts
-        signs = []
+        signs = [(f"the GPU behind this VM does not run {KERNEL_WORDS[cap]} correctly (capscan-probe kernel check: "
+                  f"{r['result']}{': ' + r['message'] if r.get('message') else ''}): do not force it", lines)
+                 for cap, r, lines in self.failed_kernels]
         for name in self.device_names:
             if chips.vendor(name) in ("amd", "intel", "nvidia"):
                 signs.append((f"the log names an Intel-Mac GPU ({name})", self.lines(
@@ -393,6 +400,39 @@ class RunView:
         return []
 
     @cached_property
+    def kernel_results(self) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+        """capscan-probe --kernels, per capability in llama.cpp's order: (capability, result, its line)."""
+        k = self.facts.kernels or {}
+        out = []
+        for cap in KERNEL_WORDS:
+            if cap in k:
+                line = k[cap].get("line")
+                text = next((e.text for e in self.evidence if e.line == line), "")
+                out.append((cap, k[cap], [{"line": line, "text": text}] if line is not None else []))
+        return out
+
+    @property
+    def failed_kernels(self) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+        """Kernel checks that compiled wrong, computed wrong or never finished. A capability that was not run
+        (bfloat below MSL 3.1) is no failure; two different results for one capability are a contradiction."""
+        return [(cap, r, lines) for cap, r, lines in self.kernel_results if r["result"] in KERNEL_FAILURES]
+
+    @cached_property
+    def kernel_proof(self) -> list[dict[str, Any]]:
+        """The strongest sign of all: the paravirtual device itself ran the kernels llama.cpp turned off
+        (simdgroup reduction and matrix multiply, bfloat where the language version has it) and got the
+        right answers. Empty unless both simdgroup kernels passed and none failed."""
+        results = {cap: r["result"] for cap, r, _ in self.kernel_results}
+        if not self.paravirtual or self.failed_kernels or any(
+                results.get(cap) != "pass" for cap in ("simdgroup_reduction", "simdgroup_mm")):
+            return []
+        passed = [KERNEL_WORDS[cap] for cap, r in results.items() if r == "pass"]
+        first = next(lines for cap, _, lines in self.kernel_results if lines) if any(
+            lines for _, _, lines in self.kernel_results) else [{"line": None, "text": ""}]
+        return [{"sign": "the paravirtual device ran " + ", ".join(passed) + " kernels and got the right answers "
+                         "(capscan-probe --kernels)", **first[0]}]
+
+    @cached_property
     def clamp_proof(self) -> list[dict[str, Any]]:
         """The paravirtual device's own block (or probe) reporting a family below Apple7, or its simdgroup
         flags false, as proof items (empty when no such block is shown)."""
@@ -472,7 +512,7 @@ class RunView:
             why = why or NO_HOST_CHIP
         if missing:
             return [], why, missing
-        return clamp + host + self.build_proof, None, []
+        return self.kernel_proof + clamp + host + self.build_proof, None, []
 
     @property
     def apple_silicon_host(self) -> tuple[bool, str]:

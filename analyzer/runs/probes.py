@@ -71,7 +71,66 @@ def on_probe_json(asm: Assembler, ev: Event) -> None:
     if d.get("unified_memory") is not None:
         run.saw_flag("unified_memory", d["unified_memory"], ev.line)
         run.observe("gpu.unified_memory", d["unified_memory"], ev, subject=d.get("name"))
+    if d.get("cpu_brand"):
+        _host_cpu(run, d["cpu_brand"], ev)
+    if d.get("arch"):
+        run.observe("process.isa", d["arch"], ev)
+    if d.get("hv_vmm_present") is not None:
+        _hv_vmm(run, d["hv_vmm_present"], ev)
+    k = d.get("kernels")
+    if k:
+        run.facts.kernel_msl_version = k.get("msl_version")
+        run.facts.kernel_elapsed_ms = k.get("elapsed_ms")
+        for cap, r in k["results"].items():
+            _kernel(run, cap, r["result"], ev)
+            run.facts.kernels[cap]["message"] = r["message"]  # type: ignore[index]
     run.touch(ev)
+
+
+def _host_cpu(run: RunBuilder, name: str, ev: Event) -> None:
+    run.observe("host.cpu", name, ev)
+    if name not in run.facts.host_cpus and len(run.facts.host_cpus) < 8:
+        run.facts.host_cpus.append(name)
+
+
+def _hv_vmm(run: RunBuilder, value: bool, ev: Event) -> None:
+    run.facts.hv_vmm_present = value
+    run.observe("host.hv_vmm_present", value, ev)
+
+
+def _kernel(run: RunBuilder, capability: str, result: str, ev: Event) -> None:
+    """One kernel check's result, observed (two different results for one capability in one run are a
+    contradiction, never settled by order)."""
+    kernels = run.facts.kernels if run.facts.kernels is not None else {}
+    run.facts.kernels = kernels
+    kernels.setdefault(capability, {"result": result, "message": None, "line": ev.line})
+    run.observe(f"gpu.kernel.{capability}", result, ev, subject=run.facts.device.name)
+
+
+def on_probe_kernel(asm: Assembler, ev: Event) -> None:
+    _kernel(asm.run, ev.data["capability"], ev.data["result"], ev)
+    asm.run.touch(ev)
+
+
+def on_probe_kernel_message(asm: Assembler, ev: Event) -> None:
+    entry = (asm.run.facts.kernels or {}).get(ev.data["capability"])
+    if entry is not None and entry["message"] is None:
+        entry["message"] = ev.data["message"]
+    asm.run.touch(ev)
+
+
+def on_probe_kernel_info(asm: Assembler, ev: Event) -> None:
+    f = asm.run.facts
+    if "msl_version" in ev.data:
+        f.kernel_msl_version = f.kernel_msl_version or ev.data["msl_version"]
+    if "elapsed_ms" in ev.data:
+        f.kernel_elapsed_ms = ev.data["elapsed_ms"]
+    asm.run.touch(ev)
+
+
+def on_probe_hv_vmm(asm: Assembler, ev: Event) -> None:
+    _hv_vmm(asm.run, ev.data["value"], ev)
+    asm.run.touch(ev)
 
 
 def _probe_answer(run: RunBuilder, code: int, ok: bool, ev: Event) -> None:
@@ -143,6 +202,10 @@ HANDLERS: dict[str, Handler] = {
     "probe.threadgroup_memory": on_probe_threadgroup_memory,
     "probe.working_set": on_probe_working_set,
     "probe.unified_memory": on_probe_unified_memory,
+    "probe.kernel": on_probe_kernel,
+    "probe.kernel_message": on_probe_kernel_message,
+    "probe.kernel_info": on_probe_kernel_info,
+    "probe.hv_vmm": on_probe_hv_vmm,
     "sysprof.chipset": on_sysprof_chipset,
     "sysprof.metal": on_sysprof_metal,
 }

@@ -113,6 +113,13 @@ def run_ids_since(db: Database, since: str | None) -> Iterator[int]:
         last = page[-1]
 
 
+def newest_run_of_source(db: Database, name: str) -> int | None:
+    """The newest run of the sources stored under exactly this name (the remedy's per-boot kernel check)."""
+    row = db.conn.execute("SELECT MAX(r.id) FROM runs r JOIN sources s ON s.id = r.source_id WHERE s.path = ?",
+                          (name,)).fetchone()
+    return row[0] if row else None
+
+
 def last_run_id(db: Database) -> int | None:
     row = db.conn.execute("SELECT MAX(id) FROM runs").fetchone()
     return row[0] if row else None

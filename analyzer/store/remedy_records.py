@@ -103,7 +103,9 @@ def stock_of(db: Database, run_id: int) -> int | None:
 
 
 def latest_stock_run(db: Database) -> int | None:
-    """The newest stored run that capscan remedy did not produce itself."""
+    """The newest stored run that capscan remedy did not produce itself: neither a remedied run (linked)
+    nor the output of its own probes (the kernel check, the self-test: sources named 'capscan remedy...')."""
     row = db.conn.execute(
-        "SELECT MAX(id) FROM runs WHERE id NOT IN (SELECT run_id FROM run_links)").fetchone()
+        "SELECT MAX(id) FROM runs WHERE id NOT IN (SELECT run_id FROM run_links) AND source_id NOT IN "
+        "(SELECT id FROM sources WHERE path LIKE 'capscan remedy%')").fetchone()
     return row[0] if row else None

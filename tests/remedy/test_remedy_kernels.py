@@ -1,0 +1,94 @@
+"""Issue 27 in the remedy: the kernel check runs before anything is injected, refuses on a failure,
+is reused for the boot, and `remedy selftest --json` carries it. On the Linux stand-in, whose fake
+Metal device computes the kernels on the CPU (CAPSCAN_FAKE_METAL_KERNELS picks the outcome)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analyzer.remedy import kernels as km
+from conftest import stock_fake_llama_log
+
+
+def _selftest(env, **extra: str) -> dict:
+    r = env.capscan("remedy", "selftest", "--json", **extra)
+    assert b"Traceback" not in r.stderr
+    return json.loads(r.stdout)
+
+
+def test_selftest_json_includes_the_kernel_results(env, linux_build):
+    doc = _selftest(env)
+    assert doc["verdict"] == "works"
+    k = doc["kernels"]
+    assert {cap: r["result"] for cap, r in k["results"].items()} == {
+        "simdgroup_reduction": "pass", "simdgroup_mm": "pass", "bfloat": "pass"}
+    assert k["msl_version"] == "3.2" and isinstance(k["elapsed_ms"], int) and k["cached"] is False
+    check = next(c for c in doc["checks"] if c["name"] == "kernel check")
+    assert check["status"] == "pass" and "got the right answers" in check["reason"]
+    # a second self-test in the same boot reuses the stored check
+    assert _selftest(env)["kernels"]["cached"] is True
+
+
+@pytest.mark.parametrize(("mode", "said"), [
+    ("simdgroup_mm=fail", "does not run simdgroup matrix multiply correctly (fail: simdgroup_float8x8"),
+    ("compile-error", "does not run simdgroup reduction correctly (compile-error: program_source"),
+    ("timeout", "(timeout: "),
+    ("crash", "(fail: the check died by signal 11 (SIGSEGV)"),
+])
+def test_a_failed_kernel_refuses_before_anything_is_injected(env, linux_build, mode, said):
+    doc = _selftest(env, CAPSCAN_FAKE_METAL_KERNELS=mode, CAPSCAN_PROBE_KERNEL_TIMEOUT_MS="1500")
+    assert doc["verdict"] == "kernels-fail", doc["reason"]
+    assert said in doc["reason"] and "capscan" not in doc["runs"]  # the remedied probe never ran
+    check = next(c for c in doc["checks"] if c["name"] == "kernel check")
+    assert check["status"] == "fail" and said in check["reason"]
+
+
+def test_remedy_run_refuses_a_gpu_that_fails_the_kernels(env, linux_build):
+    stock = env.ingest_text(stock_fake_llama_log(linux_build))
+    fake = str(linux_build / "fake-llama")
+    r = env.capscan("remedy", "run", "--run", str(stock), "--family", "1007", "--", fake,
+                    CAPSCAN_FAKE_METAL_KERNELS="simdgroup_mm=fail")
+    assert r.returncode != 0
+    text = r.stderr.decode()
+    assert "kernel check: the GPU behind this VM does not run simdgroup matrix multiply correctly" in text
+    assert "nothing was launched" in text and "do not force the family" in text
+    ok = env.capscan("remedy", "run", "--run", str(stock), "--family", "1007", "--", fake)
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert "kernel check: the paravirtual device ran" in ok.stderr.decode()
+
+
+def test_a_cap_never_claims_what_the_kernels_did_not_pass():
+    matrix = {"simdgroup_reduction": True, "simdgroup_mm": True, "bfloat": True}
+    passing = km.KernelCheck({c: {"result": "pass"} for c in km.CAPABILITIES})
+    assert km.claims_beyond_kernels(matrix, passing) == []
+    no_bf16 = km.KernelCheck({"simdgroup_reduction": {"result": "pass"}, "simdgroup_mm": {"result": "pass"},
+                              "bfloat": {"result": "not-run"}})
+    assert km.claims_beyond_kernels(matrix, no_bf16) == []  # MSL < 3.1: llama.cpp has no bfloat there either
+    mm_failed = km.KernelCheck({"simdgroup_reduction": {"result": "pass"}, "simdgroup_mm": {"result": "fail"}})
+    assert km.claims_beyond_kernels(matrix, mm_failed) == ["simdgroup matrix multiply (kernel check: fail)",
+                                                           "bfloat (kernel check: not run)"]
+    assert km.claims_beyond_kernels({"simdgroup_mm": False}, mm_failed) == []
+
+
+def test_an_older_probe_without_kernels_is_a_warning_not_a_pass():
+    kc = km.KernelCheck(error="capscan-probe printed no kernel results (a probe older than --kernels)")
+    c = km.check(kc)
+    assert c.status == "warn" and "capscan probe --kernels" in c.instead
+
+
+def test_probe_kernels_on_the_stand_in_in_both_forms(env, linux_build):
+    probe = str(linux_build / "capscan-probe")
+    human = env.capscan("probe", "--probe", probe, "--kernels", CAPSCAN_FAKE_ARCH="arm64",
+                        CAPSCAN_FAKE_METAL_KERNELS="bfloat=fail")
+    out = human.stdout.decode()
+    assert human.returncode == 0, human.stderr.decode()
+    assert "kernel.bfloat=fail" in out  # the evidence lines
+    assert "does not run bfloat correctly" in out
+    doc = json.loads(env.capscan("probe", "--probe", probe, "--kernels", "--json", CAPSCAN_FAKE_ARCH="arm64").stdout)
+    run = doc["runs"][0]
+    assert run["fixable"] is True and run["confidence"] == "high"
+    assert run["proof"][0]["sign"].startswith("the paravirtual device ran simdgroup reduction")
+    raw = env.capscan("probe", "--probe", probe, "--json", "--", "--json", "--kernels", CAPSCAN_FAKE_ARCH="arm64")
+    assert json.loads(raw.stdout)["runs"][0]["fixable"] is True  # the probe's own --json form reads the same
