@@ -7,7 +7,6 @@ from typing import Any, Iterator, TextIO
 import click
 
 from analyzer.cli.exits import CapscanError
-from analyzer.cli.ingest import diagnose_runs
 from analyzer.cli.options import Options, open_existing_db
 from analyzer.cli.output import Result, output_options, verdict_of
 from analyzer.cli.runs import resolve_run
@@ -33,7 +32,11 @@ def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
     if len(set(ids)) != len(ids):
         twice = next(i for i in ids if ids.count(i) > 1)
         raise click.UsageError(f"run {twice} is given twice; compare takes different runs")
-    runs_ = diagnose_runs(database, ids)
+    from analyzer.rules.diagnose import diagnose_for_reading
+    from analyzer.store.queries import load_run
+
+    loaded = [load_run(database, i) for i in ids]
+    runs_ = [diagnose_for_reading(database, r) for r in loaded if r is not None]  # a reading command: no write
     if len(runs_) != len(ids):
         found = {r.id for r in runs_}
         raise CapscanError("no run " + ", ".join(str(i) for i in ids if i not in found))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from typing import Callable
 
 from analyzer.safe_text import unfiltered
 
@@ -52,17 +53,16 @@ def annotation(run) -> str | None:
     return f"::{level} {','.join(props)}::{escape_data(message)}"
 
 
-def report(runs: list) -> None:
-    """Under GitHub Actions: append the markdown report to the job summary and annotate."""
+def report(runs: list, markdown: Callable[[], str]) -> None:
+    """Under GitHub Actions: append the markdown report (``markdown()``, made only here: cli.output passes
+    it, so this module never imports that one back) to the job summary and annotate."""
     if not active():
         return
-    from analyzer.cli.output import markdown_report
-
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(markdown_report(runs) + "\n")
+                fh.write(markdown() + "\n")
         except OSError as exc:
             print(f"capscan: cannot write the job summary {summary}: {exc.strerror or exc}", file=sys.stderr)
     # capscan's own workflow commands, already escaped: past the output boundary, which defuses any other

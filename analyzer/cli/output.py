@@ -146,7 +146,8 @@ def write(opts: Options, result: Result) -> None:
     if result.report_runs is not None and opts.gha:
         from analyzer.cli import gha
 
-        gha.report(result.report_runs)
+        runs = result.report_runs
+        gha.report(runs, lambda: markdown_report(runs))
     if result.verdicts is not None:
         check_fail_on(opts, result.verdicts)
     if result.exit_code:

@@ -213,8 +213,7 @@ def empty_runs_notice(database, verdict: str | None, search: str | None, instanc
 def show(opts: Options, run_ref: str) -> Result:
     """One run: device, capabilities, throughput, findings, evidence lines."""
     from analyzer.output.runjson import run_to_json
-    from analyzer.rules.version import RULES_VERSION
-    from analyzer.store.freshness import current_diagnosis
+    from analyzer.rules.diagnose import diagnose_for_reading
     from analyzer.store.queries import load_run
 
     database = open_existing_db(opts)
@@ -224,15 +223,7 @@ def show(opts: Options, run_ref: str) -> Result:
     run = load_run(database, rid)
     if run is None:
         raise CapscanError(f"no run {run_ref}")
-    # The stored diagnosis when it is provably current (analyzer/store/freshness.py); else the rules again.
-    run.diagnosis = current_diagnosis(database, run, RULES_VERSION)
-    if run.diagnosis is not None:
-        runs_ = [run]
-    else:
-        from analyzer.cli.ingest import diagnose_runs
-
-        runs_ = diagnose_runs(database, [rid])
-        if not runs_:
-            raise CapscanError(f"no run {run_ref}")
+    # diagnosed in memory, with its peers as stored now: a reading command writes nothing
+    runs_ = [diagnose_for_reading(database, run)]
     return report_result(opts, runs_, max_evidence=200, overall=False, doc=run_to_json(runs_[0]),
                          gha=False)

@@ -19,7 +19,6 @@ from analyzer.rules.origin import origin_diagnosis
 from analyzer.rules.view import Peer, RunView
 from analyzer.store import diagnoses
 from analyzer.store.db import is_read_only
-from analyzer.store.freshness import generation, store_final
 from analyzer.store.queries import load_run
 from analyzer.store.writer import now
 
@@ -130,6 +129,17 @@ def diagnose_stored_run(db: Database, run: StoredRun) -> dict:
     return _diagnose_one(db, run, lambda: _peers(db, run, _Pass()))
 
 
+def diagnose_for_reading(db: Database, run: StoredRun) -> StoredRun:
+    """The run diagnosed in memory with its peers and its predicted speed, as `diagnose` would show
+    it; writes nothing (`show` is a reading command: the database file stays byte-identical)."""
+    run.diagnosis = diagnose_stored_run(db, run)
+    try:
+        _attach_prediction(db, run)
+    except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
+        run.diagnosis.pop("prediction", None)
+    return run
+
+
 def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool = False,
                   keep: bool = True) -> list[StoredRun]:
     """Diagnose (again) and store; returns the runs with their diagnosis attached.
@@ -139,7 +149,6 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
     Runs are loaded BATCH at a time; with ``keep=False`` none is returned, so
     an input of 60,000 runs is diagnosed in bounded memory."""
     ids = list(dict.fromkeys(run_ids))
-    started_at = generation(db)  # what the database was before (analyzer.store.freshness)
     out: list[StoredRun] = []
     keys: set[tuple[str, str]] = set()
     for batch in _batches(ids):
@@ -165,9 +174,7 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
                 _attach_prediction(db, run)
             except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
                 (run.diagnosis or {}).pop("prediction", None)
-        if out and not is_read_only(db):
-            # what was shown is what is kept, stamped current if nothing changed meanwhile
-            store_final(db, [_row(run) for run in out], out, started_at, RULES_VERSION)
+        _store(db, [_row(run) for run in out])  # what was shown is what is kept (with its prediction)
     return out
 
 

@@ -25,8 +25,7 @@ def same_hardware_run_ids(db: Database, model: str, host_chip: str, limit: int) 
         "ORDER BY r.id DESC LIMIT ?", (model, host_chip, limit))]
 
 
-# An upsert: an unchanged diagnosis stays the same row and leaves store_generation alone
-# (INSERT OR REPLACE would delete it first, and advance it: see analyzer/store/freshness.py).
+# An upsert: an unchanged diagnosis stays the same row (INSERT OR REPLACE would delete it first).
 UPSERT_DIAGNOSES = (
     "INSERT INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, rules_version, "
     "diagnosed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "

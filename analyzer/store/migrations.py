@@ -304,3 +304,15 @@ def m009_run_origins(db: Database) -> None:
         CREATE INDEX IF NOT EXISTS run_origins_instance ON run_origins(instance, run_id);
         """
     )
+
+
+@MIGRATIONS()
+def m010_drop_diagnosis_stamps(db: Database) -> None:
+    """`show` diagnoses its run in memory and writes nothing (issue 28), so the machinery that decided
+    whether a stored diagnosis could be shown without the rules goes: m007's ten triggers, the
+    store_generation counter and the diagnosis_inputs stamps. m007's sources_raw_kept index stays."""
+    names = [r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'generation_%'").fetchall()]
+    for name in names:
+        db.execute(f'DROP TRIGGER IF EXISTS "{name}"')
+    db.executescript("DROP TABLE IF EXISTS diagnosis_inputs; DROP TABLE IF EXISTS store_generation;")
