@@ -55,29 +55,36 @@ def _json_text(item: Any, indented: bool) -> str:
 def _orjson_text(items: list[Any], indented: bool) -> str | None:
     """The batch by orjson, several times faster than json on listing rows: the same layout as
     ``_json_text`` (its OPT_INDENT_2 indents by two; NaN and the infinities are null, as
-    ``finite_json`` makes them). None where orjson is not installed, or refuses an item: an int
-    beyond 64 bits, a lone surrogate, a key that is not a string (json takes that batch)."""
+    ``finite_json`` makes them), escaped. None where orjson is not installed, or refuses an item:
+    an int beyond 64 bits, a lone surrogate, a key that is not a string (json takes that batch)."""
     try:
         import orjson
     except ImportError:
         return None
+    from analyzer.safe_text import escape_json_utf8
+
     try:
         if indented:
-            return orjson.dumps(items, option=orjson.OPT_INDENT_2)[2:-2].decode()  # "[\n" ... "\n]"
-        return b"\n".join(map(orjson.dumps, items)).decode()
+            return escape_json_utf8(orjson.dumps(items, option=orjson.OPT_INDENT_2)[2:-2])  # "[\n" ... "\n]"
+        return escape_json_utf8(b"\n".join(map(orjson.dumps, items)))
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return None
 
 
 def _batches(items: Iterable[Any], indented: bool) -> Iterator[str]:
     """The items' JSON text BATCH_ROWS at a time, each batch write_json_array's members joined by
-    ",\n" (``indented``) or write_nl's lines joined by "\n". orjson only for a full batch: importing
-    it costs more than json spends on a few hundred rows (a short listing stays on json)."""
+    ",\n" (``indented``) or write_nl's lines joined by "\n", log text escaped as ``dumps`` escapes it
+    (once per batch: the characters escaped occur only inside strings). orjson only for a full
+    batch: importing it costs more than json spends on a few hundred rows."""
+    from analyzer.safe_text import escape_json_text
+
     batch: list[Any] = []
 
     def text() -> str:
         got = _orjson_text(batch, indented) if len(batch) >= BATCH_ROWS else None
-        return got if got is not None else (",\n" if indented else "\n").join(_json_text(i, indented) for i in batch)
+        if got is not None:
+            return got
+        return escape_json_text((",\n" if indented else "\n").join(_json_text(i, indented) for i in batch))
 
     for item in items:
         batch.append(item)
@@ -89,23 +96,18 @@ def _batches(items: Iterable[Any], indented: bool) -> Iterator[str]:
 
 
 def write_json_array(out: TextIO, items: Iterable[Any]) -> None:
-    """A JSON array, written a batch of items at a time; log text escaped as ``dumps`` escapes it
-    (escape_json_text once per batch: the characters it escapes occur only inside strings)."""
-    from analyzer.safe_text import escape_json_text
-
+    """A JSON array, written a batch of items at a time."""
     first = True
     for text in _batches(items, indented=True):
-        out.write(escape_json_text(("[\n" if first else ",\n") + text))
+        out.write(("[\n" if first else ",\n") + text)
         first = False
     out.write("[]\n" if first else "\n]\n")
 
 
 def write_nl(out: TextIO, items: Iterable[Any]) -> None:
-    """One JSON object per line, written a batch of lines at a time, escaped as write_json_array's."""
-    from analyzer.safe_text import escape_json_text
-
+    """One JSON object per line, written a batch of lines at a time."""
     for text in _batches(items, indented=False):
-        out.write(escape_json_text(text + "\n"))
+        out.write(text + "\n")
 
 
 # control characters (C0, DEL, C1) and the bidi/zero-width format characters that reorder or hide text
