@@ -102,16 +102,21 @@ class Dispatcher:
                 self.unrecognised += 1
         return events
 
-    def feed_many(self, lines: list[tuple[int, bytes]]) -> list[Event]:
-        """Like ``feed`` for each line, in order; consecutive llama-bench JSONL
-        rows of one configuration become a single ``bench.rows`` event (config +
-        measurements), so files of a million rows cost one event per block."""
+    def feed_many(self, first: int, lines: list[bytes | None]) -> list[Event]:
+        """Like ``feed`` for each of consecutive lines, numbered from ``first`` (None: a line
+        skipped, too long to read); consecutive llama-bench JSONL rows of one configuration
+        become a single ``bench.rows`` event (config + measurements), so files of a million
+        rows cost one event per stretch of one configuration."""
         events: list[Event] = []
         batch: list[tuple] | None = None
         jsonl = self._jsonl
         measure = jsonl.measure  # None for any line that is not a row of the last configuration
         measured = 0
-        for line_no, raw in lines:
+        line_no = first - 1
+        for raw in lines:
+            line_no += 1
+            if raw is None:
+                continue
             if self.collector is None:
                 m = measure(raw)
                 if m is not None:

@@ -130,7 +130,8 @@ class Scanner:
         dispatcher = self.dispatcher
         find, count, opens = body.find, body.count, body.startswith
         rows_prefix = self._rows_prefix
-        picked: list[tuple[int, bytes]] = []  # adjacent llama-bench JSONL rows, handed over together
+        picked: list[bytes | None] = []  # consecutive llama-bench JSONL rows, handed over together
+        picked_first = 0  # the first one's line number
         pos, line_no = start, base  # line_no = number of the line ending before pos
         hits: list[int] | None = None  # computed once, over the whole range, when first needed
         hit_index = 0
@@ -145,20 +146,21 @@ class Scanner:
             if rows_prefix and opens(rows_prefix, pos):
                 # llama-bench JSONL rows hold a literal: taken without the search (a dense file is
                 # all rows), as far as they go, to be handed over together (nothing is fed until then)
-                first = line_no
+                if not picked:
+                    picked_first = line_no + 1
                 while True:
                     eol = find(b"\n", pos, end)
-                    line_no += 1
-                    if eol - pos <= MAX_LINE:  # (a longer one is counted by _count_overlong)
-                        picked.append((line_no, body[pos:eol]))
+                    # (a line over MAX_LINE is fed to no one: counted by _count_overlong)
+                    picked.append(body[pos:eol] if eol - pos <= MAX_LINE else None)
                     pos = eol + 1
                     if pos >= end or not opens(rows_prefix, pos):
                         break
-                self.stats.gated += line_no - first
+                line_no = picked_first + len(picked) - 1
                 continue
             if picked:
                 # The rows go first: one may open a block, which then takes every line after it.
-                self._deliver(dispatcher.feed_many(picked))
+                self.stats.gated += len(picked)
+                self._deliver(dispatcher.feed_many(picked_first, picked))
                 picked = []
                 continue
             if hits is None:
@@ -179,7 +181,8 @@ class Scanner:
             self._emit(line_no, body[ls:eol])
             pos = eol + 1
         if picked:
-            self._deliver(dispatcher.feed_many(picked))
+            self.stats.gated += len(picked)
+            self._deliver(dispatcher.feed_many(picked_first, picked))
         # line_no counts the lines ending before pos: only the rest is left to count
         self.stats.lines = line_no + count(b"\n", pos, end)
 

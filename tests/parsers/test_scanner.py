@@ -39,11 +39,13 @@ class FakeDispatcher:
             self.collecting = True
         return []
 
-    def feed_many(self, lines: list[tuple[int, bytes]]) -> list:
-        """The dispatcher's batch form: ``feed`` for each line, in order."""
+    def feed_many(self, first: int, lines: list) -> list:
+        """The dispatcher's batch form: ``feed`` for each line, in order, numbered from ``first``
+        (None: a line too long to read, fed to no one)."""
         out: list = []
-        for line_no, raw in lines:
-            out += self.feed(line_no, raw)
+        for line_no, raw in enumerate(lines, first):
+            if raw is not None:
+                out += self.feed(line_no, raw)
         return out
 
     def finish(self) -> list:
