@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
 """capscan benchmark: speed and memory, each figure beside its peer.
 
-    python3 bench/run.py [--parts ingest,startup,listing] [--size-mb 256] [--rows 1000000]
+    python3 bench/run.py [--parts ingest,writers,startup,listing] [--size-mb 256] [--rows 1000000]
+                         [--before REV] [--ingest-repeat 2] [--writer-rows 100000]
                          [--runs 100000] [--runs-db PATH] [--pure-too] [--keep] [--out DIR]
                          [--tree | --no-tree] [--repeat 9]
+
+Before and after in one run (ingest, writers): ``--before REV`` (default ``HEAD~1``, the previous
+commit; ``none`` to skip) exports that commit's tree (``git archive``, into ``--out``, once per
+commit) and runs the same workload against it, in a subprocess with ``PYTHONPATH`` pointing there,
+alternately with this tree (``--ingest-repeat`` rounds; the best of each side counts), and prints
+both figures with their ratio.
 
 ingest: generates, deterministically (seeded), into ``bench/out/`` (gitignored):
 
@@ -32,6 +39,11 @@ Then measures, in the same run and on the same warm page cache:
   index, no foreign key, no check, no run assembly), CPU seconds of each: the
   most rows/s a design that decodes every row in Python and keeps it as a row
   could reach on one core here.
+
+writers: ``--writer-rows`` listing rows (the keys ``runs --json`` writes, seeded values, one row in
+fifty with non-ASCII text) through ``tabular.write_json_array`` and ``write_nl`` (``--json`` and
+``--nl`` past the query) into a sink that counts what it gets; the best of 9 runs each, beside
+``--before``'s.
 
 startup, listing: on a database of ``--runs`` runs (the TUI benchmark's
 builder, ``bench/tui_bench.py``; ``--runs-db`` keeps and reuses it), capscan as
@@ -482,26 +494,28 @@ def _parse_time_v(text: str) -> dict:
     return out
 
 
-def measure_capscan(path: Path, workdir: Path, env_extra: dict | None = None) -> dict:
+def measure_capscan(path: Path, workdir: Path, env_extra: dict | None = None, tree: Path = REPO) -> dict:
+    """One ingest of ``path`` by the capscan of ``tree`` (this one, or an export of an earlier commit)."""
     db = workdir / f"bench-{path.stem}.db"
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(str(db) + suffix).unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "analyzer", "--db", str(db), "--json", "ingest", str(path)]
-    env = {**_capscan_env(), **(env_extra or {})}
+    env = {**_capscan_env(tree), **(env_extra or {})}
     # An existing database, as a user's is after the first run: creating it and applying the
     # migrations (which imports sqlite-utils) happens once per machine, not per ingest.
     empty = workdir / "empty.log"
     empty.write_bytes(b"")
     subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest", str(empty)], env=env,
-                   capture_output=True, check=False, cwd=REPO)
+                   capture_output=True, check=False, cwd=tree)
     if _TIME_V:
         cmd = [_TIME_V, "-v"] + cmd
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO, check=False)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tree, check=False)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
-        raise SystemExit(f"capscan ingest failed (rc={proc.returncode}):\n{proc.stderr.decode(errors='replace')[-3000:]}")
+        raise SystemExit(f"capscan ingest ({tree}) failed (rc={proc.returncode}):\n"
+                         f"{proc.stderr.decode(errors='replace')[-3000:]}")
     result: dict = {"seconds": wall}
     if _TIME_V:
         tv = _parse_time_v(proc.stderr.decode(errors="replace"))
@@ -584,6 +598,112 @@ def measure_dense_floor(path: Path) -> dict:
 
 
 # --------------------------------------------------------------------------
+# before and after in one run: the same workload on an earlier commit's code
+# --------------------------------------------------------------------------
+
+def before_tree(rev: str, out: Path) -> tuple[str, Path]:
+    """``rev``'s tree (``git archive``: the files it committed, nothing else) in ``out``, exported
+    once per commit and reused; returns (the commit, the folder)."""
+    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"], capture_output=True,
+                         text=True, check=False).stdout.strip()
+    if not sha:
+        raise SystemExit(f"--before {rev}: not a commit of {REPO}")
+    tree = out / f"before-{sha[:12]}"
+    if not (tree / "analyzer" / "__init__.py").is_file():
+        shutil.rmtree(tree, ignore_errors=True)
+        tree.mkdir(parents=True)
+        archive = subprocess.Popen(["git", "-C", str(REPO), "archive", sha], stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=True)
+        if archive.wait() != 0:
+            raise SystemExit(f"git archive {sha} failed")
+    return sha, tree
+
+
+def _ratio(after: float | None, before: float | None) -> float | None:
+    return round(after / before, 3) if after and before else None
+
+
+# The JSON and NL writers alone (what `runs -n 0 --json` / `--nl` spend past the query): 100,000
+# listing rows as iter_runs yields them, through tabular.write_json_array and write_nl into a sink
+# that counts what it is given and keeps nothing (a pipe to the next program). Best of ``repeat``.
+_WRITERS = r"""
+import json, random, sys, time
+from analyzer.output import tabular
+n, repeat = int(sys.argv[1]), int(sys.argv[2])
+rng = random.Random(20260812)
+devices = ["Apple M1 Ultra", "Apple Paravirtual device", "Apple M4 Max", "NVIDIA GeForce RTX 4090", None]
+verdicts = ["healthy", "capability-downgrade", "no-gpu-offload", "hardware-limit", "virtualization-overhead", None]
+rows = [{"id": n - i, "created_at": f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00",
+         "source": f"~/bench/2026/run-{i:06d}" + (" 日本.log" if i % 50 == 0 else ".log"),
+         "program": rng.choice(["llama-bench", "llama-server", "llama-cli", "ollama", None]),
+         "backend": rng.choice(["Metal", "Vulkan", "CUDA", "CPU", None]), "device": rng.choice(devices),
+         "apple_family": rng.choice([1007, 1008, 1009, 1010, None]),
+         "model": rng.choice(["llama 8B Q4_K - Medium", "gemma4 12B Q4_0", None]), "verdict": rng.choice(verdicts),
+         "fixable": rng.choice([True, False, None]), "environment": rng.choice(["bare-metal", "vm", "unknown"]),
+         "best_pp": rng.choice([round(rng.uniform(10, 9000), 2), rng.uniform(10, 9000), None]),
+         "best_tg": rng.choice([round(rng.uniform(1, 200), 2), rng.uniform(1, 200), None])} for i in range(n)]
+
+
+class Sink:
+    size = 0
+
+    def write(self, text):
+        self.size += len(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+out = {}
+for name, write in (("json", tabular.write_json_array), ("nl", tabular.write_nl)):
+    best, size = float("inf"), 0
+    for _ in range(repeat):
+        sink = Sink()
+        t = time.perf_counter()
+        write(sink, iter(rows))
+        best = min(best, time.perf_counter() - t)
+        size = sink.size
+    out[name] = {"seconds": round(best, 4), "chars": size}
+print(json.dumps(out))
+"""
+
+
+def measure_writers(tree: Path, rows: int, repeat: int) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _WRITERS, str(rows), str(repeat)], capture_output=True,
+                          env=_capscan_env(tree), cwd=str(tree), check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"the writers benchmark ({tree}) failed:\n{proc.stderr.decode(errors='replace')[-3000:]}")
+    return json.loads(proc.stdout)
+
+
+def _writers(args, results: dict) -> None:
+    """``--json`` and ``--nl`` of ``--writer-rows`` rows, this tree and the --before one alternately
+    (three rounds, the best of each side's runs counts: other work on the machine only slows)."""
+    sides = [("after", REPO)] + ([("before", args.before_tree)] if args.before_tree else [])
+    best: dict = {}
+    for _ in range(3):
+        for side, tree in reversed(sides):
+            got = measure_writers(tree, args.writer_rows, 3)
+            for form, r in got.items():
+                if form not in best.setdefault(side, {}) or r["seconds"] < best[side][form]["seconds"]:
+                    best[side][form] = r
+    results["writers"] = {"rows": args.writer_rows, **best}
+    print(f"\nJSON/NL writers, {args.writer_rows:,} listing rows (tabular.write_json_array / write_nl into a "
+          f"counting sink; best of 9 runs each)")
+    table = []
+    for form in ("json", "nl"):
+        a = best["after"][form]
+        b = best.get("before", {}).get(form)
+        ratio = _ratio(a["seconds"], b["seconds"]) if b else None
+        if b:
+            best["after"][form]["ratio_to_before"] = ratio
+        table.append([f"--{form}", f"{b['seconds'] * 1000:.0f}" if b else "-", f"{a['seconds'] * 1000:.0f}",
+                      f"{ratio:.2f}" if ratio else "-", f"{a['chars'] / MB:.1f}"])
+    _print_table(["form", f"before ms ({args.before_label})", "after ms (this tree)", "after/before", "M chars"], table)
+
+
+# --------------------------------------------------------------------------
 # (c) start-up and (d) listing everything, on a database of 100,000 runs
 # --------------------------------------------------------------------------
 
@@ -601,8 +721,8 @@ def runs_database(path: Path, n_runs: int) -> dict:
     return {"runs": built["runs"], "reused": False, "size_mb": round(built["size_mb"]), "build_s": round(built["build_s"], 1)}
 
 
-def _capscan_env() -> dict:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def _capscan_env(tree: Path = REPO) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     env.pop("CAPSCAN_DB", None)
     # As installed (pip compiles the .pyc files): with PYTHONDONTWRITEBYTECODE set, every run would
     # compile capscan's modules from source again (about a third of its start-up).
@@ -834,7 +954,16 @@ def _ingest(args, out: Path, work: Path, results: dict) -> None:
         cat_s = measure_cat(path)  # also warms the page cache for the others
         cat_s = min(cat_s, measure_cat(path))
         grep_s, grep_count, grep_cpu = measure_grep(path)
-        cap = measure_capscan(path, work)
+        # with --before: that commit's capscan and this one alternately, the best of each side counts
+        cap: dict | None = None
+        before: dict | None = None
+        for _ in range(args.ingest_repeat if args.before_tree else 1):
+            if args.before_tree:
+                got = measure_capscan(path, work, tree=args.before_tree)
+                before = got if before is None or got["seconds"] < before["seconds"] else before
+            got = measure_capscan(path, work)
+            cap = got if cap is None or got["seconds"] < cap["seconds"] else cap
+        assert cap is not None
         entry = {
             "file": name, **info, "mb": round(size_mb, 1),
             "cat": {"seconds": round(cat_s, 3), "mb_s": round(size_mb / cat_s, 1)},
@@ -848,6 +977,15 @@ def _ingest(args, out: Path, work: Path, results: dict) -> None:
         entry["ratio"] = round(entry["capscan"]["mb_s"] / entry["grep"]["mb_s"], 3)
         entry["cpu_ratio"] = round(grep_cpu / cap_cpu, 3) if cap_cpu else None
         entry["rows_per_s"] = round(cap["throughput_rows"] / cap["seconds"]) if label == "b" else None
+        if before is not None:
+            before_cpu = (before.get("user_s") or 0) + (before.get("sys_s") or 0)
+            entry["before"] = {"commit": args.before_label, "seconds": round(before["seconds"], 3),
+                               "cpu_s": round(before_cpu, 3) if before_cpu else None,
+                               "rss_mb": round(before["rss_mb"], 1), "throughput_rows": before["throughput_rows"],
+                               "mb_s": round(size_mb / before["seconds"], 1),
+                               "rows_per_s": round(before["throughput_rows"] / before["seconds"]) if label == "b" else None}
+            entry["after_over_before"] = {"wall": _ratio(cap["seconds"], before["seconds"]),
+                                          "cpu": _ratio(cap_cpu, before_cpu)}
         checks = {"rss": cap["rss_mb"] < TARGET_RSS_MB}
         if label == "a":
             checks["grep_ratio"] = entry["ratio"] >= TARGET_GREP_RATIO
@@ -894,6 +1032,15 @@ def _ingest(args, out: Path, work: Path, results: dict) -> None:
                   f"and the target's {TARGET_ROWS_S:,}")
         elif f:
             print(f"(b) its floor could not be measured: {f['error']}")
+        b = e.get("before")
+        if b:
+            r = e["after_over_before"]
+            speed = (f"{b['rows_per_s']:,} -> {e['rows_per_s']:,} rows/s" if label == "b"
+                     else f"{b['mb_s']:.0f} -> {c['mb_s']:.0f} MB/s")
+            allowed = "; issue 28 allows 1.15 on this file" if label == "b" else ""
+            print(f"({label}) before/after: {b['commit']} {b['seconds']:.2f} s (CPU {b['cpu_s']} s, RSS "
+                  f"{b['rss_mb']:.0f} MB), this tree {c['seconds']:.2f} s (CPU {c.get('cpu_s')} s, RSS "
+                  f"{c['rss_mb']:.0f} MB), {speed}: after/before {r['wall']} wall, {r['cpu']} CPU{allowed}")
         if "capscan_pure" in e:
             p = e["capscan_pure"]
             print(f"(a) with CAPSCAN_PURE_SCAN=1 (the fallback without Hyperscan): {p['seconds']:.2f} s, "
@@ -954,8 +1101,8 @@ def _startup_and_listing(args, work: Path, results: dict, parts: set[str]) -> No
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="ingest,startup,listing",
-                    help="what to measure, comma-separated: ingest, startup, listing (default all)")
+    ap.add_argument("--parts", default="ingest,writers,startup,listing",
+                    help="what to measure, comma-separated: ingest, writers, startup, listing (default all)")
     ap.add_argument("--size-mb", type=int, default=256, help="size of the noise log in MiB (default 256)")
     ap.add_argument("--rows", type=int, default=1_000_000, help="llama-bench JSONL rows (default 1,000,000)")
     ap.add_argument("--files", default="a,b", help="ingest: which files, a (noise log) and/or b (JSONL)")
@@ -967,15 +1114,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-tree", action="store_true",
                     help="start-up: skip the second block (this tree as python -m analyzer)")
     ap.add_argument("--repeat", type=int, default=9, help="start-up: runs per command (default 9; the median counts)")
+    ap.add_argument("--before", default="HEAD~1",
+                    help="ingest, writers: also measure this commit's code (git archive into --out), alternately "
+                         "with this tree, and print both with their ratio (default HEAD~1; 'none' to skip)")
+    ap.add_argument("--ingest-repeat", type=int, default=2,
+                    help="ingest with --before: runs of each side, alternating (default 2; the best counts)")
+    ap.add_argument("--writer-rows", type=int, default=100_000, help="writers: listing rows (default 100,000)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="work directory (default bench/out)")
     ap.add_argument("--keep", action="store_true", help="keep the generated files and databases")
     args = ap.parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if parts - {"ingest", "startup", "listing"}:
-        ap.error(f"unknown part(s): {', '.join(sorted(parts - {'ingest', 'startup', 'listing'}))}")
+    known = {"ingest", "writers", "startup", "listing"}
+    if parts - known:
+        ap.error(f"unknown part(s): {', '.join(sorted(parts - known))}")
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    args.before_tree = args.before_label = None
+    if args.before.lower() != "none" and parts & {"ingest", "writers"}:
+        sha, args.before_tree = before_tree(args.before, out)
+        args.before_label = sha[:9]
     work = Path(tempfile.mkdtemp(prefix="capscan-bench-", dir=out))
     if not _TIME_V:
         print("note: /usr/bin/time not found (Debian package 'time'); peak RSS from getrusage(RUSAGE_CHILDREN)",
@@ -990,8 +1148,12 @@ def main(argv: list[str] | None = None) -> int:
                                  "show_floor_ratio": TARGET_SHOW_FLOOR_RATIO,
                                  "list_s": TARGET_LIST_S, "list_rss_mb": TARGET_LIST_RSS_MB}}
     try:
+        if args.before_label:
+            results["before"] = {"rev": args.before, "commit": args.before_label, "tree": str(args.before_tree)}
         if "ingest" in parts:
             _ingest(args, out, work, results)
+        if "writers" in parts:
+            _writers(args, results)
         if parts & {"startup", "listing"}:
             _startup_and_listing(args, work, results, parts)
     finally:

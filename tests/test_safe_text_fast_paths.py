@@ -37,3 +37,15 @@ def test_output_and_json_escaping_leave_nothing_unsafe():
         assert st._JSON_RAW.search(escaped) is None, repr(text)
         if st._JSON_RAW.search(text) is None:
             assert escaped == text
+
+
+def test_the_utf8_check_escapes_what_the_text_check_escapes():
+    """escape_json_utf8 asks four lead bytes of the UTF-8 before the regex: every character the regex
+    escapes (DEL, C1, ALM, the bidi marks, embeddings and isolates, U+2028/U+2029) has one of them."""
+    every = [chr(c) for c in range(0x110000) if not 0xd800 <= c <= 0xdfff and st._JSON_RAW.search(chr(c))]
+    assert len(every) == 1 + 32 + len(st.BIDI) + 2
+    for c in every:
+        assert st.escape_json_utf8(f'"a{c}b"'.encode()) == st.escape_json_text(f'"a{c}b"') != f'"a{c}b"'
+    for text in _samples():
+        if "\ud800" not in text:
+            assert st.escape_json_utf8(text.encode()) == st.escape_json_text(text), repr(text)

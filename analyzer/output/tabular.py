@@ -8,7 +8,6 @@ TSV/markdown row, so they become spaces (and | is escaped in markdown)."""
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from typing import Any, Iterable, Iterator, Sequence, TextIO
@@ -37,155 +36,78 @@ def dumps(obj: Any, *, indent: int | None = 2) -> str:
     return escape_json_text(json.dumps(finite_json(obj), indent=indent, ensure_ascii=False))
 
 
-# Rows are written this many at a time: one write (and one pass of the output boundary's check)
-# per batch rather than per row, while the listing still streams in bounded memory.
+# Rows are written this many at a time: one encoder call, one write and one pass of the output
+# boundary's check per batch rather than per row, while the listing still streams in bounded memory.
 BATCH_ROWS = 512
 
 
-_PLAIN = frozenset((str, int, float, bool, type(None)))
-_STR = frozenset((str,))
-# json's C encoder (indent=None) with its item separator set to what indent=2 puts between the
-# members of an object inside write_json_array's array: a raw newline never occurs inside an
-# encoded string, so a flat object comes out laid out exactly as json.dumps(indent=2) lays it out.
-_ARRAY_SEPARATORS = (",\n    ", ": ")
-_LINE_SEPARATORS = (", ", ": ")
-
-
-@functools.cache
-def _encoder(separators: tuple[str, str]) -> Any:
+def _json_text(item: Any, indented: bool) -> str:
+    """One item by the standard json module: a member of write_json_array (indented by two) or a
+    line of write_nl (compact, as orjson writes it)."""
     import json
 
-    return json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False, separators=separators)
-
-
-def _is_flat(item: Any) -> bool:
-    """A non-empty dict of str keys and plain values (a listing row)."""
-    return type(item) is dict and bool(item) and _STR.issuperset(map(type, item)) \
-        and _PLAIN.issuperset(map(type, item.values()))
-
-
-def _flat_object(item: Any, separators: tuple[str, str] = _LINE_SEPARATORS) -> str | None:
-    """``item`` as one JSON object by json's C encoder when it is flat (``_is_flat``): the text
-    ``dumps`` writes, laid out by ``separators``. None for anything else, and for a NaN or
-    infinity (JSON has none; ``dumps`` writes null): the caller falls back to ``dumps``."""
-    if not _is_flat(item):
-        return None
-    try:
-        return _encoder(separators).encode(item)
-    except ValueError:  # a non-finite float
-        return None
-
-
-def _one(item: Any, indented: bool) -> str:
-    """One item as write_json_array lays out a member (``indented``) or write_nl a line."""
     if indented:
-        body = _flat_object(item, _ARRAY_SEPARATORS)
-        if body is None:
-            return "\n".join("  " + line for line in dumps(item).splitlines())
-        return "  {\n    " + body[1:-1] + "\n  }"
-    line = _flat_object(item)
-    return dumps(item, indent=None) if line is None else line
+        # split at "\n" only: json escapes it inside strings, not U+2028 or U+0085 (splitlines' line ends too)
+        return "\n  ".join(("  " + json.dumps(finite_json(item), indent=2, ensure_ascii=False)).split("\n"))
+    return json.dumps(finite_json(item), ensure_ascii=False, separators=(",", ":"))
 
 
-def _orjson_batch(items: list[dict[str, Any]], indented: bool) -> str | None:
-    """Flat items (``_is_flat``) in one call of orjson, which encodes a listing row several times
-    faster than json: the members of write_json_array joined by ",\n" (``indented``) or write_nl's
-    lines joined by "\n", the very text ``_one`` gives. None where orjson writes other text than
-    json: an int beyond 64 bits or a lone surrogate (orjson refuses both), and a float between
-    1e-9 and 1e-4 (json writes 1e-05 and 1e-07, orjson 0.00001 and 1e-7: ``_orjson_differs``).
-    Orjson's OPT_INDENT_2 text of a list of flat objects is json.dumps(indent=2)'s (NaN and the
-    infinities are null in both); a raw newline never occurs inside an encoded string, so its
-    layout is found again exactly."""
+def _orjson_text(items: list[Any], indented: bool) -> str | None:
+    """The batch by orjson, several times faster than json on listing rows: the same layout as
+    ``_json_text`` (its OPT_INDENT_2 indents by two; NaN and the infinities are null, as
+    ``finite_json`` makes them), escaped. None where orjson is not installed, or refuses an item:
+    an int beyond 64 bits, a lone surrogate, a key that is not a string (json takes that batch)."""
     try:
         import orjson
-
-        text = orjson.dumps(items, option=orjson.OPT_INDENT_2).decode()
-    except (ImportError, TypeError):  # orjson.JSONEncodeError is a TypeError
+    except ImportError:
         return None
-    if _orjson_differs(text):
+    from analyzer.safe_text import escape_json_utf8
+
+    try:
+        if indented:
+            return escape_json_utf8(orjson.dumps(items, option=orjson.OPT_INDENT_2)[2:-2])  # "[\n" ... "\n]"
+        return escape_json_utf8(b"\n".join(map(orjson.dumps, items)))
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
         return None
-    members = text[2:-2]  # "[\n" ... "\n]"
-    if indented:
-        return members
-    lines = members.replace("\n  },\n  {\n    ", "}\n{").replace(",\n    ", ", ")
-    return "{" + lines[len("  {\n    "):-len("\n  }")] + "}"
 
 
-def _orjson_differs(text: str) -> bool:
-    """Whether orjson's text may hold a float that json writes otherwise: one with a one-digit
-    negative exponent (json pads it to two: 1e-07) or one below 1e-4 written out (json uses an
-    exponent there: 1e-05). Either may also be found inside a string; that batch then takes
-    json, which is never wrong, only slower. (Two substring searches: a regex with a
-    look-behind took longer than orjson's encoding.)"""
-    return "0.0000" in text or any(text[m.start() - 1].isdigit() for m in _one_digit_exponent().finditer(text))
-
-
-@functools.cache
-def _one_digit_exponent() -> re.Pattern[str]:
-    return re.compile(r"e-\d(?!\d)")
-
-
-def _chunks(items: Iterable[Any], indented: bool) -> Iterator[tuple[str, int]]:
-    """The items' text (``_one``'s) with how many items each chunk holds: runs of flat items
-    BATCH_ROWS at a time (joined by ",\n" when ``indented``, else by "\n"), any other item alone."""
-    flat: list[dict[str, Any]] = []
-
-    def flush() -> tuple[str, int]:
-        # orjson only for a full batch: importing it costs about 30 ms, more than json spends on a few hundred rows
-        text = _orjson_batch(flat, indented) if len(flat) >= BATCH_ROWS else None
-        if text is None:
-            text = (",\n" if indented else "\n").join(_one(item, indented) for item in flat)
-        chunk = (text, len(flat))
-        flat.clear()
-        return chunk
-
-    for item in items:
-        if _is_flat(item):
-            flat.append(item)
-            if len(flat) >= BATCH_ROWS:
-                yield flush()
-        else:
-            if flat:
-                yield flush()
-            yield _one(item, indented), 1
-    if flat:
-        yield flush()
-
-
-def _batched(out: TextIO, pieces: Iterable[tuple[str, int]]) -> None:
-    """The pieces of JSON text (each with the number of items it holds) written about BATCH_ROWS
-    items at a time, escaped as ``dumps`` escapes (escape_json_text once per batch: the characters
-    it escapes occur only inside strings, and text already escaped has none of them left)."""
+def _batches(items: Iterable[Any], indented: bool) -> Iterator[str]:
+    """The items' JSON text BATCH_ROWS at a time, each batch write_json_array's members joined by
+    ",\n" (``indented``) or write_nl's lines joined by "\n", log text escaped as ``dumps`` escapes it
+    (once per batch: the characters escaped occur only inside strings). orjson only for a full
+    batch: importing it costs more than json spends on a few hundred rows."""
     from analyzer.safe_text import escape_json_text
 
-    batch: list[str] = []
-    held = 0
-    for piece, n in pieces:
-        batch.append(piece)
-        held += n
-        if held >= BATCH_ROWS:
-            out.write(escape_json_text("".join(batch)))
-            batch.clear()
-            held = 0
+    batch: list[Any] = []
+
+    def text() -> str:
+        got = _orjson_text(batch, indented) if len(batch) >= BATCH_ROWS else None
+        if got is not None:
+            return got
+        return escape_json_text((",\n" if indented else "\n").join(_json_text(i, indented) for i in batch))
+
+    for item in items:
+        batch.append(item)
+        if len(batch) >= BATCH_ROWS:
+            yield text()
+            batch = []
     if batch:
-        out.write(escape_json_text("".join(batch)))
+        yield text()
 
 
 def write_json_array(out: TextIO, items: Iterable[Any]) -> None:
-    """A JSON array written item by item (the same text json.dumps(indent=2) gives)."""
-    def pieces() -> Iterator[tuple[str, int]]:
-        first = True
-        for chunk, n in _chunks(items, indented=True):
-            yield ("[\n" if first else ",\n") + chunk, n
-            first = False
-        yield ("[]\n" if first else "\n]\n"), 0
-
-    _batched(out, pieces())
+    """A JSON array, written a batch of items at a time."""
+    first = True
+    for text in _batches(items, indented=True):
+        out.write(("[\n" if first else ",\n") + text)
+        first = False
+    out.write("[]\n" if first else "\n]\n")
 
 
 def write_nl(out: TextIO, items: Iterable[Any]) -> None:
-    """One JSON object per line (the same text json.dumps gives)."""
-    _batched(out, ((chunk + "\n", n) for chunk, n in _chunks(items, indented=False)))
+    """One JSON object per line, written a batch of lines at a time."""
+    for text in _batches(items, indented=False):
+        out.write(text + "\n")
 
 
 # control characters (C0, DEL, C1) and the bidi/zero-width format characters that reorder or hide text

@@ -102,18 +102,25 @@ class Dispatcher:
                 self.unrecognised += 1
         return events
 
-    def feed_many(self, lines: list[tuple[int, bytes]]) -> list[Event]:
-        """Like ``feed`` for each line, in order; consecutive llama-bench JSONL
-        rows of one configuration become a single ``bench.rows`` event (config +
-        measurements), so files of a million rows cost one event per block."""
+    def feed_many(self, first: int, lines: list[bytes | None]) -> list[Event]:
+        """Like ``feed`` for each of consecutive lines, numbered from ``first`` (None: a line
+        skipped, too long to read); consecutive llama-bench JSONL rows of one configuration
+        become a single ``bench.rows`` event (config + measurements), so files of a million
+        rows cost one event per stretch of one configuration."""
         events: list[Event] = []
         batch: list[tuple] | None = None
         jsonl = self._jsonl
-        for line_no, raw in lines:
-            if self.collector is None and raw.startswith(JSONL_PREFIX):
-                m = jsonl.measure(raw)
+        measure = jsonl.measure  # None for any line that is not a row of the last configuration
+        measured = 0
+        line_no = first - 1
+        for raw in lines:
+            line_no += 1
+            if raw is None:
+                continue
+            if self.collector is None:
+                m = measure(raw)
                 if m is not None:
-                    self.recognised += 1
+                    measured += 1
                     if batch is None:
                         batch = []
                         events.append(Event("bench.rows", line_no, "", {"config": jsonl.config, "rows": batch}))
@@ -121,22 +128,8 @@ class Dispatcher:
                     continue
             batch = None
             events.extend(self.feed(line_no, raw))
+        self.recognised += measured
         return events
-
-    def feed_block(self, body: bytes, pos: int, end: int, line_no: int,
-                   max_line: int) -> tuple[list[Event], int, int] | None:
-        """The llama-bench JSONL rows from ``pos`` on (whole lines of ``body`` up to ``end``;
-        ``line_no`` numbers the line before ``pos``) that share the configuration of the last
-        row parsed whole, as one ``bench.rows`` event, the events ``feed_many`` gives for
-        those lines: ``(events, the position after them, how many lines)``; None when the
-        line at ``pos`` is not such a row (it goes to ``feed``)."""
-        if self.collector is not None:
-            return None
-        rows, at = self._jsonl.measure_lines(body, pos, end, line_no, max_line)
-        if not rows:
-            return None
-        self.recognised += len(rows)
-        return [Event("bench.rows", rows[0][0], "", {"config": self._jsonl.config, "rows": rows})], at, len(rows)
 
     def _dispatch(self, line_no: int, text: str, events: list[Event]) -> None:
         for fmt in FORMATS:

@@ -188,8 +188,10 @@ class JsonlRows:
     _CUT = b'"n_prompt":'
 
     def __init__(self) -> None:
-        self._prefix: bytes | None = None
+        self._head: bytes | None = None  # the configuration's bytes and the cut
+        self._cut_at = 0  # where the measured tail starts
         self._config: dict[str, Any] | None = None  # the row fields that come from the configuration
+        self._limits = (0.0, 0.0)  # its (prompt, generation) ceilings
 
     @property
     def config(self) -> dict[str, Any] | None:
@@ -197,104 +199,31 @@ class JsonlRows:
 
     def measure(self, raw: bytes) -> tuple | None:
         """(test, tok_s, stddev, n_prompt, n_gen, n_depth) of a row with the same
-        configuration as the last row parsed whole; None otherwise."""
-        prefix = self._prefix
-        if prefix is None or not raw.startswith(prefix) or not raw.startswith(self._CUT, len(prefix)):
+        configuration as the last row parsed whole; None otherwise (``row`` decides it)."""
+        head = self._head
+        if head is None or not raw.startswith(head):  # the configuration's bytes, then the cut
             return None
         try:
-            tail = _loads(b"{" + raw[len(prefix):])
-            m = _measurement(tail) if isinstance(tail, dict) else None
-            return None if m is None else _plausible(m, self._config["limits"])  # type: ignore[index]
-        except ValueError:  # not JSON, or Rejected: the full path (``row``) counts it
+            tail = _loads(b"{" + raw[self._cut_at:])
+        except ValueError:  # not JSON: the full path (``row``) counts it
             return None
-
-    # measure_lines reads a window of the input at a time: small after a change of configuration
-    # (a sweep that changes it every few rows costs little), doubling while rows keep sharing it.
-    WINDOW_MIN, WINDOW_MAX = 32 << 10, 8 << 20
-
-    _window = WINDOW_MIN
-
-    def measure_lines(self, body: bytes, pos: int, end: int, line_no: int, max_line: int) -> tuple[list[tuple], int]:
-        """The lines of ``body[pos:end]`` (whole lines, each ending with a newline) from ``pos``
-        on that share the configuration of the last row parsed whole, as far as they go:
-        ``([(line, test, tok_s, stddev, n_prompt, n_gen, n_depth), ...], the position after the
-        last one)``; line numbers follow ``line_no`` (the line before ``pos``).
-
-        The same rows ``measure`` gives line by line, in one loop with no per-line event or
-        tuple between the scanner and here. It stops before the first line that is anything
-        else (another configuration, a tail that does not decode, a row without a speed, a
-        line over ``max_line``): that line is for the ordinary path (``row``), which decides it
-        as before. Lines are cut from a window that doubles while rows keep sharing the
-        configuration and shrinks back where they stop (a sweep that changes it every few rows
-        never cuts a whole chunk for a few rows)."""
-        prefix = self._prefix
-        cut = self._CUT
-        if prefix is None or not body.startswith(prefix, pos) or not body.startswith(cut, pos + len(prefix)):
-            return [], pos
-        plen = len(prefix)
-        stop = pos + self._window
-        if stop >= end:
-            stop = end
-        else:
-            stop = body.rfind(b"\n", pos, stop) + 1  # whole lines only
-            if stop <= pos:  # one line longer than the window
-                stop = body.find(b"\n", pos, end) + 1
-        # A private copy of the window: each row's tail is decoded where it lies, the byte before
-        # it (the configuration's last) overwritten with "{" (no line cut out, nothing concatenated).
-        window = bytearray(memoryview(body)[pos:stop])
-        view = memoryview(window)
-        find, opens = window.find, window.startswith
-        out: list[tuple] = []
-        append = out.append
-        loads, measurement, name = _loads, _measurement, test_name
-        lo, hi = _INT_MIN, _INT_MAX
-        limits = self._config["limits"]  # type: ignore[index]
-        prompt_cap, gen_cap = limits
-        head = prefix + cut  # one comparison a row
-        size, at = len(window), 0
+        if type(tail) is not dict:
+            return None
+        # _measurement's typed case (the million-row one) and _plausible's accepting test, inline
+        get = tail.get
+        tok_s, stddev = get("avg_ts"), get("stddev_ts")
+        n_prompt, n_gen, n_depth = get("n_prompt"), get("n_gen"), get("n_depth")
+        if (type(tok_s) is float and type(n_prompt) is int and type(n_gen) is int and type(n_depth) is int
+                and (type(stddev) is float or stddev is None)
+                and _INT_MIN <= n_prompt <= _INT_MAX and _INT_MIN <= n_gen <= _INT_MAX and _INT_MIN <= n_depth <= _INT_MAX
+                and 0.0 < tok_s <= self._limits[0 if n_prompt else 1]):
+            test = test_name(n_prompt, n_gen, n_depth)
+            return None if test is None else (test, tok_s, stddev, n_prompt, n_gen, n_depth)
         try:
-            while at < size:
-                eol = find(b"\n", at)  # the window ends with a newline
-                if eol - at > max_line or not opens(head, at):
-                    break
-                window[at + plen - 1] = 0x7B  # "{"
-                try:
-                    obj = loads(view[at + plen - 1:eol])
-                except ValueError:  # not JSON: the ordinary path counts it
-                    break
-                if type(obj) is not dict:
-                    break
-                # _measurement's fast case inline (the million-row case: typed JSON), with _plausible's
-                # accepting test; any other row goes to them (and a row they refuse to the ordinary path)
-                get = obj.get
-                tok_s, stddev = get("avg_ts"), get("stddev_ts")
-                n_prompt, n_gen, n_depth = get("n_prompt"), get("n_gen"), get("n_depth")
-                if (type(tok_s) is float and type(n_prompt) is int and type(n_gen) is int and type(n_depth) is int
-                        and (type(stddev) is float or stddev is None)
-                        and lo <= n_prompt <= hi and lo <= n_gen <= hi and lo <= n_depth <= hi
-                        and 0.0 < tok_s <= (prompt_cap if n_prompt else gen_cap)):
-                    test = name(n_prompt, n_gen, n_depth)
-                    if test is None:
-                        break
-                    line_no += 1
-                    append((line_no, test, tok_s, stddev, n_prompt, n_gen, n_depth))
-                    at = eol + 1
-                    continue
-                try:
-                    m = measurement(obj)
-                    if m is not None:
-                        m = _plausible(m, limits)
-                except ValueError:  # Rejected: the ordinary path counts it
-                    break
-                if m is None:
-                    break
-                line_no += 1
-                append((line_no, *m))
-                at = eol + 1
-        finally:
-            view.release()
-        self._window = min(self._window * 2, self.WINDOW_MAX) if at == size else self.WINDOW_MIN
-        return out, pos + at
+            m = _measurement(tail)
+            return None if m is None else _plausible(m, self._limits)
+        except ValueError:  # Rejected: the full path counts it
+            return None
 
     def row(self, raw: bytes) -> dict | None:
         m = self.measure(raw)
@@ -312,7 +241,7 @@ class JsonlRows:
             return None
         config = _configuration(obj, "jsonl")
         if cut > 0:
-            self._prefix, self._config = raw[:cut], config
+            self._head, self._cut_at, self._config, self._limits = raw[:cut + len(self._CUT)], cut, config, config["limits"]
         return _row(config, _plausible(m, config["limits"]))
 
 

@@ -9,8 +9,9 @@ The search is ``analyzer.read.literal_search``: one Hyperscan pass per chunk for
 all literals at once where the ``hyperscan`` package imports, else one pass
 per literal (glibc's ``memmem`` or ``bytes.find``); every engine gives the
 same lines. Newlines are counted once per chunk (up to each hit, then the
-rest). A chunk that is mostly llama-bench JSONL rows (each line opens with a
-literal) skips the search: each line is checked with ``startswith`` instead.
+rest). Adjacent llama-bench JSONL rows among the hits go to the dispatcher
+together (``Dispatcher.feed_many``: a million-row file costs one event per
+stretch of rows of one configuration, not one per row).
 
 Lines longer than ``MAX_LINE`` are skipped and counted; memory stays bounded
 whatever the input (a 50 MB line without a newline costs ``MAX_LINE``).
@@ -23,15 +24,11 @@ from typing import Callable
 
 from analyzer.parsers import LITERAL_BYTES, Dispatcher
 from analyzer.parsers.base import Event
+from analyzer.parsers.bench import JSONL_PREFIX
 from analyzer.read.literal_search import HyperscanSearch, PureSearch, literal_search
 
 CHUNK = 4 << 20
 MAX_LINE = 1 << 20
-
-# Line openings that contain a literal: a line that starts with one passes the
-# prefilter without a search. Used when most lines of a chunk start so.
-DENSE_PREFIXES: tuple[bytes, ...] = (b'{"build_commit"',)
-
 
 @dataclass
 class ScanStats:
@@ -68,7 +65,8 @@ class Scanner:
         self.on_events = on_events
         self.literals = literals
         self.search = search if search is not None else literal_search(literals)
-        self.dense_prefixes = tuple(p for p in DENSE_PREFIXES if any(lit in p for lit in literals))
+        # a line opening so holds a literal: it passes the prefilter without the search
+        self._rows_prefix = JSONL_PREFIX if any(lit in JSONL_PREFIX for lit in literals) else None
         self.stats = ScanStats()
         self._carry = b""
         self._discarding = False  # inside an overlong line
@@ -126,14 +124,14 @@ class Scanner:
         numbers are 1-based."""
         if start >= end:
             return
-        if self.dense_prefixes and self._dense(body, start, end):
-            self._process_lines(body, start, end)
-            return
         base = self.stats.lines  # lines before this body
         if end - start > MAX_LINE:
             self.stats.overlong += _count_overlong(body, start, end)
         dispatcher = self.dispatcher
-        find, count = body.find, body.count
+        find, count, opens = body.find, body.count, body.startswith
+        rows_prefix = self._rows_prefix
+        picked: list[bytes | None] = []  # consecutive llama-bench JSONL rows, handed over together
+        picked_first = 0  # the first one's line number
         pos, line_no = start, base  # line_no = number of the line ending before pos
         hits: list[int] | None = None  # computed once, over the whole range, when first needed
         hit_index = 0
@@ -145,6 +143,26 @@ class Scanner:
                 self._emit(line_no, body[pos:eol])
                 pos = eol + 1
                 continue
+            if rows_prefix and opens(rows_prefix, pos):
+                # llama-bench JSONL rows hold a literal: taken without the search (a dense file is
+                # all rows), as far as they go, to be handed over together (nothing is fed until then)
+                if not picked:
+                    picked_first = line_no + 1
+                while True:
+                    eol = find(b"\n", pos, end)
+                    # (a line over MAX_LINE is fed to no one: counted by _count_overlong)
+                    picked.append(body[pos:eol] if eol - pos <= MAX_LINE else None)
+                    pos = eol + 1
+                    if pos >= end or not opens(rows_prefix, pos):
+                        break
+                line_no = picked_first + len(picked) - 1
+                continue
+            if picked:
+                # The rows go first: one may open a block, which then takes every line after it.
+                self.stats.gated += len(picked)
+                self._deliver(dispatcher.feed_many(picked_first, picked))
+                picked = []
+                continue
             if hits is None:
                 hits = self.search.line_starts(body, pos, end)
             n_hits = len(hits)
@@ -154,97 +172,19 @@ class Scanner:
                 break
             ls = hits[hit_index]
             hit_index += 1
+            if rows_prefix and ls != pos and opens(rows_prefix, ls):
+                line_no += count(b"\n", pos, ls)  # the row is taken at the top of the loop
+                pos = ls
+                continue
             line_no += count(b"\n", pos, ls) + 1
             eol = find(b"\n", ls, end)
             self._emit(line_no, body[ls:eol])
             pos = eol + 1
+        if picked:
+            self.stats.gated += len(picked)
+            self._deliver(dispatcher.feed_many(picked_first, picked))
         # line_no counts the lines ending before pos: only the rest is left to count
         self.stats.lines = line_no + count(b"\n", pos, end)
-
-    def _dense(self, body: bytes, start: int, end: int) -> bool:
-        """Do most lines of this range open with a dense prefix? (Sampled
-        on its first lines: one line read, no pass over the range.)"""
-        prefixes = self.dense_prefixes
-        if not body.startswith(prefixes, start):
-            return False
-        # the first 16 lines must all open so
-        pos = start
-        for _ in range(16):
-            eol = body.find(b"\n", pos, end)
-            if eol == -1 or eol + 1 >= end:
-                return True
-            pos = eol + 1
-            if not body.startswith(prefixes, pos):
-                return False
-        return True
-
-    def _process_lines(self, body: bytes, start: int, end: int) -> None:
-        """A dense range: runs of rows the dispatcher can take as a block
-        (``feed_block``: consecutive llama-bench rows of one configuration,
-        read without cutting the range into lines) go to it whole; the lines
-        where a run stops go the line-by-line way (``_process_each``), one at
-        first, twice as many after each stop that no block follows (a range
-        that is dense but never a block costs what line by line costs)."""
-        feed_block = getattr(self.dispatcher, "feed_block", None)
-        if feed_block is None:
-            self._process_each(body, start, end)
-            return
-        dispatcher, stats = self.dispatcher, self.stats
-        pos, stretch = start, 1
-        while pos < end:
-            if not dispatcher.collecting:
-                got = feed_block(body, pos, end, stats.lines, MAX_LINE)
-                if got is not None:
-                    events, pos, n = got
-                    stats.lines += n
-                    stats.gated += n
-                    self._deliver(events)
-                    stretch = 1
-                    continue
-            stop = pos
-            for _ in range(stretch):
-                stop = body.find(b"\n", stop, end) + 1  # the range ends with a newline
-                if stop >= end:
-                    break
-            self._process_each(body, pos, stop)
-            pos = stop
-            stretch = min(stretch * 2, 4096)
-
-    def _process_each(self, body: bytes, start: int, end: int) -> None:
-        """Line by line: a line opening with a dense prefix holds a literal;
-        any other line is checked against every literal. The range's events
-        go on together (a dense range holds thousands of rows)."""
-        prefixes, literals = self.dense_prefixes, self.literals
-        dispatcher = self.dispatcher
-        line_no = self.stats.lines
-        gated = overlong = 0
-        picked: list[tuple[int, bytes]] = []  # dense rows, handed over together (order kept)
-        lines = body[start:end - 1].split(b"\n")  # ``end - 1`` is the final newline
-        for raw in lines:
-            line_no += 1
-            if len(raw) > MAX_LINE:
-                overlong += 1
-                continue
-            if raw.startswith(prefixes) and not dispatcher.collecting:
-                gated += 1
-                picked.append((line_no, raw))
-                continue
-            # Any other line: what came before goes first, since it may open a block.
-            if picked:
-                self._deliver(dispatcher.feed_many(picked))
-                picked = []
-            if not dispatcher.collecting:
-                for lit in literals:
-                    if lit in raw:
-                        break
-                else:
-                    continue
-            self._emit(line_no, raw)
-        if picked:
-            self._deliver(dispatcher.feed_many(picked))
-        self.stats.lines = line_no
-        self.stats.gated += gated
-        self.stats.overlong += overlong
 
     def _deliver(self, events: list[Event]) -> None:
         if events:

@@ -1,9 +1,10 @@
-"""Dense llama-bench JSONL (a million rows a file): the block path and the
+"""Dense llama-bench JSONL (a million rows a file): the batched rows and the
 deferred index must change nothing but the speed.
 
-- the scanner's block path (``Dispatcher.feed_block``: rows of one
-  configuration read without cutting the input into lines) gives exactly the
-  events, counts and line numbers of the line-by-line path, on mixes of
+- the scanner's runs of rows (handed to ``Dispatcher.feed_many`` together, each
+  row of a known configuration decoding only its measured tail) give exactly
+  the events, counts and line numbers of feeding every prefiltered line to
+  ``Dispatcher.feed`` alone with each row parsed whole, on mixes of
   configurations, cut-off rows, rows that do not decode or are rejected, CRLF,
   noise and overlong lines, whatever the chunking;
 - a source that brings more rows than the table held drops its indexes in its
@@ -26,7 +27,7 @@ import pytest
 
 import analyzer.parsers.scanner as scanner_mod
 from analyzer.ingest import ingest
-from analyzer.parsers import Dispatcher
+from analyzer.parsers import LITERAL_BYTES, Dispatcher
 from analyzer.parsers.bench import bench_row_from
 from analyzer.parsers.bench import test_name as bench_test_name
 from analyzer.read.reader import Input, InputError
@@ -99,43 +100,62 @@ def dense_mix(seed: int, n: int = 3000) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
-def _scan(data: bytes, chunk: int, mode: str) -> tuple[list, tuple]:
-    d = Dispatcher()
-    if mode == "per-line":
-        d.feed_block = None  # the scanner then takes every dense line one by one
-    events: list = []
-    s = Scanner(d, events.extend)
-    if mode == "sparse":
-        s.dense_prefixes = ()
-    for i in range(0, len(data), chunk):
-        s.feed(data[i:i + chunk])
-    s.close()
+def _expand(events: list) -> list:
     out = []
     for e in events:
         if e.kind == "bench.rows":
             out += [("bench.row", r[0], bench_row_from(e.data["config"], r[1:])) for r in e.data["rows"]]
         else:
             out.append((e.kind, e.line, e.data))
-    return out, (d.recognised, d.unrecognised, d.rejected, s.stats.lines, s.stats.overlong)
+    return out
+
+
+def _scan(data: bytes, chunk: int) -> tuple[list, tuple]:
+    d = Dispatcher()
+    events: list = []
+    s = Scanner(d, events.extend)
+    for i in range(0, len(data), chunk):
+        s.feed(data[i:i + chunk])
+    s.close()
+    return _expand(events), (d.recognised, d.unrecognised, d.rejected, s.stats.lines, s.stats.overlong)
+
+
+def _line_by_line(data: bytes) -> tuple[list, tuple]:
+    """The specification: no scanner, no batch, no shared configuration. Each line that holds a
+    prefilter literal (every line while a block is open) goes to ``Dispatcher.feed`` alone, and
+    each llama-bench row is parsed whole; a line over MAX_LINE is counted and skipped."""
+    d = Dispatcher()
+    d._jsonl.measure = lambda raw: None  # type: ignore[method-assign]  # every row parsed whole
+    events: list = []
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    overlong = 0
+    for no, raw in enumerate(lines, 1):
+        if len(raw) > scanner_mod.MAX_LINE:
+            overlong += 1
+        elif d.collecting or any(lit in raw for lit in LITERAL_BYTES):
+            events += d.feed(no, raw)
+    events += d.finish()
+    return _expand(events), (d.recognised, d.unrecognised, d.rejected, len(lines), overlong)
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_block_path_gives_what_line_by_line_gives(monkeypatch, seed):
+def test_batched_rows_give_what_line_by_line_gives(monkeypatch, seed):
     monkeypatch.setattr(scanner_mod, "MAX_LINE", 2048)
     data = dense_mix(seed)
-    want = _scan(data, 1 << 22, "per-line")
+    want = _line_by_line(data)
     assert sum(1 for e in want[0] if e[0] == "bench.row") > 2000  # mostly rows, as in a real dense file
     assert want[1][2] > 0 and want[1][4] > 0  # rejected and overlong lines are part of the mix
     for chunk in (1 << 22, 65536, 4099):
-        assert _scan(data, chunk, "block") == want
-    assert _scan(data, 1 << 22, "sparse")[0] == want[0]
+        assert _scan(data, chunk) == want
 
 
-def test_block_path_on_a_sweep_that_changes_configuration_every_row():
+def test_batched_rows_on_a_sweep_that_changes_configuration_every_row():
     rng = random.Random(5)
     configs = _configs(rng, 7)
     data = b"".join(_row(rng, configs[i % 7]) + b"\n" for i in range(2000))
-    assert _scan(data, 1 << 22, "block") == _scan(data, 1 << 22, "per-line")
+    assert _scan(data, 1 << 22) == _line_by_line(data)
 
 
 # -- end to end: the stored rows, the figures shown, the indexes ------------------------------
@@ -267,10 +287,11 @@ def test_a_small_source_into_a_large_table_keeps_the_indexes(db_path, monkeypatc
     assert dropped[:1] == ["big.jsonl"] and "small.jsonl" not in dropped
 
 
-def test_block_path_on_rows_whose_measured_fields_are_not_the_typed_case():
-    """The block path decides the typed case (float speed, int token counts) inline and hands every
-    other row to ``_measurement``: ints for floats, strings for numbers, a missing depth or stddev,
-    a speed of 0, token counts that make no test or do not fit SQLite all come out as line by line."""
+def test_batched_rows_whose_measured_fields_are_not_the_typed_case():
+    """A row of a known configuration decides the typed case (float speed, int token counts) inline
+    and hands every other row to ``_measurement``: ints for floats, strings for numbers, a missing
+    depth or stddev, a speed of 0, token counts that make no test or do not fit SQLite all come out
+    as each row parsed whole."""
     rng = random.Random(7)
     config = _configs(rng, 1)[0]
     variants = [
@@ -295,7 +316,7 @@ def test_block_path_on_rows_whose_measured_fields_are_not_the_typed_case():
             rng.choice(variants)(obj)
         lines.append(json.dumps(obj).encode())
     data = b"\n".join(lines) + b"\n"
-    want = _scan(data, 1 << 22, "per-line")
+    want = _line_by_line(data)
     assert len(want[0]) > 1000 and want[1][1] > 0 and want[1][2] > 0  # most rows kept, some not, some rejected
     for chunk in (1 << 22, 8191):
-        assert _scan(data, chunk, "block") == want
+        assert _scan(data, chunk) == want

@@ -1,6 +1,6 @@
 """The streaming scanner: which lines reach the dispatcher, with which line
 numbers, whatever the chunking (chunk boundaries, overlong lines, collector
-blocks, CRLF, a last line without newline, the dense JSONL path), with each
+blocks, CRLF, a last line without newline, runs of llama-bench JSONL rows), with each
 search engine: Hyperscan, and the pure fallback (memmem and bytes.find) that
 must give identical results. Behaviour only: speed is measured by bench/run.py."""
 
@@ -39,11 +39,13 @@ class FakeDispatcher:
             self.collecting = True
         return []
 
-    def feed_many(self, lines: list[tuple[int, bytes]]) -> list:
-        """The dispatcher's batch form: ``feed`` for each line, in order."""
+    def feed_many(self, first: int, lines: list) -> list:
+        """The dispatcher's batch form: ``feed`` for each line, in order, numbered from ``first``
+        (None: a line too long to read, fed to no one)."""
         out: list = []
-        for line_no, raw in lines:
-            out += self.feed(line_no, raw)
+        for line_no, raw in enumerate(lines, first):
+            if raw is not None:
+                out += self.feed(line_no, raw)
         return out
 
     def finish(self) -> list:
@@ -204,7 +206,7 @@ def test_crlf_lines_keep_their_cr_and_parse_like_lf():
     assert any(e.kind == "metal.family" for e in ev_lf)
 
 
-def test_dense_jsonl_path_matches_reference(search):
+def test_runs_of_jsonl_rows_match_reference(search):
     row = b'{"build_commit": "ee3d1b54c", "n_prompt": 512, "avg_ts": 431.86}'
     data = b"".join([row + b"\n"] * 40 + [b"plain noise\n", b"a hit line\n"] + [row + b"\r\n"] * 40
                     + [b"BEGIN\n", b"inside\n", b"END\n"] + [row + b"\n"] * 3000)
@@ -215,12 +217,12 @@ def test_dense_jsonl_path_matches_reference(search):
         assert s.stats.lines == n
 
 
-def _events(path: Path, chunk: int, dense: bool = True) -> list:
+def _events(path: Path, chunk: int, rows_unsearched: bool = True) -> list:
     d = Dispatcher()
     events: list = []
     s = Scanner(d, events.extend)
-    if not dense:
-        s.dense_prefixes = ()
+    if not rows_unsearched:
+        s._rows_prefix = None  # every line found by the search, JSONL rows too
     data = path.read_bytes()
     for i in range(0, len(data), chunk):
         s.feed(data[i:i + chunk])
@@ -243,7 +245,7 @@ FIXTURE_FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffi
 def test_fixture_events_do_not_depend_on_chunking(search, path):
     whole = _events(path, 1 << 22)
     assert _events(path, 61) == whole
-    assert _events(path, 1 << 22, dense=False) == whole
+    assert _events(path, 1 << 22, rows_unsearched=False) == whole
 
 
 # -- the engines: Hyperscan and the pure fallback give identical results -------------------
