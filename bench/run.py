@@ -704,6 +704,68 @@ def _writers(args, results: dict) -> None:
 
 
 # --------------------------------------------------------------------------
+# show after an unrelated ingest, before and after issue 28 made it read-only
+# --------------------------------------------------------------------------
+
+_BUILD = ("import sys; from pathlib import Path; sys.path.insert(0, 'bench'); from tui_bench import build_db; "
+          "build_db(Path(sys.argv[1]), int(sys.argv[2]))")
+UNRELATED_LOG = REPO / "tests" / "fixtures" / "metal" / "m3-2025-03-intel-iris.log"
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _show_once(tree: Path, db: Path, run_id: int) -> dict:
+    """An unrelated ingest (which invalidated every stamp before issue 28), then `show` twice."""
+    env = _capscan_env(tree)
+    base = [sys.executable, "-m", "analyzer", "--db", str(db)]
+    subprocess.run(base + ["ingest", "--force", str(UNRELATED_LOG)], env=env, cwd=str(tree), capture_output=True,
+                   check=True)
+    out = {}
+    for label in ("first", "second"):
+        before = _sha(db)
+        t = time.perf_counter()
+        proc = subprocess.run(base + ["show", str(run_id), "--json"], env=env, cwd=str(tree), capture_output=True)
+        out[label] = {"seconds": time.perf_counter() - t, "exit": proc.returncode, "wrote": _sha(db) != before}
+    return out
+
+
+def _show(args, work: Path, results: dict) -> None:
+    """`show RUN --json` after an unrelated ingest on a database of ``--show-runs`` runs, this tree and the
+    --before one alternately (each side its own copy, migrated by its own code; best of three)."""
+    if not args.before_tree:
+        print("\nshow: needs --before (the tree before show became read-only)")
+        return
+    base = work / "show-base.db"
+    subprocess.run([sys.executable, "-c", _BUILD, str(base), str(args.show_runs)], env=_capscan_env(args.before_tree),
+                   cwd=str(args.before_tree), check=True, capture_output=True)
+    with sqlite3.connect(base) as conn:
+        run_id = conn.execute("SELECT MAX(id) FROM runs WHERE model IS NOT NULL").fetchone()[0]
+    sides = {"before": args.before_tree, "after": REPO}
+    best: dict = {}
+    for _ in range(3):
+        for side, tree in sides.items():
+            db = work / f"show-{side}.db"
+            shutil.copyfile(base, db)
+            got = _show_once(tree, db, run_id)
+            for label, r in got.items():
+                if label not in best.setdefault(side, {}) or r["seconds"] < best[side][label]["seconds"]:
+                    best[side][label] = r
+    results["show"] = {"runs": args.show_runs, "run_id": run_id, **best}
+    print(f"\nshow {run_id} --json after an unrelated ingest, {args.show_runs:,} runs (best of 3 per side)")
+    table = []
+    for label in ("first", "second"):
+        b, a = best["before"][label], best["after"][label]
+        table.append([f"{label} show", f"{b['seconds'] * 1000:.0f}" + (" (wrote)" if b["wrote"] else ""),
+                      f"{a['seconds'] * 1000:.0f}" + (" (wrote)" if a["wrote"] else ""),
+                      f"{_ratio(a['seconds'], b['seconds']):.2f}"])
+    _print_table(["", f"before ms ({args.before_label})", "after ms (this tree)", "after/before"], table)
+
+
+# --------------------------------------------------------------------------
 # (c) start-up and (d) listing everything, on a database of 100,000 runs
 # --------------------------------------------------------------------------
 
@@ -1101,8 +1163,8 @@ def _startup_and_listing(args, work: Path, results: dict, parts: set[str]) -> No
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="ingest,writers,startup,listing",
-                    help="what to measure, comma-separated: ingest, writers, startup, listing (default all)")
+    ap.add_argument("--parts", default="ingest,writers,show,startup,listing",
+                    help="what to measure, comma-separated: ingest, writers, show, startup, listing (default all)")
     ap.add_argument("--size-mb", type=int, default=256, help="size of the noise log in MiB (default 256)")
     ap.add_argument("--rows", type=int, default=1_000_000, help="llama-bench JSONL rows (default 1,000,000)")
     ap.add_argument("--files", default="a,b", help="ingest: which files, a (noise log) and/or b (JSONL)")
@@ -1120,18 +1182,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ingest-repeat", type=int, default=2,
                     help="ingest with --before: runs of each side, alternating (default 2; the best counts)")
     ap.add_argument("--writer-rows", type=int, default=100_000, help="writers: listing rows (default 100,000)")
+    ap.add_argument("--show-runs", type=int, default=100_000, help="show: runs in its database (default 100,000)")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "out", help="work directory (default bench/out)")
     ap.add_argument("--keep", action="store_true", help="keep the generated files and databases")
     args = ap.parse_args(argv)
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    known = {"ingest", "writers", "startup", "listing"}
+    known = {"ingest", "writers", "show", "startup", "listing"}
     if parts - known:
         ap.error(f"unknown part(s): {', '.join(sorted(parts - known))}")
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     args.before_tree = args.before_label = None
-    if args.before.lower() != "none" and parts & {"ingest", "writers"}:
+    if args.before.lower() != "none" and parts & {"ingest", "writers", "show"}:
         sha, args.before_tree = before_tree(args.before, out)
         args.before_label = sha[:9]
     work = Path(tempfile.mkdtemp(prefix="capscan-bench-", dir=out))
@@ -1154,6 +1217,8 @@ def main(argv: list[str] | None = None) -> int:
             _ingest(args, out, work, results)
         if "writers" in parts:
             _writers(args, results)
+        if "show" in parts:
+            _show(args, work, results)
         if parts & {"startup", "listing"}:
             _startup_and_listing(args, work, results, parts)
     finally:

@@ -11,8 +11,6 @@ from typing import Any
 
 from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
-# rules that read the downgrade from its symptoms rather than from a printed capability block
-_SYMPTOM_RULES = ("downgrade-symptoms", "gap-to-bare-metal", "metal-slower-than-cpu")
 _RUNTIME = {"llama-bench": "llama.cpp", "llama-server": "llama.cpp", "llama.cpp": "llama.cpp", "ollama": "ollama",
             "whisper.cpp": "whisper.cpp", "mlx_lm": "MLX", "koboldcpp": "koboldcpp"}
 
@@ -130,11 +128,11 @@ def confidence_clause(diag: dict[str, Any] | None, capabilities_printed: bool) -
     level = diag.get("confidence")
     if not level:
         return None
-    decisive = (diag.get("findings") or [{}])[0].get("rule")
-    if decisive in ("speed-of-fallback-kernels", "speed-of-full-kernels"):
+    basis = diag.get("basis")  # what the decisive rule rests on (analyzer.rules.catalog.Rule.basis)
+    if basis == "speed":
         why = ("read from the speed against the host chip's bandwidth, not from printed capabilities "
                "(llama-bench -o json 2>&1 would print them)")
-    elif decisive in _SYMPTOM_RULES:
+    elif basis == "symptoms":
         why = "read from symptoms such as the speed gap or skipped kernels, not from printed capabilities"
         if diag.get("host_family"):
             why += "; the host chip is known"

@@ -26,6 +26,12 @@ class Rule:
     verdict: str | None  # None: an informational or warning rule
     severity: str  # error | warning | info
     check: Callable[[RunView], Finding | None]
+    # What a verdict this rule decides rests on: "printed" (the log's own capability lines), "symptoms"
+    # (a speed gap, skipped kernels: the downgrade read from its effects) or "speed" (a speed against the
+    # host chip's bandwidth). The confidence and the headline's "why" follow it (engine, output.headline).
+    basis: str = "printed"
+    # An informative reading that says why a run is unknown when no rule decides (its message is the summary).
+    explains_unknown: bool = False
 
 
 def finding(message: str, evidence: list[dict[str, Any]], **extra: Any) -> Finding:
@@ -638,14 +644,14 @@ def _healthy(v: RunView) -> Finding | None:
 
 RULES: tuple[Rule, ...] = (
     Rule("environment", None, "info", _environment),
-    Rule("contradictory-evidence", None, "warning", _contradictory),
+    Rule("contradictory-evidence", None, "warning", _contradictory, explains_unknown=True),
     Rule("kernel-check-failed", None, "error", _kernel_failed),
     Rule("kernel-checks", None, "info", _kernel_checks),
     Rule("capabilities-inferred", None, "info", _inferred_capabilities),
     Rule("amd-intel-gpu", "hardware-limit", "error", _non_apple_gpu),
     Rule("old-apple-gpu", "hardware-limit", "error", _old_apple_gpu),
     Rule("intel-host-vm", "hardware-limit", "error", _intel_host_vm),
-    Rule("x86-build", None, "info", _x86_build),
+    Rule("x86-build", None, "info", _x86_build, explains_unknown=True),
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
     Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
@@ -653,20 +659,22 @@ RULES: tuple[Rule, ...] = (
     Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed),
     Rule("crashed", None, "error", _crashed),
     Rule("paravirtual-family-clamp", "capability-downgrade", "error", _paravirtual_clamp),
-    Rule("downgrade-symptoms", "capability-downgrade", "error", _downgrade_symptoms),
-    Rule("speed-of-fallback-kernels", "capability-downgrade", "warning", _slow_as_clamped),
-    Rule("symptoms-without-vm", None, "info", _symptoms_without_vm),
-    Rule("metal-slower-than-cpu", "capability-downgrade", "error", _slower_than_cpu),
-    Rule("gap-to-bare-metal", "capability-downgrade", "warning", _gap_to_host),
-    Rule("near-bare-metal", None, "info", _near_bare_metal),
+    Rule("downgrade-symptoms", "capability-downgrade", "error", _downgrade_symptoms, basis="symptoms"),
+    Rule("speed-of-fallback-kernels", "capability-downgrade", "warning", _slow_as_clamped, basis="speed"),
+    Rule("symptoms-without-vm", None, "info", _symptoms_without_vm, explains_unknown=True),
+    Rule("metal-slower-than-cpu", "capability-downgrade", "error", _slower_than_cpu, basis="symptoms"),
+    Rule("gap-to-bare-metal", "capability-downgrade", "warning", _gap_to_host, basis="symptoms"),
+    Rule("near-bare-metal", None, "info", _near_bare_metal, explains_unknown=True),
     Rule("already-remedied", None, "info", _remedied),
     Rule("capability-overclaim", None, "warning", _shim_overclaim),
-    Rule("mlx-unaffected", None, "info", _mlx),
-    Rule("venus-guest", None, "info", _venus),
+    Rule("mlx-unaffected", None, "info", _mlx, explains_unknown=True),
+    Rule("venus-guest", None, "info", _venus, explains_unknown=True),
     Rule("wrapper-disabled-gpu", None, "warning", _wrapper_disabled_gpu),
     Rule("ollama-app-hardened", None, "info", _ollama_app),
     Rule("macos14-mmap", None, "warning", _macos14_mmap),
     Rule("virtualization-overhead", "virtualization-overhead", "warning", _virtualization_overhead),
     Rule("full-capabilities", "healthy", "info", _healthy),
-    Rule("speed-of-full-kernels", "healthy", "info", _fast_as_full),
+    Rule("speed-of-full-kernels", "healthy", "info", _fast_as_full, basis="speed"),
 )
+
+RULE_BY_ID = {r.id: r for r in RULES}

@@ -13,7 +13,7 @@ from typing import Any
 from analyzer import chips
 from analyzer.model import figure_parts, like_pairs
 from analyzer.rules import baseline
-from analyzer.rules.catalog import RULES
+from analyzer.rules.catalog import RULE_BY_ID, RULES
 from analyzer.rules.compare import per_token_cost
 from analyzer.rules.version import RULES_VERSION
 from analyzer.rules.view import RunView
@@ -45,7 +45,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
             fired[rule.verdict] = rule.id
     verdict = next((v for v in _PRECEDENCE if v in fired), "unknown")
     if (verdict == "healthy" and not view.full_caps and view.is_metal and view.paravirtual and view.gates_on_family
-            and fired["healthy"] != "speed-of-full-kernels"):
+            and RULE_BY_ID[fired["healthy"]].basis != "speed"):
         verdict = "unknown"  # never call a clamped guest healthy (its speed can show it is not one)
     fixable, why_fixable = False, None
     proof: list[dict[str, Any]] = []
@@ -84,6 +84,8 @@ def diagnose(view: RunView) -> dict[str, Any]:
         **(base := _baseline(view)),
         "reference": reference(view) if not (base.get("baseline") or {}).get("run") else [],
         "rules_version": RULES_VERSION,
+        # what the decisive rule rests on (printed, symptoms, speed): the headline's "why" reads it
+        "basis": RULE_BY_ID[decisive].basis if decisive else None,
     }
 
 
@@ -128,10 +130,10 @@ def reference(view: RunView) -> list[dict[str, Any]]:
 def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | None:
     if verdict == "unknown":
         return None
-    rule = fired.get(verdict)
-    if rule in ("speed-of-fallback-kernels", "speed-of-full-kernels"):
+    basis = RULE_BY_ID[fired[verdict]].basis if verdict in fired else "printed"
+    if basis == "speed":
         return "low"  # a speed against a published ceiling stands in for the capability block
-    if rule in ("downgrade-symptoms", "gap-to-bare-metal", "metal-slower-than-cpu"):
+    if basis == "symptoms":
         return "low" if view.host_family is None else "medium"
     if view.contradictions:
         return "low"  # two machines' lines: whichever verdict they give is a guess
@@ -145,8 +147,7 @@ def _confidence(view: RunView, verdict: str, fired: dict[str, str]) -> str | Non
     return "high"
 
 
-_EXPLAINS_UNKNOWN = ("contradictory-evidence", "symptoms-without-vm", "mlx-unaffected", "near-bare-metal", "venus-guest",
-                     "x86-build")
+_EXPLAINS_UNKNOWN = tuple(r.id for r in RULES if r.explains_unknown)
 
 
 def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisive: dict | None,

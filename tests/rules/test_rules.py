@@ -75,6 +75,14 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("shapes/metal-library-null-2024.log",), "no-gpu-offload", False),
         (("shapes/metal-library-create-failed-2025.log",), "no-gpu-offload", False),
     ],
+    "kernel-checks": [  # capscan-probe --kernels on the Linux stand-in (tests/fixtures/kernels/)
+        (("kernels/guest-kernels-pass.txt",), "capability-downgrade", True),
+        (("kernels/guest-kernels-macos13.json",), "capability-downgrade", True),
+    ],
+    "kernel-check-failed": [  # a kernel the GPU got wrong vetoes fixable whatever the family says
+        (("kernels/guest-kernels-simdgroup-mm-fail.txt",), "capability-downgrade", False),
+        (("kernels/guest-kernels-timeout.txt",), "capability-downgrade", False),
+    ],
     "crashed": [  # the verdict stays what the rest of the log says; the finding says it stopped
         (("field/197-crispasr-gh-runner-paravirtual-apple5-mul-mat-abort-2026.log",), "capability-downgrade", False),
         (("shapes/crash-mul-mat-no-block.log",), "unknown", False),
