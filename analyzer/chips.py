@@ -10,7 +10,6 @@ import re
 
 APPLE7 = 1007  # what llama.cpp's simdgroup reduction and matrix multiply gates need
 METAL3 = 5001
-METAL4 = 5002
 PARAVIRTUAL_DEFAULT = 1005  # a stock macOS guest reports MTLGPUFamilyApple5
 HIGHEST_KNOWN_APPLE = 1011  # Apple11 exists in Apple's docs; anything higher is impossible today
 

@@ -19,16 +19,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyzer.rules.diagnose import diagnose_runs
+from analyzer.cli.runs import _write_runs as write_runs
 from analyzer.ingest import ingest
-from analyzer.parsers import Dispatcher
-from analyzer.read.reader import open_input
-from analyzer.output.report import console, runs_table
+from analyzer.output.report import console
 from analyzer.output.run_report import run_lines
 from analyzer.output.styled import plain_text, write_rich
+from analyzer.parsers import Dispatcher
+from analyzer.read.reader import open_input
+from analyzer.rules.diagnose import diagnose_runs
 from analyzer.safe_text import BIDI, clean, clean_deep, escape_json_text, is_clean, strip_unsafe_chars
 from analyzer.store.db import open_db
-from analyzer.store.queries import list_runs, load_run
+from analyzer.store.queries import iter_runs, load_run
 from tests.conftest import run_capscan
 
 FIX = Path(__file__).resolve().parent / "fixtures"
@@ -306,7 +307,7 @@ def assert_every_run_loads_and_diagnoses(db_path: Path, expect_runs: int | None 
             assert_terminal_safe(out.getvalue(), f"run {run.id}")
             assert plain_text(lines) == out.getvalue()
         out = io.StringIO()
-        console(out).print(runs_table(list_runs(db, limit=None)))
+        write_runs(out, iter_runs(db, limit=None))  # what `capscan runs` prints
         assert_terminal_safe(out.getvalue(), "runs table")
     finally:
         db.conn.close()

@@ -14,18 +14,18 @@ cleaned of escape sequences, control and bidi characters, whatever built it."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Iterable, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps
+from analyzer.output.display import cell, fmt_tps
 from analyzer.output.safe_console import SafeConsole
 from analyzer.safe_text import unfiltered
 
 if TYPE_CHECKING:
-    from rich.console import JustifyMethod
+    pass
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
@@ -48,24 +48,6 @@ def console(file: TextIO) -> Console:
     file = unfiltered(file)  # the console cleans its own output, and its style codes must survive
     return _Console(file=file, color_system=None if plain else "auto", highlight=False, soft_wrap=True,
                     width=max(100, Console(file=file).width) if file.isatty() else 120)
-
-
-def runs_table(rows: Iterable[dict[str, Any]]) -> Table:
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for col, justify in (("id", "right"), ("when", "left"), ("source", "left"), ("program", "left"),
-                         ("device", "left"), ("env", "left"), ("verdict", "left"), ("best pp", "right"),
-                         ("best tg", "right")):
-        table.add_column(col, justify=cast("JustifyMethod", justify), no_wrap=col != "source", overflow="ellipsis")
-    for r in rows:
-        verdict = r.get("verdict") or "-"
-        table.add_row(str(r["id"]), (r["created_at"] or "")[:16].replace("T", " "), _short(r["source"], 28),
-                      r["program"] or "-", _short(r["device"] or "-", 28), r.get("environment") or "-",
-                      Text(verdict, style=VERDICT_STYLE.get(verdict, "")), fmt_tps(r["best_pp"]), fmt_tps(r["best_tg"]))
-    return table
-
-
-def _short(s: str, n: int) -> str:
-    return s if len(s) <= n else "…" + s[-(n - 1):]
 
 
 def render_compare(out: Console, doc: dict[str, Any]) -> None:

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 LINUX_NAME = "libcapscan_interposer.so"
 MAC_NAME = "libcapscan_interposer.dylib"
-MAC_SLICES = ("arm64", "arm64e", "x86_64")
 RECORD_ACTION = "dylib-checksum"
 CLT_INSTEAD = ("install the Command Line Tools (xcode-select --install) and run capscan again, which builds it; or "
                "pass --dylib PATH with an arm64+arm64e+x86_64 build")

@@ -65,10 +65,6 @@ def undo_argv(previous: Value) -> list[str]:
     return ["defaults", "write", DOMAIN, KEY, "-bool", "true" if v in ("1", "true", "yes") else "false"]
 
 
-def plan_apply(current: Value) -> list[list[str]]:
-    return [] if current.enabled else [WRITE_TRUE, READ]
-
-
 def apply(runner: Runner, db: Database) -> tuple[bool, str, int | None]:
     """(ok, message, action id). Records the value it replaced."""
     before = read(runner)

@@ -26,7 +26,6 @@ from analyzer.remedy import platform as plat
 from analyzer.remedy.check import Check, failed, passed, skipped, warned
 from analyzer.remedy.platform import (
     ALIAS_FAMILY_VARS,
-    BANNER_NAME,
     TART_DYLIB,
     Injection,
     all_injection_vars,
@@ -594,10 +593,6 @@ def check_already_injected(env: Mapping[str, str], stock_shim: dict | None, dyli
         out.insert(0, passed("already injected", f"no shim injected yet (no {' / '.join(all_injection_vars())}, "
                              f"no banner in the stock run)"))
     return out
-
-
-def banner_seen(text: str) -> bool:
-    return f"[{BANNER_NAME}] enabled for" in text
 
 
 # --------------------------------------------------------------------------- all of it

@@ -9,12 +9,6 @@ if TYPE_CHECKING:  # pathlib costs 5 ms of start-up (urllib.parse, ipaddress): t
     from pathlib import Path
 
 
-def default_db_path() -> Path:
-    from pathlib import Path
-
-    return Path(default_db_file())
-
-
 def default_db_file() -> str:
     env = os.environ.get("CAPSCAN_DB")
     if env:

@@ -129,11 +129,6 @@ RUN_COLUMNS = ("id", "created_at", "source", "program", "backend", "device", "ap
                "fixable", "environment", "best_pp", "best_tg")
 
 
-def list_runs(db: Database, limit: int | None = 50, verdict: str | None = None, text: str | None = None,
-              offset: int = 0) -> list[dict[str, Any]]:
-    return list(iter_runs(db, limit, verdict, text, offset))
-
-
 def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, text: str | None = None,
               offset: int = 0, instance: str | None = None) -> Iterator[dict[str, Any]]:
     """The runs list, newest first, one row at a time (all 100,000 runs never sit in memory).

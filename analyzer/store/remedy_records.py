@@ -97,11 +97,6 @@ def links(db: Database) -> list[dict[str, Any]]:
             for r in db.conn.execute("SELECT run_id, stock_run_id, relation, action_id FROM run_links ORDER BY run_id")]
 
 
-def stock_of(db: Database, run_id: int) -> int | None:
-    row = db.conn.execute("SELECT stock_run_id FROM run_links WHERE run_id = ?", (run_id,)).fetchone()
-    return row[0] if row else None
-
-
 def latest_stock_run(db: Database) -> int | None:
     """The newest stored run that capscan remedy did not produce itself: neither a remedied run (linked)
     nor the output of its own probes (the kernel check, the self-test: sources named 'capscan remedy...')."""
