@@ -24,7 +24,7 @@ from analyzer.cli.exits import (
     FailOn,
 )
 from analyzer.cli.lazy import LazyGroup
-from analyzer.cli.options import Options, add_shared, chosen_format
+from analyzer.cli.options import GROUP_OPTIONS, SHARED_OPTIONS, Options, add_shared, given_values
 
 # Each command's module is imported only when that command runs (or --help lists
 # them): start-up is the interpreter, click, and the one command.
@@ -44,18 +44,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
              context_settings={"help_option_names": ["-h", "--help"]},
              epilog="Exit codes: 0 ok, 1 a --fail-on verdict was found, 2 usage error or unreadable input, "
                     "130 interrupted.")
-@add_shared("db", "formats", "tee", "fail_on", "gha", "force", "keep_raw", "name")
+@add_shared(*GROUP_OPTIONS)
 @click.version_option(__version__, prog_name="capscan")
 @click.pass_context
-def cli(ctx: click.Context, db, tee, fail_on, gha, force, keep_raw, name, **formats) -> None:
+def cli(ctx: click.Context, **kwargs) -> None:
     """capscan: why is LLM inference in this VM slow?
 
     Pipe a llama.cpp log in (``llama-bench ... 2>&1 | capscan``): every run is
     stored and diagnosed, with the evidence lines. With --tee the log passes
     through to stdout as it is read, and the report goes to stderr.
     """
-    ctx.obj = Options().merged(db=db, fmt=chosen_format(formats), tee=tee, fail_on=fail_on, gha=gha, force=force,
-                               keep_raw=keep_raw, name=name)
+    ctx.obj = Options().merged(given_values(ctx, kwargs, GROUP_OPTIONS))
     if ctx.invoked_subcommand is not None:
         _group_flags_fit(ctx, ctx.obj, ctx.invoked_subcommand)
         return
@@ -75,12 +74,15 @@ def _group_flags_fit(ctx: click.Context, opts: Options, name: str) -> None:
     takes = {p.name for p in command.params}
     if isinstance(command, click.Group):  # db, remedy: their commands take --json only
         takes = {"as_json", "db"}
-    fmt_param = None if opts.fmt is None else ("as_json" if opts.fmt == "json" and "as_json" in takes
-                                              else f"fmt_{opts.fmt}")
-    wrong = [flag for flag, given, param in (("--tee", opts.tee, "tee"), ("--fail-on", opts.fail_on, "fail_on"),
-                                             (f"--{opts.fmt}", opts.fmt, fmt_param), ("--force", opts.force, "force"),
-                                             ("--keep-raw", opts.keep_raw, "keep_raw"), ("--name", opts.name, "name"))
-             if given and param not in takes]
+    wrong = []
+    for spec in SHARED_OPTIONS:  # every option the group took that this command does not
+        if spec.name in ("db", "gha", "json") or ctx.params.get(spec.params[0]) is None:
+            continue  # the store is every command's; --no-gha only silences; --json is one of the formats
+        if spec.field == "fmt":
+            if opts.fmt is not None and f"fmt_{opts.fmt}" not in takes and not (opts.fmt == "json" and "as_json" in takes):
+                wrong.append(f"--{opts.fmt}")
+        elif getattr(opts, spec.field) and spec.params[0] not in takes:
+            wrong.append(spec.flag)
     if wrong:
         raise click.UsageError(f"{', '.join(wrong)} has no meaning for `capscan {name}`")
 

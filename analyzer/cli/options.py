@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import click
+from click.core import ParameterSource
 
 from analyzer.cli.exits import CapscanError
 
@@ -31,18 +32,13 @@ class Options:
     def as_json(self) -> bool:
         return self.fmt == "json"
 
-    def merged(self, **kw: Any) -> "Options":
-        fmt = kw.get("fmt") or ("json" if kw.get("as_json") else None)
-        return Options(
-            db=kw.get("db") or self.db,
-            fmt=fmt or self.fmt,
-            tee=bool(kw.get("tee")) or self.tee,
-            fail_on=parse_fail_on(kw.get("fail_on")) or self.fail_on,
-            gha=self.gha and kw.get("gha", True) is not False,
-            force=bool(kw.get("force")) or self.force,
-            keep_raw=bool(kw.get("keep_raw")) or self.keep_raw,
-            name=kw.get("name") or self.name,
-        )
+    def merged(self, given: dict[str, Any]) -> "Options":
+        """These options with the values a command was given (field -> value; only those the user
+        typed: ``given_values``) taking their place."""
+        out = Options(**self.__dict__)
+        for name, value in given.items():
+            setattr(out, name, parse_fail_on(value) if name == "fail_on" else value)
+        return out
 
 
 def parse_fail_on(value: str | None) -> list[str]:
@@ -105,9 +101,55 @@ def chosen_format(kwargs: dict[str, Any]) -> str | None:
 
 
 SHARED["formats"] = _formats_option
-_PARAM = {"db": "db", "json": "as_json", "formats": "fmt", "tee": "tee", "fail_on": "fail_on", "gha": "gha",
-          "force": "force", "keep_raw": "keep_raw", "name": "name"}
+
+
+@dataclass(frozen=True)
+class Shared:
+    """One shared option: its name in ``shared_options``, the click parameters it declares, the
+    Options field it fills, and its flag as a user types it (for the group's check)."""
+
+    name: str
+    params: tuple[str, ...]
+    field: str
+    flag: str
+
+
+# The one list of shared options: the merge, --via's forwarding of group options (ROOT_FORWARDED)
+# and the group's "has no meaning here" check all derive from it.
+SHARED_OPTIONS = (
+    Shared("db", ("db",), "db", "--db"),
+    Shared("json", ("as_json",), "fmt", "--json"),
+    Shared("formats", tuple(f"fmt_{v}" for _, v, _ in FORMAT_FLAGS), "fmt", "--json"),
+    Shared("tee", ("tee",), "tee", "--tee"),
+    Shared("fail_on", ("fail_on",), "fail_on", "--fail-on"),
+    Shared("gha", ("gha",), "gha", "--no-gha"),
+    Shared("force", ("force",), "force", "--force"),
+    Shared("keep_raw", ("keep_raw",), "keep_raw", "--keep-raw"),
+    Shared("name", ("name",), "name", "--name"),
+)
+BY_NAME = {o.name: o for o in SHARED_OPTIONS}
+GROUP_OPTIONS = ("db", "formats", "tee", "fail_on", "gha", "force", "keep_raw", "name")  # what `capscan` itself takes
+ROOT_FORWARDED = tuple(p for n in GROUP_OPTIONS for p in BY_NAME[n].params)
 ALL = ("db", "json", "tee", "fail_on")
+
+
+def given_values(ctx: click.Context, kwargs: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """Pop the shared options' parameters from kwargs; return field -> value for those the user gave
+    (click's ParameterSource: typed or from the environment, not a default)."""
+    out: dict[str, Any] = {}
+    for name in names:
+        spec = BY_NAME[name]
+        typed = any(ctx.get_parameter_source(p) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+                    for p in spec.params)
+        if spec.field == "fmt":
+            value = chosen_format(kwargs) if name == "formats" else ("json" if kwargs.pop("as_json") else None)
+            if value:
+                out["fmt"] = value
+            continue
+        value = kwargs.pop(spec.params[0])
+        if typed:
+            out[spec.field] = value
+    return out
 
 
 def add_shared(*names: str) -> Callable[[Callable], Callable]:
@@ -121,16 +163,17 @@ def add_shared(*names: str) -> Callable[[Callable], Callable]:
 
 
 def shared_options(*names: str) -> Callable[[Callable], Callable]:
-    """Add the named shared options; the command receives the merged Options first."""
+    """Add the named shared options; the command receives the merged Options first (the group's values,
+    and over them the ones given to the command)."""
     names = names or ALL
 
     def decorate(func: Callable) -> Callable:
         @click.pass_context
         @functools.wraps(func)
         def wrapper(ctx: click.Context, **kwargs):
-            given = {_PARAM[n]: chosen_format(kwargs) if n == "formats" else kwargs.pop(_PARAM[n]) for n in names}
+            given = given_values(ctx, kwargs, names)
             base: Options = ctx.obj if ctx.obj is not None else Options()
-            ctx.obj = base.merged(**given)
+            ctx.obj = base.merged(given)
             return func(ctx.obj, **kwargs)
 
         return add_shared(*names)(wrapper)

@@ -19,11 +19,10 @@ import click
 from click.core import ParameterSource
 
 from analyzer.cli.exits import CapscanError
+from analyzer.cli.options import ROOT_FORWARDED  # the group's options reach the guest's command too
 from analyzer.remedy import transport  # small: the transports' names, no other import
 
 VIA_PARAMS = ("via", "vm", "guest_capscan")
-# group-level options that reach a subcommand (`capscan --json remedy plan --via ...`)
-ROOT_FORWARDED = ("db", "tee", "fail_on", "gha", "fmt_json", "fmt_nl", "fmt_csv", "fmt_tsv", "fmt_markdown")
 
 
 def via_options(func: Callable) -> Callable:
