@@ -140,3 +140,35 @@ def test_the_cycle_check_sees_a_lazy_circle(tmp_path):
     (pkg / "b.py").write_text("def f():\n    from analyzer.a import x\n")
     (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from analyzer import a\n")
     assert import_cycles(pkg) == [["analyzer.a", "analyzer.b"]]
+
+
+def rule_ids_outside_the_catalogue(root: Path) -> list[str]:
+    """Rule ids written as string literals anywhere but analyzer/rules/catalog.py (issue 28: a rule's
+    knowledge, its basis, next step and headline words, lives with the rule). Ids that are also a
+    verdict or a field name (environment, virtualization-overhead) cannot be told apart and are left out."""
+    sys.path.insert(0, str(root.parent))
+    try:
+        from analyzer.rules.catalog import RULES
+        from analyzer.verdicts import VERDICTS
+    finally:
+        sys.path.pop(0)
+    ids = {r.id for r in RULES} - set(VERDICTS) - {"environment"}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).as_posix() == "rules/catalog.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in ids:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
+    return found
+
+
+def test_no_rule_id_outside_the_catalogue():
+    assert rule_ids_outside_the_catalogue(ANALYZER) == []
+
+
+def test_the_rule_id_check_sees_an_id_in_another_module(tmp_path):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "catalog.py").write_text('X = "crashed"\n')
+    (tmp_path / "headline.py").write_text('def f(d):\n    return "crashed" in d\n')
+    assert rule_ids_outside_the_catalogue(tmp_path) == ["headline.py:2: crashed"]

@@ -68,11 +68,17 @@ def headline(program: str | None, diag: dict[str, Any] | None, throughput: list[
     """One sentence a newcomer understands: what happens, why, and what capscan can do. A run that crashed
     says so first (a downgrade's sentence says it itself)."""
     text = _headline(program, diag, throughput)
-    diag = diag or {}
-    if diag.get("verdict") != "capability-downgrade" and any(f["rule"] == "crashed" for f in diag.get("findings", [])):
+    prefix = _notes(diag).get("prefix")
+    if (diag or {}).get("verdict") != "capability-downgrade" and prefix:
         who = runtime_name(program) if program else "The program"
-        return f"{who} crashed before it finished (the evidence has the line). {text}"
+        return f"{prefix.format(who=who, rt=runtime_name(program))} {text}"
     return text
+
+
+def _notes(diag: dict[str, Any] | None) -> dict[str, str]:
+    """The fired rules' own headline words (analyzer.rules.catalog.Rule.headline), as the diagnosis keeps them."""
+    notes = (diag or {}).get("headline_notes")
+    return notes if isinstance(notes, dict) else {}
 
 
 def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list[dict[str, Any]]) -> str:
@@ -81,18 +87,15 @@ def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list
     rt = runtime_name(program)
     vm = diag.get("environment") == "vm"
     runs = _runs(diag.get("environment"), rt)
-    rules = {f["rule"] for f in diag.get("findings", [])}
-    crashed = "crashed" in rules
+    notes = _notes(diag)
     if verdict == "capability-downgrade":
         gap = speed_gap(diag, throughput)
         how = f"about {_times(gap[0])} slower than {gap[1]}" if gap else "on slow fallback paths"
-        if crashed:  # it did not run slowly: it stopped
-            how = "until it crashed on an op its Metal fallback paths do not support"
+        how = notes.get("how") or how  # a crash: it did not run slowly, it stopped
         gpu = "its virtual GPU" if vm else "the GPU"
         text = f"{runs} {how}, because {gpu} under-reports what it can do"
-        if diag.get("fixable") and "ollama-app-hardened" in rules:
-            return text + ("; capscan can fix that, but not inside the official Ollama.app (its hardened runtime "
-                           "drops the injection): the next steps say what works.")
+        if diag.get("fixable") and notes.get("fixable"):
+            return text + notes["fixable"]
         if diag.get("fixable"):
             return text + "; capscan can fix that."
         if diag.get("fixable_reason") == "the runtime does not gate on the family":
@@ -117,8 +120,8 @@ def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list
         if vm:
             return f"This VM's GPU shows its full capabilities to {rt}: nothing to fix."
         return f"The GPU runs {rt} with its full capabilities: nothing to fix."
-    if "mlx-unaffected" in rules:
-        return f"{rt} is not slowed by a VM's capability clamp, so capscan has nothing to fix here."
+    if notes.get("unknown"):
+        return notes["unknown"].format(rt=rt, who=rt)
     return f"capscan cannot tell from this log what limits {rt}: the lines it needs are missing."
 
 

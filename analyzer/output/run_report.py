@@ -108,9 +108,9 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
                 out.add((f"  {fnd['severity']}: ", "yellow"), fnd["message"])
         if not diag.get("environment"):
             # environment is shown only on evidence: say what would decide it
-            env = next((f for f in diag.get("findings", []) if f["rule"] == "environment"), None)
+            env = (diag.get("report_lines") or {}).get("environment")
             if env:
-                out.add("  environment: ", env["message"], style="dim")
+                out.add("  environment: ", env, style="dim")
     for line in facts_lines(run):
         out.add("  " + line, style="dim" if diag else "")
     for line in baseline_lines(diag):

@@ -9,13 +9,15 @@ host (see RunView.apple_silicon_host)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from analyzer import chips
 from analyzer.model import like_pairs
 from analyzer.rules import baseline
+from analyzer.rules.advice import CONFIRM_HOST, evidence_advice
 from analyzer.rules.view import KERNEL_WORDS, RunView
+from analyzer.verdicts import NO_HOST_CHIP
 
 Finding = dict[str, Any]
 
@@ -32,6 +34,15 @@ class Rule:
     basis: str = "printed"
     # An informative reading that says why a run is unknown when no rule decides (its message is the summary).
     explains_unknown: bool = False
+    # Its own next step when it fired: (view, verdict) -> steps, or None to leave them to the verdict's.
+    next_step: Callable[[RunView, str], list[str] | None] | None = None
+    # A step added to whatever the verdict's steps are.
+    extra_step: str | None = None
+    # The headline's nuance (analyzer.output.headline): "prefix" (before the sentence), "how" (a downgrade's
+    # manner), "fixable" (a fixable downgrade's ending), "unknown" (an unknown run's sentence); {who}, {rt}.
+    headline: dict[str, str] = field(default_factory=dict)
+    # The report shows its message under this label when the diagnosis lacks that fact ("environment").
+    report_line: str | None = None
 
 
 def finding(message: str, evidence: list[dict[str, Any]], **extra: Any) -> Finding:
@@ -642,8 +653,35 @@ def _healthy(v: RunView) -> Finding | None:
     return None
 
 
+def _metal_library_step(v: RunView, verdict: str) -> list[str] | None:
+    if verdict != "no-gpu-offload":
+        return None
+    return ["The Metal library did not load: use a build with the library embedded (GGML_METAL_EMBED_LIBRARY=ON, "
+            "the default of release builds), or set GGML_METAL_PATH_RESOURCES to the folder holding "
+            "default.metallib / ggml-metal.metal; compile errors need matching Xcode command line tools. Then "
+            "run again and pipe the log in."]
+
+
+def _wrapper_gave_up_step(v: RunView, verdict: str) -> list[str] | None:
+    if verdict != "no-gpu-offload" or v.environment != "vm":
+        return None
+    cap = v.host_family or chips.APPLE7
+    if v.vetoes is None and v.host_proof:
+        return [f"The app gave up on the VM's GPU: capscan remedy plan --run {v.id}, then "
+                f"capscan remedy run --family {cap} -- <the app> and let it offload "
+                "again (drop the forced gpu_layers=0)."]
+    if v.vetoes:
+        return [f"The app gave up on the VM's GPU, and {v.vetoes}: do not force capabilities here."]
+    return [f"The app gave up on the VM's GPU, but {NO_HOST_CHIP}: {CONFIRM_HOST}. Only on an Apple-silicon host "
+            "can the remedy let it offload again."]
+
+
+def _symptoms_step(v: RunView, verdict: str) -> list[str] | None:
+    return [evidence_advice(v)] if verdict == "unknown" and v.environment is None else None
+
+
 RULES: tuple[Rule, ...] = (
-    Rule("environment", None, "info", _environment),
+    Rule("environment", None, "info", _environment, report_line="environment"),
     Rule("contradictory-evidence", None, "warning", _contradictory, explains_unknown=True),
     Rule("kernel-check-failed", None, "error", _kernel_failed),
     Rule("kernel-checks", None, "info", _kernel_checks),
@@ -656,22 +694,28 @@ RULES: tuple[Rule, ...] = (
     Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
     Rule("gpu-disabled", "no-gpu-offload", "error", _gpu_disabled),
-    Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed),
-    Rule("crashed", None, "error", _crashed),
+    Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed, next_step=_metal_library_step),
+    Rule("crashed", None, "error", _crashed,
+         headline={"prefix": "{who} crashed before it finished (the evidence has the line).",
+                   "how": "until it crashed on an op its Metal fallback paths do not support"}),
     Rule("paravirtual-family-clamp", "capability-downgrade", "error", _paravirtual_clamp),
     Rule("downgrade-symptoms", "capability-downgrade", "error", _downgrade_symptoms, basis="symptoms"),
     Rule("speed-of-fallback-kernels", "capability-downgrade", "warning", _slow_as_clamped, basis="speed"),
-    Rule("symptoms-without-vm", None, "info", _symptoms_without_vm, explains_unknown=True),
+    Rule("symptoms-without-vm", None, "info", _symptoms_without_vm, explains_unknown=True, next_step=_symptoms_step),
     Rule("metal-slower-than-cpu", "capability-downgrade", "error", _slower_than_cpu, basis="symptoms"),
     Rule("gap-to-bare-metal", "capability-downgrade", "warning", _gap_to_host, basis="symptoms"),
     Rule("near-bare-metal", None, "info", _near_bare_metal, explains_unknown=True),
     Rule("already-remedied", None, "info", _remedied),
     Rule("capability-overclaim", None, "warning", _shim_overclaim),
-    Rule("mlx-unaffected", None, "info", _mlx, explains_unknown=True),
+    Rule("mlx-unaffected", None, "info", _mlx, explains_unknown=True,
+         headline={"unknown": "{rt} is not slowed by a VM's capability clamp, so capscan has nothing to fix here."}),
     Rule("venus-guest", None, "info", _venus, explains_unknown=True),
-    Rule("wrapper-disabled-gpu", None, "warning", _wrapper_disabled_gpu),
-    Rule("ollama-app-hardened", None, "info", _ollama_app),
-    Rule("macos14-mmap", None, "warning", _macos14_mmap),
+    Rule("wrapper-disabled-gpu", None, "warning", _wrapper_disabled_gpu, next_step=_wrapper_gave_up_step),
+    Rule("ollama-app-hardened", None, "info", _ollama_app,
+         headline={"fixable": "; capscan can fix that, but not inside the official Ollama.app (its hardened "
+                              "runtime drops the injection): the next steps say what works."}),
+    Rule("macos14-mmap", None, "warning", _macos14_mmap,
+         extra_step="Run with --no-mmap: macOS 14 guests have read stale weights through no-copy mmap buffers."),
     Rule("virtualization-overhead", "virtualization-overhead", "warning", _virtualization_overhead),
     Rule("full-capabilities", "healthy", "info", _healthy),
     Rule("speed-of-full-kernels", "healthy", "info", _fast_as_full, basis="speed"),

@@ -8,16 +8,16 @@ runtime that gates on the family."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Collection
 
 from analyzer import chips
 from analyzer.model import figure_parts, like_pairs
 from analyzer.rules import baseline
+from analyzer.rules.advice import CONFIRM_HOST, START_UP_BLOCK, evidence_advice  # noqa: F401 - re-exported
 from analyzer.rules.catalog import RULE_BY_ID, RULES
 from analyzer.rules.compare import per_token_cost
 from analyzer.rules.version import RULES_VERSION
 from analyzer.rules.view import RunView
-from analyzer.verdicts import NO_HOST_CHIP
 
 _PRECEDENCE = ("hardware-limit", "no-gpu-offload", "capability-downgrade", "virtualization-overhead", "healthy")
 
@@ -61,6 +61,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
         if fixable:  # in words, the host sign (the clamp is the verdict itself); `proof` lists every sign
             why_fixable = view.host_proof[0]["sign"]
     confidence = _confidence(view, verdict, fired)
+    fired_ids = [r.id for r in RULES if any(f["rule"] == r.id for f in findings)]  # catalogue order
     # Findings that argue for other verdicts are kept, but ranked after the decisive one.
     decisive = fired.get(verdict)
     findings.sort(key=lambda f: (f["rule"] != decisive, {"error": 0, "warning": 1, "info": 2}[f["severity"]]))
@@ -78,9 +79,13 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "capabilities_inferred": sorted(view.inferred),
         "summary": _summary(view, verdict, fixable, why_fixable, findings[0] if decisive else None, findings),
         "findings": findings,
-        "next_steps": next_steps(view, verdict, fixable, why_fixable, {f["rule"] for f in findings}, missing)
-        + (["Run with --no-mmap: macOS 14 guests have read stale weights through no-copy mmap buffers."]
-           if any(f["rule"] == "macos14-mmap" for f in findings) else []),
+        "next_steps": next_steps(view, verdict, fixable, why_fixable, fired_ids, missing)
+        + [RULE_BY_ID[r].extra_step for r in fired_ids if RULE_BY_ID[r].extra_step],
+        # the headline's nuances (crashed, an app that drops the injection, ...): the fired rules' own words
+        "headline_notes": {k: v for r in reversed(fired_ids) for k, v in RULE_BY_ID[r].headline.items()},
+        # lines the report shows under a label when the verdict lacks that fact (what would decide it)
+        "report_lines": {RULE_BY_ID[f["rule"]].report_line: f["message"] for f in findings
+                         if RULE_BY_ID[f["rule"]].report_line},
         **(base := _baseline(view)),
         "reference": reference(view) if not (base.get("baseline") or {}).get("run") else [],
         "rules_version": RULES_VERSION,
@@ -162,32 +167,6 @@ def _summary(view: RunView, verdict: str, fixable: bool, why: str | None, decisi
     return text
 
 
-def evidence_advice(view: RunView) -> str:
-    """What to run to get the capability block, for the program and era the log shows (issue 22): the
-    flag that prints it, never a generic "pipe the full stderr" to someone who already did."""
-    f = view.facts
-    program = f.program or ""
-    kinds = {e.kind for e in view.evidence}
-    if program == "koboldcpp":
-        return ("koboldcpp prints llama.cpp's device lines in its console while it loads the model: copy the "
-                "console from the start (`koboldcpp --model MODEL 2>&1 | capscan`, `--debugmode` for more), not only "
-                "the speed lines; in a macOS guest, `capscan probe` answers too.")
-    if program in ("llama-cli", "llama-server", "llama-completion") or "timing.pair" in kinds:
-        return ("Since 2026-05 llama-cli and llama-server hide the Metal capability block at their default "
-                "verbosity: run the same command with `-lv 4` (or `-v`) and `2>&1`, or `llama-cli --list-devices`, "
-                "and pipe that into capscan; in a macOS guest, `capscan probe` answers too.")
-    if program == "llama-bench":
-        return ("llama-bench prints the Metal block on stderr: `llama-bench -m MODEL -o json 2>&1 | capscan` (the "
-                "JSON's cpu_info also names the host chip).")
-    if program == "ollama":
-        return ("ollama prints the device lines in its server log: restart it with `OLLAMA_DEBUG=1 ollama serve`, "
-                "load the model once, then `capscan ingest ~/.ollama/logs/server.log` (the app's log; `ollama serve` "
-                "prints to its terminal).")
-    if program == "whisper.cpp":
-        return ("whisper.cpp prints its Metal init lines on stderr: `whisper-cli -m MODEL -f AUDIO 2>&1 | capscan`.")
-    return START_UP_BLOCK
-
-
 def OLLAMA_APP_ROUTES(run_id: int, cap: int) -> list[str]:
     """What works for a log of the official Ollama.app, whose hardened runtime refuses the injection."""
     return [f"The official Ollama.app refuses the injection (hardened runtime). What works: an ollama from Homebrew "
@@ -197,16 +176,6 @@ def OLLAMA_APP_ROUTES(run_id: int, cap: int) -> list[str]:
             f"{cap} -- llama-server -m MODEL.gguf",
             "Inside the app itself nothing works: the host default ForceUnrestrictedDeviceFeatureLevel alone left "
             "guests at Apple5 in published tests (`capscan remedy host-default --status` on the host says more)."]
-
-
-START_UP_BLOCK = ("Paste the start-up block too: the ggml_metal_device_init: (or ggml_metal_init:) lines printed before "
-                  "the model loads (llama-bench prints them; llama-cli/llama-server need -v), or run `capscan probe` "
-                  "on the same machine, then pipe it into capscan.")
-
-
-CONFIRM_HOST = ("run `capscan probe` in the guest (it reads the CPU brand string), or `llama-bench -o json` "
-                "(its cpu_info names the host chip), then pipe the result into capscan (the remedy itself also checks "
-                "the live guest before it launches)")
 
 
 NO_OFFLOAD_ADVICE = {
@@ -251,7 +220,7 @@ def platform_of(facts) -> str | None:
 
 
 def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
-               findings: set[str] | frozenset[str] = frozenset(), missing: list[str] | None = None) -> list[str]:
+               findings: Collection[str] = frozenset(), missing: list[str] | None = None) -> list[str]:
     """What to do next. A remedy is offered only from the one decision (``RunView.remedy_decision``):
     a fixable downgrade, or a guest whose app gave up on the GPU with the same proof of its host."""
     cap = view.host_family or chips.APPLE7
@@ -281,28 +250,15 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
     if verdict == "hardware-limit":
         return ["Nothing to remedy: do not force capabilities on this GPU. For speed, use a smaller or more "
                 "quantized model, or an Apple-silicon Mac."]
-    if verdict == "no-gpu-offload" and "metal-library-failed" in findings:
-        return ["The Metal library did not load: use a build with the library embedded (GGML_METAL_EMBED_LIBRARY=ON, "
-                "the default of release builds), or set GGML_METAL_PATH_RESOURCES to the folder holding "
-                "default.metallib / ggml-metal.metal; compile errors need matching Xcode command line tools. Then "
-                "run again and pipe the log in."]
-    if verdict == "no-gpu-offload" and "wrapper-disabled-gpu" in findings and view.environment == "vm":
-        if view.vetoes is None and view.host_proof:
-            return [f"The app gave up on the VM's GPU: capscan remedy plan --run {view.id}, then "
-                    f"capscan remedy run --family {cap} -- <the app> and let it offload "
-                    "again (drop the forced gpu_layers=0)."]
-        why_not = view.vetoes or NO_HOST_CHIP
-        if view.vetoes:
-            return [f"The app gave up on the VM's GPU, and {why_not}: do not force capabilities here."]
-        return [f"The app gave up on the VM's GPU, but {why_not}: {CONFIRM_HOST}. Only on an Apple-silicon host "
-                "can the remedy let it offload again."]
+    for rule in RULES:  # a fired rule's own next step (the catalogue's), in catalogue order
+        own = rule.next_step(view, verdict) if rule.next_step and rule.id in findings else None
+        if own:
+            return own
     if verdict == "no-gpu-offload":
         return [NO_OFFLOAD_ADVICE[platform_of(view.facts)]]
     if verdict == "virtualization-overhead":
         return ["Nothing to fix in capabilities. Fewer, larger dispatches help: bigger batches (-b/-ub), "
                 "larger models amortise the fixed per-token cost."]
-    if verdict == "unknown" and "symptoms-without-vm" in findings and view.environment is None:
-        return [evidence_advice(view)]
     if verdict == "unknown" and not view.gates_on_family:
         return ["Nothing to remedy for MLX. To check llama.cpp on the same machine, run llama-bench and pipe "
                 "it in: llama-bench -m model.gguf 2>&1 | capscan"]

@@ -1,0 +1,42 @@
+"""What to run next to get the evidence a diagnosis lacks: shared by the engine's next steps and the
+rules' own (analyzer.rules.catalog), so neither imports the other."""
+
+from __future__ import annotations
+
+from analyzer.rules.view import RunView
+
+
+def evidence_advice(view: RunView) -> str:
+    """What to run to get the capability block, for the program and era the log shows (issue 22): the
+    flag that prints it, never a generic "pipe the full stderr" to someone who already did."""
+    f = view.facts
+    program = f.program or ""
+    kinds = {e.kind for e in view.evidence}
+    if program == "koboldcpp":
+        return ("koboldcpp prints llama.cpp's device lines in its console while it loads the model: copy the "
+                "console from the start (`koboldcpp --model MODEL 2>&1 | capscan`, `--debugmode` for more), not only "
+                "the speed lines; in a macOS guest, `capscan probe` answers too.")
+    if program in ("llama-cli", "llama-server", "llama-completion") or "timing.pair" in kinds:
+        return ("Since 2026-05 llama-cli and llama-server hide the Metal capability block at their default "
+                "verbosity: run the same command with `-lv 4` (or `-v`) and `2>&1`, or `llama-cli --list-devices`, "
+                "and pipe that into capscan; in a macOS guest, `capscan probe` answers too.")
+    if program == "llama-bench":
+        return ("llama-bench prints the Metal block on stderr: `llama-bench -m MODEL -o json 2>&1 | capscan` (the "
+                "JSON's cpu_info also names the host chip).")
+    if program == "ollama":
+        return ("ollama prints the device lines in its server log: restart it with `OLLAMA_DEBUG=1 ollama serve`, "
+                "load the model once, then `capscan ingest ~/.ollama/logs/server.log` (the app's log; `ollama serve` "
+                "prints to its terminal).")
+    if program == "whisper.cpp":
+        return ("whisper.cpp prints its Metal init lines on stderr: `whisper-cli -m MODEL -f AUDIO 2>&1 | capscan`.")
+    return START_UP_BLOCK
+
+
+START_UP_BLOCK = ("Paste the start-up block too: the ggml_metal_device_init: (or ggml_metal_init:) lines printed before "
+                  "the model loads (llama-bench prints them; llama-cli/llama-server need -v), or run `capscan probe` "
+                  "on the same machine, then pipe it into capscan.")
+
+
+CONFIRM_HOST = ("run `capscan probe` in the guest (it reads the CPU brand string), or `llama-bench -o json` "
+                "(its cpu_info names the host chip), then pipe the result into capscan (the remedy itself also checks "
+                "the live guest before it launches)")
