@@ -85,12 +85,12 @@ def test_core_and_tui_helpers_never_import_textual():
 
 
 def test_styles_agree_with_the_report():
-    from analyzer.output import report
+    from analyzer.output import display
     from analyzer.tui import model
 
-    assert model.VERDICT_STYLE == report.VERDICT_STYLE
+    assert model.VERDICT_STYLE == display.VERDICT_STYLE  # the report's styles and speeds come from display
     for v in (None, 12.634, float("inf"), 4871.99):
-        assert model.fmt_tps(v) == report.fmt_tps(v)
+        assert model.fmt_tps(v) == display.fmt_tps(v)
 
 
 def test_every_filter_agrees_with_a_reference(tui_db):
