@@ -18,7 +18,7 @@ import pytest
 from analyzer.fleet.prometheus import METRIC_NAMES
 from tests.conftest import REPO, run_capscan
 from tests.fleet.dbutil import fleet_db, samples
-from tests.fleet.test_otlp import Receiver
+from tests.loopback import OtlpReceiver
 from tests.read.test_sources import _write
 
 EXAMPLES = REPO / "examples"
@@ -189,10 +189,10 @@ def test_cli_export_prometheus(tmp_path, db_path):
 
 def test_cli_export_otlp(tmp_path, db_path):
     fleet_db(db_path)
-    with Receiver() as rx:
+    with OtlpReceiver() as rx:
         proc = run_capscan("export", "otlp", db=db_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url})
     assert proc.returncode == 0, proc.stderr
-    assert len(rx.requests) == 1 and "pushed" in proc.stderr.decode()
+    assert len(rx.metrics) == 1 and "pushed" in proc.stderr.decode()
     none = run_capscan("export", "otlp", db=db_path, env={"OTEL_EXPORTER_OTLP_ENDPOINT": ""})
     assert none.returncode == 2 and b"OTEL_EXPORTER_OTLP_ENDPOINT" in none.stderr and b"Traceback" not in none.stderr
 

@@ -3,63 +3,16 @@ protobuf with opentelemetry-proto and checks every metric and attribute."""
 
 from __future__ import annotations
 
-import gzip
-import http.server
-import threading
-
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (  # noqa: E402
-    ExportMetricsServiceRequest, ExportMetricsServiceResponse)
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest  # noqa: E402
 
 from analyzer.fleet.metrics import collect  # noqa: E402
 from analyzer.fleet.otlp import METRICS, OtlpError, push  # noqa: E402
 from analyzer.store.db import open_db  # noqa: E402
 from tests.fleet.dbutil import fleet_db  # noqa: E402
-
-
-class Receiver:
-    """An OTLP/HTTP metrics endpoint on 127.0.0.1 that keeps what it receives."""
-
-    def __init__(self, status: int = 200):
-        self.requests: list[ExportMetricsServiceRequest] = []
-        self.paths: list[str] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                req = ExportMetricsServiceRequest()
-                req.ParseFromString(body)
-                outer.requests.append(req)
-                outer.paths.append(self.path)
-                reply = ExportMetricsServiceResponse().SerializeToString()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+from tests.loopback import OtlpReceiver  # noqa: E402
 
 
 def _attrs(kvs) -> dict:
@@ -85,12 +38,12 @@ def decode(req: ExportMetricsServiceRequest) -> tuple[dict, dict[str, list[tuple
 
 def test_push_sends_every_metric_and_attribute(tmp_path, db_path, monkeypatch):
     ids = fleet_db(db_path)
-    with Receiver() as rx:
+    with OtlpReceiver() as rx:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
         monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "host.image.name=ghcr.io/cirruslabs/macos-sequoia-base")
         points = push(collect(open_db(db_path), instance="guest-1"))
     assert rx.paths == ["/v1/metrics"]
-    resource, metrics = decode(rx.requests[0])
+    resource, metrics = decode(rx.metrics[0])
     assert resource["service.name"] == "capscan" and resource["host.name"]
     assert resource["service.instance.id"] == "guest-1"   # the Collector's instance label comes from it
     assert resource["host.arch"] in ("amd64", "arm64") and resource["os.type"] in ("linux", "darwin")
@@ -132,7 +85,7 @@ def test_push_without_endpoint_is_an_error(db_path, monkeypatch):
 
 def test_rejected_push_is_one_line(db_path, monkeypatch):
     fleet_db(db_path)
-    with Receiver(status=400) as rx:
+    with OtlpReceiver(status=400) as rx:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rx.url)
         with pytest.raises(OtlpError, match="did not accept"):
             push(collect(open_db(db_path)), timeout_s=5)

@@ -5,60 +5,17 @@ service.instance.id naming the guest, so two guests stay two."""
 
 from __future__ import annotations
 
-import gzip
-import http.server
 import json
-import threading
 
 import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest  # noqa: E402
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest  # noqa: E402
 
 from analyzer.fleet.events import EVENT_FIELDS  # noqa: E402
 from tests.conftest import REPO, run_capscan  # noqa: E402
 from tests.fleet.dbutil import fleet_db  # noqa: E402
-
-
-class Receiver:
-    """OTLP/HTTP on 127.0.0.1: /v1/logs and /v1/metrics decoded and kept."""
-
-    def __init__(self):
-        self.logs: list[ExportLogsServiceRequest] = []
-        self.metrics: list[ExportMetricsServiceRequest] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                req = ExportLogsServiceRequest() if self.path == "/v1/logs" else ExportMetricsServiceRequest()
-                req.ParseFromString(body)
-                (outer.logs if self.path == "/v1/logs" else outer.metrics).append(req)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+from tests.loopback import OtlpReceiver  # noqa: E402
 
 
 def _value(v):
@@ -79,7 +36,7 @@ def _records(req: ExportLogsServiceRequest) -> tuple[dict, list[dict]]:
 
 
 def test_two_guests_push_their_runs_as_log_records(tmp_path):
-    with Receiver() as rx:
+    with OtlpReceiver() as rx:
         for guest in ("guest-a", "guest-b"):
             db = tmp_path / f"{guest}.db"
             fleet_db(db)
@@ -111,7 +68,7 @@ def test_two_guests_push_their_runs_as_log_records(tmp_path):
 def test_watch_otlp_pushes_each_run_as_it_is_stored(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes((REPO / "examples" / "m1-ultra-guest-stock.log").read_bytes())
-    with Receiver() as rx:
+    with OtlpReceiver() as rx:
         r = run_capscan("watch", "--once", "--otlp", "--instance", "ci-guest-7", str(log), db=tmp_path / "w.db",
                         env={"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url})
         assert r.returncode == 0, r.stderr.decode()

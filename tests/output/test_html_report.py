@@ -5,7 +5,6 @@ text. The runs are the bundled examples and a hostile log, ingested into a real 
 
 from __future__ import annotations
 
-import re
 import shutil
 import struct
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_capscan
+from tests.loopback import LoopbackServer
 
 EXAMPLES = REPO / "examples"
 HOSTILE = ("ggml_metal_device_init: GPU name:   MTL0 (<script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -110,36 +110,15 @@ def _png(path: Path) -> tuple[int, int, set[bytes]]:
     return width, height, pixels
 
 
-class Canary:
-    """An HTTP server on 127.0.0.1 that counts the requests it gets: any request from the page is a leak."""
+class Canary(LoopbackServer):
+    """Counts the requests it gets: any request from the page is a leak."""
 
     def __init__(self):
-        import http.server
-        import threading
+        super().__init__(lambda path, body: (204, "text/plain", b""))
 
-        self.hits: list[str] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                outer.hits.append(self.path)
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    @property
+    def hits(self) -> list[str]:
+        return [path for _, path in self.requests]
 
 
 def _shoot(page: Path, shot: Path, profile: Path) -> subprocess.CompletedProcess:
