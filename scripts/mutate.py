@@ -275,10 +275,11 @@ MUTANTS: tuple[Mutant, ...] = (
            '    if verdict == "capability-downgrade" and fixable:\n        why = (',
            '    if verdict == "capability-downgrade":\n        why = (',
            "next_steps offers `remedy run` for any downgrade, fixable or not"),
-    Mutant("engine-wrapper-remedy-despite-veto", E, "        if view.vetoes is None and view.host_proof:\n",
-           "        if view.host_proof:\n", "the gave-up app's remedy offered despite a veto"),
-    Mutant("engine-wrapper-remedy-without-host", E, "        if view.vetoes is None and view.host_proof:\n",
-           "        if view.vetoes is None:\n", "the gave-up app's remedy offered without the host's proof"),
+    # (the gave-up app's next step is the wrapper-disabled-gpu rule's own, in rules/catalog.py since issue 28)
+    Mutant("engine-wrapper-remedy-despite-veto", C, "    if v.vetoes is None and v.host_proof:\n",
+           "    if v.host_proof:\n", "the gave-up app's remedy offered despite a veto"),
+    Mutant("engine-wrapper-remedy-without-host", C, "    if v.vetoes is None and v.host_proof:\n",
+           "    if v.vetoes is None:\n", "the gave-up app's remedy offered without the host's proof"),
     # -- rules/catalog.py: hardware-limit and no-gpu-offload --------------------------------------------------
     Mutant("catalog-mac-discrete-no-intel", C, 'MAC_DISCRETE = frozenset({"amd", "intel", "nvidia"})',
            'MAC_DISCRETE = frozenset({"amd", "nvidia"})', "an Intel GPU is no longer a Mac discrete/iGPU hardware limit",
