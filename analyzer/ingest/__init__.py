@@ -121,11 +121,11 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
     except PartialInputError:
         raise  # committed: what was readable is stored
     except sqlite3.Error as exc:
-        _rollback_quietly(writer)
+        writer.rollback_quietly()
         raise StoreError(f"cannot store {source.path} ({exc}); nothing of it was stored, and what the database "
                          "held before is unchanged") from None
     except BaseException:
-        _rollback_quietly(writer)
+        writer.rollback_quietly()
         raise
 
 
@@ -134,12 +134,3 @@ def _piped_name(source: Input, first: RunFacts | None, runs: int) -> str:
     given = explicit_name(source.name) if source.name else None
     return given or piped_source_name(first, runs)
 
-
-def _rollback_quietly(writer: SourceWriter) -> None:
-    """Roll back; a rollback that fails too (the disk is full) must not hide
-    the first error: SQLite undoes an unfinished transaction when the
-    connection closes or the next process opens the file."""
-    try:
-        writer.rollback()
-    except sqlite3.Error:
-        pass

@@ -198,7 +198,7 @@ def import_export(db: Database, source: Input, chunks: Iterator[bytes], shape: S
     known: dict[int, None] = {}
     seq = 0
     try:
-        writer.begin_source()
+        writer.begin()
         for item in _objects(shape, chunks):
             result.lines = max(result.lines, item if isinstance(item, int) else item.line)
             if isinstance(item, int) or not isinstance(item.run, dict):
@@ -244,16 +244,10 @@ def import_export(db: Database, source: Input, chunks: Iterator[bytes], shape: S
     except PartialInputError:
         raise  # committed: what was readable is stored
     except ExportError as exc:
-        _rollback(writer)
+        writer.rollback_quietly()
         raise InputError(f"{source.path}: a capscan export ({shape.name}) that cannot be read: {exc}; "
                          "nothing of it was stored") from None
     except BaseException:
-        _rollback(writer)
+        writer.rollback_quietly()
         raise
 
-
-def _rollback(writer: OriginWriter) -> None:
-    try:
-        writer.rollback()
-    except Exception:  # noqa: BLE001 - the first error is the one to report
-        pass

@@ -48,8 +48,3 @@ def origin_name(origin: dict[str, Any] | None) -> str | None:
     source = origin.get("source") or "?"
     return f"{origin['instance']}:{source}" if origin.get("instance") else source
 
-
-def instances(db: Database) -> list[tuple[str, int]]:
-    """Every origin instance with its number of runs, most runs first."""
-    return db.conn.execute("SELECT instance, COUNT(*) FROM run_origins WHERE instance IS NOT NULL "
-                           "GROUP BY instance ORDER BY 2 DESC, 1").fetchall()

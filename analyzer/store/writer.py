@@ -64,20 +64,21 @@ class SourceWriter:
         return (facts.first_line, facts.last_line, facts.program, facts.backend, facts.device.name,
                 facts.device.apple_family, facts.model, facts_json(facts).decode())
 
-    def _ensure_run(self, seq: int, facts: RunFacts) -> int:
+    def _ensure_run(self, seq: int, facts: RunFacts, created_at: str | None = None) -> int:
         self._begin()
         if seq not in self.run_ids:
             cur = self.conn.execute(
                 "INSERT INTO runs (source_id, seq, first_line, last_line, program, backend, device_name, apple_family, "
                 "model, facts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (self.source_id, seq, *self._run_row(seq, facts), now()),
+                (self.source_id, seq, *self._run_row(seq, facts), created_at or now()),
             )
             self.run_ids[seq] = int(cur.lastrowid or 0)
         return self.run_ids[seq]
 
-    def write_run(self, seq: int, facts: RunFacts, evidence) -> int:
+    def write_run(self, seq: int, facts: RunFacts, evidence, created_at: str | None = None) -> int:
+        """``created_at``: when the run was stored, if not now (an imported run keeps its origin's time)."""
         existed = seq in self.run_ids
-        run_id = self._ensure_run(seq, facts)
+        run_id = self._ensure_run(seq, facts, created_at)
         if existed:
             self.conn.execute(
                 "UPDATE runs SET first_line=?, last_line=?, program=?, backend=?, device_name=?, apple_family=?, "
@@ -167,6 +168,15 @@ class SourceWriter:
         self.run_ids = {}
         self.rows_written, self.rows_before, self.deferred_indexes = 0, None, None
 
+    def rollback_quietly(self) -> None:
+        """Roll back; a rollback that fails too (the disk is full) must not hide
+        the first error: SQLite undoes an unfinished transaction when the
+        connection closes or the next process opens the file."""
+        try:
+            self.rollback()
+        except sqlite3.Error:
+            pass
+
 
 class OriginWriter(SourceWriter):
     """A ``SourceWriter`` whose runs carry an origin."""
@@ -177,9 +187,8 @@ class OriginWriter(SourceWriter):
 
     def write_imported(self, seq: int, facts: RunFacts, evidence: list[Evidence], rows: list[Throughput],
                        origin: dict[str, Any]) -> int:
-        run_id = self.write_run(seq, facts, evidence)
-        if origin.get("stored_at"):  # when the origin stored it: --max-age and the lists see the run's own time
-            self.conn.execute("UPDATE runs SET created_at = ? WHERE id = ?", (origin["stored_at"], run_id))
+        # stored at the origin's time: --max-age and the lists see when the run was made, not imported
+        run_id = self.write_run(seq, facts, evidence, created_at=origin.get("stored_at"))
         if rows:
             self.write_throughput(seq, facts, rows)
         self.conn.execute(
@@ -189,9 +198,6 @@ class OriginWriter(SourceWriter):
              origin.get("run_id"), origin.get("capscan_version"), origin.get("diagnosed_at"),
              json.dumps(origin["report"], allow_nan=False)))
         return run_id
-
-    def begin_source(self) -> None:
-        self._begin()
 
     def source_of(self, run_id: int) -> int | None:
         row = self.conn.execute("SELECT source_id FROM runs WHERE id = ?", (run_id,)).fetchone()

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.ingest import ingest
 from analyzer.parsers.exports import SHAPES, ExportError, read_document, read_events, sniff
-from analyzer.read.reader import open_input
 from analyzer.store.db import open_db
 from tests.conftest import run_capscan
 from tests.fleet.dbutil import EXAMPLES, GUEST_NAMING_HOST, SHIM_NAMING_HOST
+from tests.ingest_util import count, ingest_path
 
 GUEST_LOGS = [EXAMPLES / "m1-ultra-guest-stock.log", EXAMPLES / "m1-ultra-host.log", GUEST_NAMING_HOST,
               SHIM_NAMING_HOST]
@@ -272,14 +271,10 @@ def test_events_reader_counts_lines_that_are_not_objects():
 
 def test_the_library_reports_what_an_import_stored(tmp_path):
     _, export = _guest(tmp_path, "guest-a", GUEST_LOGS[:2])
-    db = open_db(tmp_path / "central.db")
-    src = open_input(str(export))
-    try:
-        result = ingest(db, src)
-    finally:
-        src.close()
+    result, error = ingest_path(tmp_path / "central.db", export)
+    assert error is None
     assert result.export == "capscan-export" and result.imported == 2 and result.source_id is not None
-    assert db.conn.execute("SELECT COUNT(*) FROM run_origins").fetchone()[0] == 2
+    assert count(tmp_path / "central.db", "SELECT COUNT(*) FROM run_origins") == 2
 
 
 def test_the_tui_filter_finds_a_guests_imported_runs(tmp_path):

@@ -18,6 +18,7 @@ from analyzer.parsers.probes import _host_and_kernel_events
 from analyzer.read.reader import Input
 from analyzer.rules.diagnose import diagnose_runs
 from analyzer.store import open_db
+from tests.ingest_util import ingest_bytes
 
 KERNELS = Path(__file__).resolve().parents[1] / "fixtures" / "kernels"
 BASE = (KERNELS / "guest-kernels-pass.txt").read_text().split("kernel.", 1)[0]  # the probe without --kernels
@@ -99,10 +100,6 @@ def test_two_different_results_for_one_kernel_are_a_contradiction_never_fixable(
     assert d["fixable"] is False
 
 
-def test_an_unknown_result_is_refused_and_counted():
-    text = BASE + "kernel.simdgroup_mm=maybe\n"
-    with tempfile.TemporaryDirectory() as tmp:
-        db = open_db(Path(tmp) / "k.db")
-        result = ingest(db, Input("capscan-probe", io.BytesIO(text.encode())))
-        db.conn.close()
+def test_an_unknown_result_is_refused_and_counted(tmp_path):
+    result = ingest_bytes(tmp_path / "k.db", (BASE + "kernel.simdgroup_mm=maybe\n").encode(), "capscan-probe")
     assert result.rejected == 1

@@ -4,13 +4,14 @@ The database is a real one, with a fixable guest, its bare-metal host and an imp
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.ingest_util import db_bytes
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 GUEST = FIX / "baselines/guest-stock-block-and-json.log"  # a fixable stock guest (its cpu_info names the host)
@@ -24,9 +25,6 @@ def _capscan(db: Path, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def _files(db: Path) -> dict[str, str]:
-    """The database and its WAL, hashed: what a write would change."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(db.parent.glob(db.name + "*"))}
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +47,9 @@ READING = [("show", "1"), ("show", "1", "--json"), ("show", "2", "--markdown"), 
 
 @pytest.mark.parametrize("args", READING, ids=" ".join)
 def test_a_reading_command_leaves_the_database_byte_identical(store, args):
-    before = _files(store)
+    before = db_bytes(store)
     _capscan(store, *args)
-    assert _files(store) == before
+    assert db_bytes(store) == before
 
 
 def test_show_prints_what_diagnose_stores(store, tmp_path):
