@@ -14,7 +14,7 @@ import click
 
 from analyzer.cli.exits import EXIT_FAIL_ON, EXIT_INTERRUPTED, CapscanError
 from analyzer.cli.options import Options, open_db, open_existing_db, shared_options
-from analyzer.cli.output import Result, output_options, text, write
+from analyzer.cli.output import Result, output_options, text, write, write_atomically
 from analyzer.safe_text import clean
 
 
@@ -401,30 +401,9 @@ def export_json(opts: Options, out: str | None, since: str | None, instance: str
     if out is None:
         n = write_export(database, sys.stdout, instance=name, since=since)
     else:
-        n = _write_atomically(out, lambda f: write_export(database, f, instance=name, since=since))
+        n = write_atomically(out, lambda f: write_export(database, f, instance=name, since=since),
+                             prefix=".capscan-export-")
     click.echo(f"capscan: exported {n:,} run(s) of {_plain(name)}" + (f" to {_plain(out)}" if out else ""), err=True)
-
-
-def _write_atomically(path: str, write_to) -> int:
-    """Write through a temp file beside ``path`` and rename it: a reader never sees half a file."""
-    import os
-    import tempfile
-
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".capscan-export-", dir=folder)
-    except OSError as exc:
-        raise CapscanError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            n = write_to(f)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise CapscanError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return n
 
 
 # ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 import click
 
 from analyzer import __version__
-from analyzer.cli.exits import FailOn
+from analyzer.cli.exits import CapscanError, FailOn
 from analyzer.cli.options import Options, shared_options
 
 
@@ -298,3 +298,25 @@ def markdown_report(runs: list) -> str:
 def emit_report(opts: Options, runs: list) -> None:
     """The diagnosis report of diagnosed runs in the chosen format; raises FailOn for a --fail-on verdict."""
     write(opts, report_result(opts, runs))
+
+
+def write_atomically(path: str, write_to: Callable[[TextIO], Any], *, prefix: str, suffix: str = "",
+                     what: str = "") -> Any:
+    """Write a file whole or not at all: through a temporary file beside it, renamed over it (a reader
+    never sees half a file); returns what ``write_to`` returned. An OS error is a one-line CapscanError
+    ("PATH: cannot write WHAT (why)"), and the temporary file is removed."""
+    import os
+    import tempfile
+
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=prefix, suffix=suffix)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            got = write_to(fh)
+        os.replace(tmp, path)
+        return got
+    except OSError as exc:
+        raise CapscanError(f"{path}: cannot write{' ' + what if what else ''} ({exc.strerror or exc})") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from typing import Any
 
 import click
@@ -11,6 +9,7 @@ import click
 from analyzer.cli.exits import CapscanError
 from analyzer.cli.ingest import diagnose_runs
 from analyzer.cli.options import Options, open_existing_db, shared_options
+from analyzer.cli.output import write_atomically
 from analyzer.cli.runs import resolve_run
 
 
@@ -40,12 +39,5 @@ def report(opts: Options, run_refs: tuple[str, ...], html_path: str) -> None:
     elif len(runs_) == 3 and (roles := assign_roles(runs_)) is not None:
         doc = {"pairs": [], "decomposition": decompose(*roles)}
     page = html_page(runs_, doc, version=__version__)
-    folder = os.path.dirname(os.path.abspath(html_path))
-    try:  # written whole or not at all: a temporary file beside it, then renamed over
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".capscan-report-", suffix=".html")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.replace(tmp, html_path)
-    except OSError as exc:
-        raise CapscanError(f"{html_path}: cannot write the page ({exc.strerror or exc})") from None
+    write_atomically(html_path, lambda fh: fh.write(page), prefix=".capscan-report-", suffix=".html", what="the page")
     click.echo(f"capscan: wrote {html_path} ({len(runs_)} run(s), {len(page):,} bytes)", err=True)
