@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any
 from analyzer.remedy import platform as plat
 from analyzer.remedy.check import Check, failed, passed, warned
 from analyzer.remedy.runner import Runner
+from analyzer.rules.view import KERNEL_FAILURES as FAILURES
+from analyzer.rules.view import KERNEL_WORDS as WORDS
 
 if TYPE_CHECKING:
     from analyzer.store.db import Database
 
-CAPABILITIES = ("simdgroup_reduction", "simdgroup_mm", "bfloat")
-WORDS = {"simdgroup_reduction": "simdgroup reduction", "simdgroup_mm": "simdgroup matrix multiply",
-         "bfloat": "bfloat"}
-FAILURES = ("fail", "compile-error", "timeout")
+CAPABILITIES = tuple(WORDS)  # in llama.cpp's order
 NAME = "kernel check"
 SOURCE = "capscan remedy: kernel check"  # + the boot's key: the stored run a later remedy reuses
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")  # Linux (the stand-in)
@@ -82,6 +81,11 @@ def from_run(db: Database, run_id: int) -> KernelCheck | None:
                        f.kernel_msl_version, f.kernel_elapsed_ms, run_id)
 
 
+def from_runs(db: Database, run_ids: list[int]) -> KernelCheck | None:
+    """The kernel results of the last of these stored runs that has any (a probe's output is one run)."""
+    return next((found for rid in reversed(run_ids) if (found := from_run(db, rid)) is not None), None)
+
+
 def run_kernel_check(db: Database, runner: Runner, probe: Path, system: str) -> KernelCheck:
     """`capscan-probe --kernels` in this guest (stock: no injection), stored as a run, or this boot's earlier
     one. A probe that fails or prints no kernel lines (an older probe) gives a KernelCheck with ``error``."""
@@ -107,11 +111,8 @@ def run_kernel_check(db: Database, runner: Runner, probe: Path, system: str) -> 
         stored = ingest(db, Input(name, io.BytesIO(result.stdout.encode())), force=True)
     except InputError as exc:
         return KernelCheck(error=str(exc))
-    for rid in reversed(stored.run_ids):
-        found = from_run(db, rid)
-        if found is not None:
-            return found
-    return KernelCheck(error=f"{probe.name} printed no kernel results (a probe older than --kernels)")
+    return from_runs(db, stored.run_ids) or KernelCheck(
+        error=f"{probe.name} printed no kernel results (a probe older than --kernels)")
 
 
 def check(kc: KernelCheck) -> Check:

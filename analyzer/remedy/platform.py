@@ -17,6 +17,7 @@ import platform as _platform
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from analyzer.remedy.runner import Runner
 
@@ -74,6 +75,14 @@ def injection(sys_name: str | None = None) -> Injection | None:
 
 def all_injection_vars() -> tuple[str, ...]:
     return tuple(i.env_var for i in _INJECTION.values())
+
+
+def stock_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment with no shim injected and no interposer setting: what a stock run gets (the
+    self-test's stock probe, the kernel check before anything is injected)."""
+    drop = {*all_injection_vars(), FAMILY_VAR, *ALIAS_FAMILY_VARS, "CAPSCAN_INTERPOSER_VERBOSE",
+            "CAPSCAN_INTERPOSER_SCRUB", "CAPSCAN_METAL_MAX_THREADGROUP_MEMORY"}
+    return {k: v for k, v in env.items() if k not in drop}
 
 
 def brand_string(runner: Runner) -> str | None:

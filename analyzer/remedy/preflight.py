@@ -605,12 +605,7 @@ def check_kernels(db, runner: Runner, system: str) -> Check:
     probe, missing = km.probe_for_kernels(runner, system)
     if probe is None:
         return km.check(km.KernelCheck(error=missing))
-    return km.check(km.run_kernel_check(db, Runner(_without_injection(runner.env), timeout=60), probe, system))
-
-
-def _without_injection(env: Mapping[str, str]) -> dict[str, str]:
-    drop = set(plat.all_injection_vars()) | {plat.FAMILY_VAR, *plat.ALIAS_FAMILY_VARS}
-    return {k: v for k, v in env.items() if k not in drop}
+    return km.check(km.run_kernel_check(db, Runner(plat.stock_env(runner.env), timeout=60), probe, system))
 
 
 def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, stock_shim: dict | None,

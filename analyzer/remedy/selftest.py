@@ -92,11 +92,7 @@ class ProbeRun:
 
     def kernels(self, db: Database) -> km.KernelCheck:
         """The kernel results this probe run printed (``--kernels``), read back from its stored run."""
-        for rid in reversed(self.run_ids):
-            found = km.from_run(db, rid)
-            if found is not None:
-                return found
-        return km.KernelCheck(error="this probe run printed no kernel results")
+        return km.from_runs(db, self.run_ids) or km.KernelCheck(error="this probe run printed no kernel results")
 
     @property
     def interposer_lines(self) -> list[str]:
@@ -177,12 +173,6 @@ def redact(obj: Any) -> Any:
     return obj
 
 
-def _clean_env(runner: Runner) -> dict[str, str]:
-    drop = set(plat.all_injection_vars()) | {plat.FAMILY_VAR, *plat.ALIAS_FAMILY_VARS, "CAPSCAN_INTERPOSER_VERBOSE",
-                                             "CAPSCAN_INTERPOSER_SCRUB", "CAPSCAN_METAL_MAX_THREADGROUP_MEMORY"}
-    return {k: v for k, v in runner.env.items() if k not in drop}
-
-
 def _ingest_text(db: Database, name: str, text: str) -> list[int]:
     import io
 
@@ -255,7 +245,7 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     if probe is None:
         return report
 
-    clean = _clean_env(runner)
+    clean = plat.stock_env(runner.env)
     stock = run_probe(runner, db, probe, "stock", clean)
     report.probes["stock"] = stock
     if stock.returncode != 0:

@@ -66,8 +66,11 @@ class RunView:
 
     def line_of(self, o: Observation) -> dict[str, Any]:
         """An observation as an evidence line: its line number and the line's text (when kept)."""
-        text = next((e.text for e in self.evidence if e.line == o.line), "")
-        return {"line": o.line, "text": text}
+        return self.line_at(o.line)
+
+    def line_at(self, line: int) -> dict[str, Any]:
+        """A line number as an evidence line, with the line's text when it was kept."""
+        return {"line": line, "text": next((e.text for e in self.evidence if e.line == line), "")}
 
     @cached_property
     def readings(self) -> Readings:
@@ -407,8 +410,7 @@ class RunView:
         for cap in KERNEL_WORDS:
             if cap in k:
                 line = k[cap].get("line")
-                text = next((e.text for e in self.evidence if e.line == line), "")
-                out.append((cap, k[cap], [{"line": line, "text": text}] if line is not None else []))
+                out.append((cap, k[cap], [self.line_at(line)] if line is not None else []))
         return out
 
     @property
@@ -427,10 +429,9 @@ class RunView:
                 results.get(cap) != "pass" for cap in ("simdgroup_reduction", "simdgroup_mm")):
             return []
         passed = [KERNEL_WORDS[cap] for cap, r in results.items() if r == "pass"]
-        first = next(lines for cap, _, lines in self.kernel_results if lines) if any(
-            lines for _, _, lines in self.kernel_results) else [{"line": None, "text": ""}]
+        first = next((lines[0] for _, _, lines in self.kernel_results if lines), {"line": None, "text": ""})
         return [{"sign": "the paravirtual device ran " + ", ".join(passed) + " kernels and got the right answers "
-                         "(capscan-probe --kernels)", **first[0]}]
+                         "(capscan-probe --kernels)", **first}]
 
     @cached_property
     def clamp_proof(self) -> list[dict[str, Any]]:

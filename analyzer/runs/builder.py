@@ -131,6 +131,12 @@ class RunBuilder:
         if name and name not in self.facts.seen_devices and len(self.facts.seen_devices) < 32:
             self.facts.seen_devices.append(name)
 
+    def saw_host_cpu(self, name: str, ev: Event) -> None:
+        """Every processor named is kept (two that differ are two machines: never one picked by order)."""
+        self.observe("host.cpu", name, ev)
+        if name not in self.facts.host_cpus and len(self.facts.host_cpus) < 8:
+            self.facts.host_cpus.append(name)
+
     def hint_device(self, ev: Event, name: str | None) -> None:
         """A line naming the GPU in passing (a loader, a memory breakdown, a wrapper): it names the
         device only when nothing better did, and is kept as evidence of the machine either way."""

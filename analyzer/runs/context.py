@@ -25,11 +25,7 @@ def on_host_model_name(asm: Assembler, ev: Event) -> None:
 
 
 def on_host_processor(asm: Assembler, ev: Event) -> None:
-    """Every processor named is kept (two that differ are two machines: never one picked by order)."""
-    asm.run.observe("host.cpu", ev.data["name"], ev)
-    cpus = asm.run.facts.host_cpus
-    if ev.data["name"] not in cpus and len(cpus) < 8:
-        cpus.append(ev.data["name"])
+    asm.run.saw_host_cpu(ev.data["name"], ev)
     asm.run.touch(ev)
 
 

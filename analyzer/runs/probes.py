@@ -72,7 +72,7 @@ def on_probe_json(asm: Assembler, ev: Event) -> None:
         run.saw_flag("unified_memory", d["unified_memory"], ev.line)
         run.observe("gpu.unified_memory", d["unified_memory"], ev, subject=d.get("name"))
     if d.get("cpu_brand"):
-        _host_cpu(run, d["cpu_brand"], ev)
+        run.saw_host_cpu(d["cpu_brand"], ev)  # as a brand-string line (runs.context)
     if d.get("arch"):
         run.observe("process.isa", d["arch"], ev)
     if d.get("hv_vmm_present") is not None:
@@ -85,12 +85,6 @@ def on_probe_json(asm: Assembler, ev: Event) -> None:
             _kernel(run, cap, r["result"], ev)
             run.facts.kernels[cap]["message"] = r["message"]  # type: ignore[index]
     run.touch(ev)
-
-
-def _host_cpu(run: RunBuilder, name: str, ev: Event) -> None:
-    run.observe("host.cpu", name, ev)
-    if name not in run.facts.host_cpus and len(run.facts.host_cpus) < 8:
-        run.facts.host_cpus.append(name)
 
 
 def _hv_vmm(run: RunBuilder, value: bool, ev: Event) -> None:
