@@ -24,7 +24,7 @@ from analyzer.cli.exits import (
     FailOn,
 )
 from analyzer.cli.lazy import LazyGroup
-from analyzer.cli.options import GROUP_OPTIONS, SHARED_OPTIONS, Options, add_shared, given_values
+from analyzer.cli.options import BY_NAME, GROUP_OPTIONS, Options, add_shared, given_values
 
 # Each command's module is imported only when that command runs (or --help lists
 # them): start-up is the interpreter, click, and the one command.
@@ -75,9 +75,8 @@ def _group_flags_fit(ctx: click.Context, opts: Options, name: str) -> None:
     if isinstance(command, click.Group):  # db, remedy: their commands take --json only
         takes = {"as_json", "db"}
     wrong = []
-    for spec in SHARED_OPTIONS:  # every option the group took that this command does not
-        if spec.name in ("db", "gha", "json") or ctx.params.get(spec.params[0]) is None:
-            continue  # the store is every command's; --no-gha only silences; --json is one of the formats
+    # every option the group took that this command does not (the store is every command's; --no-gha only silences)
+    for spec in (BY_NAME[n] for n in GROUP_OPTIONS if n not in ("db", "gha")):
         if spec.field == "fmt":
             if opts.fmt is not None and f"fmt_{opts.fmt}" not in takes and not (opts.fmt == "json" and "as_json" in takes):
                 wrong.append(f"--{opts.fmt}")

@@ -139,15 +139,13 @@ def given_values(ctx: click.Context, kwargs: dict[str, Any], names: tuple[str, .
     out: dict[str, Any] = {}
     for name in names:
         spec = BY_NAME[name]
-        typed = any(ctx.get_parameter_source(p) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
-                    for p in spec.params)
-        if spec.field == "fmt":
+        if spec.field == "fmt":  # flags: given when set
             value = chosen_format(kwargs) if name == "formats" else ("json" if kwargs.pop("as_json") else None)
             if value:
                 out["fmt"] = value
             continue
         value = kwargs.pop(spec.params[0])
-        if typed:
+        if ctx.get_parameter_source(spec.params[0]) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
             out[spec.field] = value
     return out
 
