@@ -41,23 +41,12 @@ struct report {
     struct capscan_kernels kernels;
 };
 
-static void put(int fd, const char *text, unsigned long length)
-{
-    while (length) {
-        ssize_t n = write(fd, text, length);
-        if (n <= 0)
-            return;
-        text += n;
-        length -= (unsigned long)n;
-    }
-}
-
 static void put_str(int fd, const char *text)
 {
     unsigned long n = 0;
     while (text[n])
         n++;
-    put(fd, text, n);
+    capscan_write_all(fd, text, n);
 }
 
 static void query(id device, struct report *r)
@@ -223,6 +212,6 @@ int main(int argc, char **argv)
         print_json(&report, &out);
     else
         print_lines(&report, &out);
-    put(1, out.data, out.len);
+    capscan_write_all(1, out.data, out.len);
     return 0;
 }

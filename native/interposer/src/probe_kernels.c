@@ -652,7 +652,7 @@ static int run_kernel(struct child *c, int which, char *msg)
     return check_bfloat(&r, msg);
 }
 
-static void put_all(int fd, const char *text, unsigned long n)
+void capscan_write_all(int fd, const char *text, unsigned long n)
 {
     while (n) {
         ssize_t w = write(fd, text, n);
@@ -679,7 +679,7 @@ static void report(int fd, char kind, int which, int result, const char *msg)
         capscan_buf_str(&b, msg);
     }
     capscan_buf_char(&b, '\n');
-    put_all(fd, b.data, b.len);
+    capscan_write_all(fd, b.data, b.len);
 }
 
 struct plan {

@@ -52,4 +52,8 @@ void capscan_kernels_run(const struct capscan_host *host, unsigned long timeout_
 /* CAPSCAN_PROBE_KERNEL_TIMEOUT_MS: decimal 1..600000; anything else gives the default. */
 unsigned long capscan_kernel_timeout_ms(const char *value);
 
+/* Writes all n bytes (a short write continues; an error stops): the probe's output and the
+ * kernel child's report to its parent. */
+void capscan_write_all(int fd, const char *text, unsigned long n);
+
 #endif
