@@ -713,8 +713,6 @@ UNRELATED_LOG = REPO / "tests" / "fixtures" / "metal" / "m3-2025-03-intel-iris.l
 
 
 def _sha(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
