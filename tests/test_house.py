@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
@@ -22,19 +23,24 @@ SQL_TEXT = re.compile(r"^\s*(SELECT|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+S
                       r"|PRAGMA|BEGIN|WITH\s+\w+\s+AS)\b", re.IGNORECASE)
 
 
-def sql_outside_the_store(root: Path) -> list[str]:
-    found = []
+def nodes_outside(root: Path, skip: Callable[[Path], bool]) -> Iterator[tuple[Path, ast.AST]]:
+    """(path relative to root, node) of every AST node of every module but the skipped ones."""
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        if rel.parts[0] == "store":
-            continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
-                found.append(f"{rel}:{node.lineno}: .{node.func.attr}(...)")
-            # (the parsers read llama-bench's SQL output: statements there are log text, not queries)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and rel.parts[0] != "parsers" \
-                    and SQL_TEXT.match(node.value):
-                found.append(f"{rel}:{node.lineno}: {node.value[:40]!r}")
+        if not skip(rel):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                yield rel, node
+
+
+def sql_outside_the_store(root: Path) -> list[str]:
+    found = []
+    for rel, node in nodes_outside(root, lambda rel: rel.parts[0] == "store"):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+            found.append(f"{rel}:{node.lineno}: .{node.func.attr}(...)")
+        # (the parsers read llama-bench's SQL output: statements there are log text, not queries)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and rel.parts[0] != "parsers" \
+                and SQL_TEXT.match(node.value):
+            found.append(f"{rel}:{node.lineno}: {node.value[:40]!r}")
     return found
 
 
@@ -153,14 +159,9 @@ def rule_ids_outside_the_catalogue(root: Path) -> list[str]:
     finally:
         sys.path.pop(0)
     ids = {r.id for r in RULES} - set(VERDICTS) - {"environment"}
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        if path.relative_to(root).as_posix() == "rules/catalog.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and node.value in ids:
-                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value}")
-    return found
+    return [f"{rel}:{node.lineno}: {node.value}"
+            for rel, node in nodes_outside(root, lambda rel: rel.as_posix() == "rules/catalog.py")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ids]
 
 
 def test_no_rule_id_outside_the_catalogue():
