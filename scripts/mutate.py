@@ -367,7 +367,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("runs-context-no-chip-obs", "analyzer/runs/context.py",
            '    asm.run.observe("host.cpu", ev.data["chip"], ev)\n', "", "a Hardware Overview's Chip: is not observed"),
     Mutant("runs-context-no-processor-obs", "analyzer/runs/context.py",
-           '    asm.run.observe("host.cpu", ev.data["name"], ev)\n', "",
+           '    asm.run.saw_host_cpu(ev.data["name"], ev)\n', "",
            "a named processor (brand string, Processor Name:) is not observed"),
     Mutant("runs-bench-no-cpu-obs", "analyzer/runs/bench.py",
            '            run.observe("host.cpu", row["cpu_info"], row_ev)\n', "            pass\n",
