@@ -1,20 +1,9 @@
 """Turn a source's event stream into runs.
 
 A run is what one process showed about one device: its capability block,
-its benchmark rows and timings. Boundaries, in order of evidence:
-
-- an M4-era ``ggml_metal_device_init`` block is printed once per process at
-  start-up, so a second one starts a new run, except ``MTL1``, ``MTL2``...
-  (extra virtual devices of ``GGML_METAL_DEVICES`` in the same process);
-- a legacy ``ggml_metal_init`` block is printed per context: a new run only when it names
-  another device (its enumeration waits for the name), or follows measured results;
-- a shim banner is printed by a constructor before ``main``: after a device
-  it starts a new process;
-- a llama-bench JSON/CSV/SQL row joins the run when its device and build agree, a markdown row when its
-  backend does; a header after rows starts one (a process prints one backend and one header);
-- probe and system_profiler output always form runs of their own;
-- a second ``system_info`` line, or Vulkan/CUDA device list, starts a new run
-  (a device list and a Metal block with no result between them: one process).
+its benchmark rows and timings. Which event starts a new run, and why, is decided in one
+place, ``analyzer/runs/boundaries.py`` (its table is ``docs/reference/run-boundaries.md``);
+a run ends when the next one starts or the input ends.
 
 This module holds only the run lifecycle and the handler table. What each event means
 lives in one handler module per parser family (``metal``, ``probes``, ``gpu_backends``,
@@ -33,6 +22,7 @@ from typing import Callable
 
 from analyzer.model import Throughput
 from analyzer.parsers.base import Event
+from analyzer.runs.boundaries import starts_run
 from analyzer.runs.builder import SPILL_AT, RunBuilder
 from analyzer.runs.metal import release_held
 
@@ -84,11 +74,13 @@ class Assembler:
         self._handlers = Assembler._table
 
     # -- run lifecycle ------------------------------------------------------
-    def new_run(self) -> RunBuilder:
+    def new_run(self, why: str, carry: tuple[str, ...] = ()) -> None:
+        previous = self.run.facts
         self.close_run()
         self.seq += 1
-        self.run = RunBuilder(self.seq)
-        return self.run
+        self.run = RunBuilder(self.seq, started_by=why)
+        for name in carry:
+            setattr(self.run.facts, name, getattr(previous, name))
 
     def close_run(self) -> None:
         run = self.run
@@ -132,8 +124,15 @@ class Assembler:
                 self.flush_gate(self.run)
             if self.held and ev.kind not in _HOLD_KINDS:
                 release_held(self, self.run)
-            handler = handlers.get(ev.kind)
-            if handler is None:
-                self.unhandled[ev.kind] += 1
-            else:
-                handler(self, ev)
+            self.handle(ev, handlers)
+
+    def handle(self, ev: Event, handlers: dict[str, Handler] | None = None) -> None:
+        """One event: first a new run if it starts one (runs.boundaries), then its handler."""
+        start = starts_run(self, ev)
+        if start is not None:
+            self.new_run(start[0], start[1].carry)
+        handler = (handlers or self._handlers).get(ev.kind)
+        if handler is None:
+            self.unhandled[ev.kind] += 1
+        else:
+            handler(self, ev)

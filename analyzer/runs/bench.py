@@ -10,17 +10,13 @@ from typing import TYPE_CHECKING
 from analyzer.model import Throughput
 from analyzer.parsers.base import Event
 from analyzer.parsers.bench import bench_row_from, md_row_to_bench
-from analyzer.runs.builder import SPILL_AT, same_device
+from analyzer.runs.builder import SPILL_AT
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
 
 
 def on_bench_md_header(asm: Assembler, ev: Event) -> None:
-    # llama-bench prints its header once per process: a header after a table's rows is another
-    # invocation's table (several backends' tables pasted in one log), so another run.
-    if asm.run.has_results and asm.run.explicit_program == "llama-bench":
-        asm.new_run()
     asm.md_columns = ev.data["columns"]
 
 
@@ -29,7 +25,7 @@ def on_bench_md_row(asm: Assembler, ev: Event) -> None:
         return
     row = md_row_to_bench(asm.md_columns, ev.data["cells"])
     if row:
-        _bench(asm, ev, row)
+        asm.handle(Event("bench.row", ev.line, ev.text, row))  # a row like any other, at its boundary
 
 
 def on_bench_row(asm: Assembler, ev: Event) -> None:
@@ -37,8 +33,8 @@ def on_bench_row(asm: Assembler, ev: Event) -> None:
 
 
 def on_bench_row_list(asm: Assembler, ev: Event) -> None:
-    for row in ev.data["rows"]:
-        _bench(asm, ev, row)
+    for row in ev.data["rows"]:  # one row at a time, each at its boundary
+        asm.handle(Event("bench.row", ev.line, ev.text, row))
 
 
 def on_bench_rows(asm: Assembler, ev: Event) -> None:
@@ -46,7 +42,7 @@ def on_bench_rows(asm: Assembler, ev: Event) -> None:
     the first decides the run like any row, the rest only add their numbers."""
     config, rows = ev.data["config"], ev.data["rows"]
     first = rows[0]
-    _bench(asm, Event("bench.row", first[0], "", {}), bench_row_from(config, first[1:]))
+    asm.handle(Event("bench.row", first[0], "", bench_row_from(config, first[1:])))
     run = asm.run
     run.add_bench_rows(config["model"], rows, 1, config.get("config"))
     run.last_line = max(run.last_line or 0, rows[-1][0])
@@ -66,16 +62,7 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
             if len(run.pending) >= SPILL_AT:
                 asm.spill()
             return
-        gpu = row.get("gpu_info")
-        if run.bench_key is not None and run.bench_key != key:
-            run = asm.new_run()
-        elif run.device_source in ("probe", "sysprof"):
-            run = asm.new_run()
-        elif run.device_source in ("metal", "vulkan", "cuda") and gpu and f.device.name \
-                and not same_device(gpu, f.device.name):
-            run = asm.new_run()
-        run.bench_key = key
-        f = run.facts
+        run.bench_key = key  # a row of another configuration or device opened a new run (boundaries)
         # once per configuration (the key holds both): the device and the host this row names
         row_ev = Event("bench.device", ev.line, "")
         if row.get("gpu_info"):
@@ -99,13 +86,6 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
         if run.device_source is None and row.get("gpu_info"):
             run.device_source = "bench"
             f.device.name = row["gpu_info"]
-    elif run.device_source in ("probe", "sysprof") or (
-            run.has_results and f.bench_backends is not None and row.get("backend")
-            and row["backend"] != f.bench_backends):
-        # A markdown row of another backend: one llama-bench build prints one backend column for all its
-        # rows, so a row of another is another build's, another process (tables of several pasted together).
-        run = asm.new_run()
-        f = run.facts
     if f.bench_backends is None and row.get("backend"):
         f.bench_backends = row["backend"]
     if f.n_gpu_layers is None and row.get("n_gpu_layers") is not None:

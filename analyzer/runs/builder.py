@@ -58,8 +58,9 @@ def same_device(gpu_info: str, name: str) -> bool:
 
 
 class RunBuilder:
-    def __init__(self, seq: int):
+    def __init__(self, seq: int, started_by: str | None = None):
         self.seq = seq
+        self.started_by = started_by  # the boundary that opened it (runs.boundaries), None for the first
         self.first_line: int | None = None
         self.last_line: int | None = None
         self.facts = RunFacts(first_line=0, last_line=0)

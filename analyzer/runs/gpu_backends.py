@@ -14,11 +14,8 @@ if TYPE_CHECKING:
 
 def _device_list_run(asm: Assembler, source: str) -> RunBuilder:
     run = asm.run
-    if run.registering(source):
-        return run  # the Metal block's process lists its other backend's devices: one run, still Metal's
-    if run.device_source is not None and (run.device_source != source or run.metal_blocks or run.has_results):
-        run = asm.new_run()
-    run.device_source = source
+    if not run.registering(source):  # else the Metal block's process lists its other backend's devices
+        run.device_source = source
     return run
 
 
@@ -26,12 +23,8 @@ def _list_header(asm: Assembler, ev: Event, source: str) -> None:
     """'found N Vulkan/CUDA devices': a device list begins, in a run of its own unless nothing named a device
     yet or the run is a process still registering its backends (``RunBuilder.registering``)."""
     run = asm.run
-    if run.registering(source):
-        run.touch(ev)
-        return
-    if run.device_source is not None:
-        run = asm.new_run()
-    run.device_source = source
+    if not run.registering(source):
+        run.device_source = source
     run.touch(ev)
 
 
@@ -41,9 +34,6 @@ def on_vulkan_count(asm: Assembler, ev: Event) -> None:
 
 def on_vulkan_device(asm: Assembler, ev: Event) -> None:
     run = _device_list_run(asm, "vulkan")
-    if run.facts.vulkan_devices and ev.data.get("index") == 0 and run.device_source == "vulkan" and run.has_results:
-        run = asm.new_run()
-        run.device_source = "vulkan"
     if len(run.facts.vulkan_devices) < MAX_LISTED:
         run.facts.vulkan_devices.append(ev.data)
     name = ev.data.get("name")
@@ -105,9 +95,9 @@ def on_device_info_device(asm: Assembler, ev: Event) -> None:
             x.get("index") == entry["index"] and x.get("name") == entry["name"] for x in listed):
         asm.run.touch(ev)  # the backend's own init lines listed it already: one device, not two
     elif d["backend"] == "Vulkan":
-        on_vulkan_device(asm, Event("vulkan.device", ev.line, ev.text, entry))
+        asm.handle(Event("vulkan.device", ev.line, ev.text, entry))  # meets the device list's boundary
     elif d["backend"] in ("CUDA", "ROCm", "MUSA"):
-        on_cuda_device(asm, Event("cuda.device", ev.line, ev.text, entry))
+        asm.handle(Event("cuda.device", ev.line, ev.text, entry))
     elif d["backend"] in ("CPU", "BLAS", "RPC"):
         asm.run.touch(ev)
     else:

@@ -9,23 +9,16 @@ from typing import TYPE_CHECKING
 
 from analyzer.model import Capabilities
 from analyzer.parsers.base import Event
+from analyzer.runs.boundaries import other_backend
 from analyzer.runs.builder import MAX_LISTED, MAX_TEXT, MAX_UNSUPPORTED_OPS, RunBuilder
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
 
 
-def _other_backend(run: RunBuilder) -> bool:
-    """The run is another backend's, and not one process registering both (``registering``)."""
-    return run.device_source not in (None, "metal") and not run.registering("metal")
-
-
 def _metal_run(asm: Assembler) -> RunBuilder:
-    run = asm.run
-    if _other_backend(run):
-        run = asm.new_run()
-    run.device_source = "metal"
-    return run
+    asm.run.device_source = "metal"
+    return asm.run
 
 
 def on_metal_tensor_gate(asm: Assembler, ev: Event) -> None:
@@ -33,7 +26,7 @@ def on_metal_tensor_gate(asm: Assembler, ev: Event) -> None:
     the next GGML_METAL_DEVICES device of this one is known only at the
     GPU name line, so it waits there."""
     run = asm.run
-    if run.metal_blocks or _other_backend(run) or run.has_results:
+    if run.metal_blocks or other_backend(run) or run.has_results:
         asm.pending_gate.append(ev)
         return
     run.device_source = "metal"
@@ -44,8 +37,6 @@ def on_metal_tensor_gate(asm: Assembler, ev: Event) -> None:
 
 def on_metal_block_start(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    if _other_backend(run) or (run.metal_blocks and run.has_results and run.facts.metal_era != "M4"):
-        run = asm.new_run()
     if run.block_device is not None:
         # Another context of this process, or the next process's first block (a log without results
         # between them): its GPU name line decides, and its enumeration waits for it, so that a GPU
@@ -75,23 +66,10 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
                 run.observe("gpu.name", name, ev, subject=name)
             run.touch(ev)
             return
-        if gate:
-            run = asm.new_run()
-            for pending in gate:
-                run.touch(pending)
-                if pending.kind == "metal.library_loaded":
-                    run.facts.library_load_s = float(pending.data["seconds"])
-        elif run.m4_open and run.metal_blocks == 0:
-            pass  # the tensor-gate line already opened this block
-        elif run.metal_blocks or _other_backend(run) or run.has_results:
-            run = asm.new_run()
-    else:
-        if _other_backend(run):
-            run = asm.new_run()
-        elif run.metal_blocks and run.block_device and name and name != run.block_device:
-            run = asm.new_run()
-        elif run.metal_blocks and run.has_results and run.facts.metal_era == "legacy" and name != run.block_device:
-            run = asm.new_run()
+        for pending in gate:  # the block's first lines, which waited for this name (a new run: boundaries)
+            run.touch(pending)
+            if pending.kind == "metal.library_loaded":
+                run.facts.library_load_s = float(pending.data["seconds"])
     if asm.held:
         release_held(asm, run)
     run.m4_open = False

@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 
 def on_shim_banner(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    if run.device_source is not None or run.has_results or run.facts.shim is not None:
-        run = asm.new_run()
     d = ev.data
     run.facts.shim = Shim(name=d["name"], apple_family_max=d.get("apple_family_max"), process=d.get("process"),
                           line=ev.line)
@@ -32,10 +30,6 @@ def on_shim_message(asm: Assembler, ev: Event) -> None:
 
 def _probe_run(asm: Assembler, program: str) -> RunBuilder:
     run = asm.run
-    banner_only = run.facts.shim is not None and run.device_source is None and not run.has_results
-    fresh_probe = run.device_source == "probe" and run.facts.program == program and run.facts.probe == {}
-    if run.content and not (banner_only or fresh_probe):
-        run = asm.new_run()
     run.device_source = "probe"
     run.facts.program = program
     run.facts.probe = {}
@@ -161,8 +155,6 @@ def on_probe_unified_memory(asm: Assembler, ev: Event) -> None:
 def on_sysprof_chipset(asm: Assembler, ev: Event) -> None:
     run = asm.run
     if run.device_source != "sysprof":
-        if run.content:
-            run = asm.new_run()
         run.device_source = "sysprof"
         run.facts.program = "system_profiler"
     chipsets, name = run.facts.sysprof_chipsets, ev.data["name"]

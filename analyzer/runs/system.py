@@ -29,27 +29,9 @@ def on_model_device(asm: Assembler, ev: Event) -> None:
     asm.run.hint_device(ev, ev.data.get("description"))
 
 
-def _before_main(run: RunBuilder) -> bool:
-    """Does the run hold only what a process prints before 'main: build =' (a shim banner from a
-    constructor, the argument parser's GPU-offload warning)? Then that line is the same process's."""
-    if run.kinds <= _BEFORE_MAIN:
-        return True
-    return ((run.facts.shim is not None or run.facts.gpu_disabled is not None) and run.device_source is None
-            and not run.has_results and not run.saw_system_info and run.metal_blocks == 0)
-
-
-# What an app or the argument parser prints before the program's 'main: build =' line: an app's own
-# 'GPU:' / 'Arch:' header, the ignored --n-gpu-layers warning
-_BEFORE_MAIN = frozenset(("app.gpu", "app.arch", "gpu.disabled"))
-
-
 def on_process_start(asm: Assembler, ev: Event) -> None:
-    """'main: build = N (commit)': the first line of a 2023-24 example program, printed before any
-    backend initialises, so whatever came before belongs to an earlier process (a shim banner,
-    printed by a constructor before main, the argument parser's warning or an app's header, stays with this one)."""
+    """'main: build = N (commit)': the first line of a 2023-24 example program (a run boundary)."""
     run = asm.run
-    if run.content and not _before_main(run):
-        run = asm.new_run()
     run.facts.build_commit = run.facts.build_commit or ev.data.get("commit")
     run.touch(ev)
 
@@ -64,8 +46,6 @@ def on_build_footer(asm: Assembler, ev: Event) -> None:
 
 def on_system_info(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    if run.saw_system_info:
-        run = asm.new_run()
     run.saw_system_info = True
     run.facts.system_backends = ev.data.get("backends") or None
     run.facts.x86_cpu_features = sorted(k for k, v in (ev.data.get("features") or {}).items()
@@ -87,11 +67,8 @@ def on_backend_loaded(asm: Assembler, ev: Event) -> None:
 
 
 def on_devices_header(asm: Assembler, ev: Event) -> None:
-    run = asm.run
-    if run.facts.listed_devices is not None:
-        run = asm.new_run()
-    run.facts.listed_devices = []
-    run.touch(ev)
+    asm.run.facts.listed_devices = []
+    asm.run.touch(ev)
 
 
 def on_devices_item(asm: Assembler, ev: Event) -> None:
@@ -112,13 +89,8 @@ def on_devices_none(asm: Assembler, ev: Event) -> None:
 
 def on_build_target(asm: Assembler, ev: Event) -> None:
     """'main: built with C for T' (2023-24, after 'main: build =') or common_init()'s 'build: N (commit)
-    with C for T' (2024-09 on), printed first by every program that calls common_init. The latter
-    opens a new run after a result, or after a legacy Metal block (printed when a context is created,
-    after common_init: that block was an earlier process's), but not after an M4-era block alone:
-    a process's backends may register, and print that block, before it (they did until 2026-03-31)."""
+    with C for T' (2024-09 on), printed first by every program that calls common_init (a run boundary)."""
     run = asm.run
-    if "number" in ev.data and (run.has_results or (run.block_device is not None and run.facts.metal_era == "legacy")):
-        run = asm.new_run()
     if ev.data.get("commit"):
         run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
     target = ev.data["target"]
@@ -163,18 +135,9 @@ def on_offload(asm: Assembler, ev: Event) -> None:
 
 
 def _ollama_load(asm: Assembler, ev: Event, step: str) -> RunBuilder:
-    """The run of the model load ``step`` (its 'offload' line, its runner's start) belongs to. ollama's
-    server.log holds one load after another, each a runner process of its own: a load's step seen
-    again, or a load whose model already initialised its Metal block or measured, starts the next
-    load's run. Each is an ollama run, with what the server printed once at its start (the compute
-    line, whether it is the official app)."""
+    """The run of the model load ``step`` (its 'offload' line, its runner's start) belongs to: each load
+    is a runner process, so a run of its own (runs.boundaries), with what the server printed once."""
     run = asm.run
-    if step in run.ollama_steps or run.metal_blocks or run.has_results:
-        previous = run.facts
-        run = asm.new_run()
-        run.facts.ollama_library = previous.ollama_library
-        run.facts.ollama_description = previous.ollama_description
-        run.facts.ollama_app = previous.ollama_app
     run.ollama_steps.add(step)
     run.explicit_program = "ollama"
     return run
@@ -182,18 +145,11 @@ def _ollama_load(asm: Assembler, ev: Event, step: str) -> RunBuilder:
 
 def on_gpu_disabled(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    # llama.cpp's argument parser prints its warning before anything else of the process: after another
-    # process's device or results it starts the next run
-    if ev.data["why"] in _ARGS_WARNINGS and (run.has_results or run.device_source is not None or run.saw_system_info):
-        run = asm.new_run()
     if "whisper_" in ev.text:
         run.explicit_program = run.explicit_program or "whisper.cpp"
     if run.facts.gpu_disabled is None:
         run.facts.gpu_disabled = ev.data["why"] + (" = 0" if ev.data["why"] == "use gpu" else "")
     run.touch(ev)
-
-
-_ARGS_WARNINGS = ("not compiled with GPU offload support", "no usable GPU found")
 
 
 def on_model_load_failed(asm: Assembler, ev: Event) -> None:

@@ -8,43 +8,21 @@ from typing import TYPE_CHECKING
 
 from analyzer.model import Throughput
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import RunBuilder
+from analyzer.runs.boundaries import ONCE_PER_PROCESS
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
 
 
-# Timing blocks a process prints once, at its exit (llama-cli, main): a block that directly follows a complete
-# one is the same command repeated (a loop grepping its timings: one configuration, one run, its median); one
-# separated from it by other lines (a heading, a fence, a command: f16, then q8_0, pasted each under its own
-# heading) is another process, so another run, never averaged with it. Between two blocks printed back to back
-# there are at most the first one's `total time` (and `graphs reused`) and the next one's `load time` lines.
-# llama-server and ollama print a block per request: their blocks stay one run.
-_ONCE_PER_PROCESS = frozenset(("llama_print_timings", "llama_perf_context_print", "common_perf_print",
-                               "llama_perf_sampler_print"))
-_BACK_TO_BACK = 4  # most lines from a block's eval line to the next block's first timing line, for a repeat
-
-
-def _timing_run(asm: Assembler) -> RunBuilder:
-    run = asm.run
-    if run.device_source in ("probe", "sysprof"):
-        run = asm.new_run()
-    return run
-
-
 def _timing(asm: Assembler, ev: Event, phase: str, tok_s: float | None, source: str, tokens: int | None = None,
             trial: bool = False) -> None:
-    if source in _ONCE_PER_PROCESS:
-        run = asm.run
-        if phase == "eval":
-            run.timing_closed_at = ev.line
-        elif run.timing_closed_at is not None:  # the next block opens
-            if ev.line - run.timing_closed_at > _BACK_TO_BACK and run.explicit_program != "llama-server":
-                run = asm.new_run()
-            run.timing_closed_at = None
+    run = asm.run
+    if source in ONCE_PER_PROCESS:
+        # a block printed once per process closes at its eval line; where the next opens decides whether it
+        # is the same command repeated or another process (runs.boundaries)
+        run.timing_closed_at = ev.line if phase == "eval" else None
     if tok_s is None or phase == "sample":
         return
-    run = _timing_run(asm)
     key = "prompt" if phase == "prompt" else "eval"
     pending = run.pending_counts.pop(key, None)
     if tokens is None:
@@ -70,7 +48,7 @@ def on_timing(asm: Assembler, ev: Event) -> None:
 
 def on_timing_pair(asm: Assembler, ev: Event) -> None:
     d = ev.data
-    run = _timing_run(asm)
+    run = asm.run
     run.trials = []  # an Averages line supersedes the trials before it
     _timing(asm, ev, "prompt", d.get("prompt_tok_s"), d.get("source", ""), d.get("prompt_n"))
     _timing(asm, ev, "eval", d.get("eval_tok_s"), d.get("source", ""), d.get("eval_n"))
@@ -83,13 +61,13 @@ def on_timing_trial(asm: Assembler, ev: Event) -> None:
 
 
 def on_timing_count(asm: Assembler, ev: Event) -> None:
-    run = _timing_run(asm)
+    run = asm.run
     run.pending_counts[ev.data["phase"]] = ev.data["tokens"]
     run.touch(ev)
 
 
 def on_timing_setup(asm: Assembler, ev: Event) -> None:
-    run = _timing_run(asm)
+    run = asm.run
     run.setup_counts = {"prompt": ev.data["prompt_n"], "eval": ev.data["eval_n"]}
     run.explicit_program = run.explicit_program or "mlx_lm"
     run.touch(ev)

@@ -1,0 +1,280 @@
+"""Where one run ends and the next begins: the one place that decides it.
+
+A run is what one process showed about one device. Before the assembler hands an event to its
+handler it asks `starts_run`; a reason back means the event belongs to a new process, so the
+current run is closed and a new one opened. Only the kinds in `BOUNDARIES` can start a run, and each
+one's function returns the reason (a short phrase) or `None`; every other event joins the run that
+is open. `docs/reference/run-boundaries.md` is this table, generated, and
+`tests/runs/test_boundaries.py` shows each boundary firing on a real log shape.
+
+Kinds that carry several rows (`bench.row_list`, `bench.rows`, `bench.md_row`) and
+`device_info.device` are handed on by their handler as the kind they stand for, one row at a time,
+so that each row meets the same boundary as any other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from analyzer.parsers.base import Event
+from analyzer.runs.builder import RunBuilder, same_device
+
+if TYPE_CHECKING:
+    from analyzer.runs.assembler import Assembler
+
+Decide = Callable[["Assembler", Event], "str | None"]
+
+
+@dataclass(frozen=True)
+class Boundary:
+    kinds: tuple[str, ...]
+    decide: Decide
+    # facts the next run keeps from the one this event closes (what a server printed once at its start)
+    carry: tuple[str, ...] = ()
+
+
+# -- what the predicates share -----------------------------------------------------------------------------
+
+# What an app or the argument parser prints before the program's 'main: build =' line: an app's own
+# 'GPU:' / 'Arch:' header, the ignored --n-gpu-layers warning
+BEFORE_MAIN = frozenset(("app.gpu", "app.arch", "gpu.disabled"))
+# llama.cpp's argument parser prints these before anything else of the process
+ARGS_WARNINGS = ("not compiled with GPU offload support", "no usable GPU found")
+# Timing blocks a process prints once, at its exit (llama-cli, main): a block that directly follows a complete
+# one is the same command repeated (a loop grepping its timings: one configuration, one run, its median); one
+# separated from it by other lines (a heading, a fence, a command: f16, then q8_0, pasted each under its own
+# heading) is another process. Between two blocks printed back to back there are at most the first one's
+# `total time` (and `graphs reused`) and the next one's `load time` lines. llama-server and ollama print a
+# block per request: their blocks stay one run.
+ONCE_PER_PROCESS = frozenset(("llama_print_timings", "llama_perf_context_print", "common_perf_print",
+                              "llama_perf_sampler_print"))
+BACK_TO_BACK = 4  # most lines from a block's eval line to the next block's first timing line, for a repeat
+_OWN_RUN = ("probe", "sysprof")  # device sources whose output is a run of its own
+
+
+def before_main(run: RunBuilder) -> bool:
+    """Does the run hold only what a process prints before 'main: build =' (a shim banner from a
+    constructor, the argument parser's GPU-offload warning)? Then that line is the same process's."""
+    if run.kinds <= BEFORE_MAIN:
+        return True
+    return ((run.facts.shim is not None or run.facts.gpu_disabled is not None) and run.device_source is None
+            and not run.has_results and not run.saw_system_info and run.metal_blocks == 0)
+
+
+def other_backend(run: RunBuilder) -> bool:
+    """The run is another backend's, and not one process registering both (`registering`)."""
+    return run.device_source not in (None, "metal") and not run.registering("metal")
+
+
+# -- the boundaries ----------------------------------------------------------------------------------------
+
+def _process_start(asm: Assembler, ev: Event) -> str | None:
+    """'main: build = N' is the first line a 2023-24 example program prints: what came before was an
+    earlier process (a shim banner, the argument parser's warning or an app's header stay with this one)."""
+    run = asm.run
+    return "a program's first line" if run.content and not before_main(run) else None
+
+
+def _build_target(asm: Assembler, ev: Event) -> str | None:
+    """common_init's 'build: N (commit) with C for T' (2024-09 on) after a result or a legacy Metal block
+    (printed per context, after common_init: an earlier process's); not after an M4-era block alone, which
+    a process's backends may print before it (they did until 2026-03-31)."""
+    run = asm.run
+    if "number" in ev.data and (run.has_results or (run.block_device is not None and run.facts.metal_era == "legacy")):
+        return "common_init's build line after a result or a legacy Metal block"
+    return None
+
+
+def _system_info(asm: Assembler, ev: Event) -> str | None:
+    """A process prints `system_info` once: a second one is another process."""
+    return "a second system_info line" if asm.run.saw_system_info else None
+
+
+def _devices_header(asm: Assembler, ev: Event) -> str | None:
+    """A process lists its devices ('Available devices:') once: a second list is another process."""
+    return "a second device list" if asm.run.facts.listed_devices is not None else None
+
+
+def _gpu_disabled(asm: Assembler, ev: Event) -> str | None:
+    """The argument parser's GPU warning is printed before anything else of the process: after another
+    process's device, results or system_info it is the next process's."""
+    run = asm.run
+    if ev.data["why"] in ARGS_WARNINGS and (run.has_results or run.device_source is not None or run.saw_system_info):
+        return "the argument parser's warning after another process's lines"
+    return None
+
+
+def _ollama_load(asm: Assembler, ev: Event) -> str | None:
+    """ollama's server.log holds one model load after another, each a runner process: a load's step (its
+    runner start with a model, its offload line) seen again, or one after the model initialised its Metal
+    block or measured, is the next load's."""
+    if ev.kind == "ollama.runner" and "--model" not in ev.data["cmd"]:
+        return None  # a runner without a model (0.12+ GPU discovery at start-up) is the server's, no load
+    run = asm.run
+    step = "runner" if ev.kind == "ollama.runner" else "offload"
+    if step in run.ollama_steps or run.metal_blocks or run.has_results:
+        return "the next ollama model load"
+    return None
+
+
+def _shim_banner(asm: Assembler, ev: Event) -> str | None:
+    """A shim banner is printed by a constructor before `main`: after a device, a result or another
+    banner it opens the next process."""
+    run = asm.run
+    if run.device_source is not None or run.has_results or run.facts.shim is not None:
+        return "a shim banner after another process's lines"
+    return None
+
+
+def _probe(asm: Assembler, ev: Event) -> str | None:
+    """A probe's output (capscan-probe, metal-capabilities style, its JSON) is a run of its own; a shim
+    banner before it stays with it, and its device line continues the capscan-probe header before it."""
+    run = asm.run
+    if ev.kind == "probe.device":
+        if run.device_source == "probe" and run.facts.program == "capscan-probe" and run.facts.device.name is None:
+            return None
+        program = "metal-capabilities"
+    elif ev.kind == "probe.start":
+        program = "capscan-probe"
+    else:
+        program = ev.data.get("probe", "probe")
+    banner_only = run.facts.shim is not None and run.device_source is None and not run.has_results
+    fresh_probe = run.device_source == "probe" and run.facts.program == program and run.facts.probe == {}
+    return "a probe's output" if run.content and not (banner_only or fresh_probe) else None
+
+
+def _sysprof(asm: Assembler, ev: Event) -> str | None:
+    """system_profiler's output is a run of its own."""
+    run = asm.run
+    return "system_profiler's output" if run.device_source != "sysprof" and run.content else None
+
+
+def _metal_line(asm: Assembler, ev: Event) -> str | None:
+    """A Metal block's line (its start, a family, a flag, the working set) in another backend's run is
+    another process's (unless that process is still registering both backends)."""
+    run = asm.run
+    if other_backend(run):
+        return "a Metal block after another backend's device"
+    if ev.kind == "metal.block_start" and run.metal_blocks and run.has_results and run.facts.metal_era != "M4":
+        return "a legacy Metal block after results"
+    return None
+
+
+def _metal_device(asm: Assembler, ev: Event) -> str | None:
+    """The Metal block's GPU name line decides whether its block is this process's. M4 era (printed once
+    per process at start-up): a block after another block or after results is the next process's, except
+    `MTL1`, `MTL2`... (the extra devices of `GGML_METAL_DEVICES`). Legacy (printed per context): a
+    block naming another device, or following results, is the next process's."""
+    run, d = asm.run, ev.data
+    name = d.get("name")
+    if d.get("era") == "M4":
+        if d.get("index", 0) >= 1 and run.facts.metal_era == "M4" and run.metal_blocks and not run.has_results:
+            return None
+        if asm.pending_gate:
+            return "a second M4-era Metal block"
+        if run.m4_open and run.metal_blocks == 0:
+            return None  # the tensor-gate line already opened this block
+        if run.metal_blocks or other_backend(run) or run.has_results:
+            return "a second M4-era Metal block"
+        return None
+    if other_backend(run):
+        return "a Metal block after another backend's device"
+    if run.metal_blocks and run.block_device and name and name != run.block_device:
+        return "a legacy Metal block naming another device"
+    if run.metal_blocks and run.has_results and run.facts.metal_era == "legacy" and name != run.block_device:
+        return "a legacy Metal block after results"
+    return None
+
+
+def _device_list(asm: Assembler, ev: Event) -> str | None:
+    """A Vulkan or CUDA device list ('found N devices', a device line) is one process's: in a run that named
+    another device, or measured, it starts the next, unless that run is a process still registering its
+    backends (a Metal block and another backend's list with no result between them are one process)."""
+    run = asm.run
+    source = ev.kind.partition(".")[0]
+    if run.registering(source):
+        return None  # the Metal block's process lists its other backend's devices: one run
+    if ev.kind.endswith(".count"):
+        return "another device list" if run.device_source is not None else None
+    if run.device_source is not None and (run.device_source != source or run.metal_blocks or run.has_results):
+        return "another device list"
+    return None
+
+
+def _bench_md_header(asm: Assembler, ev: Event) -> str | None:
+    """llama-bench prints its table header once per process: a header after a table's rows is another
+    invocation's table (several backends' tables pasted in one log)."""
+    run = asm.run
+    return "a llama-bench header after rows" if run.has_results and run.explicit_program == "llama-bench" else None
+
+
+def _bench_row(asm: Assembler, ev: Event) -> str | None:
+    """A llama-bench row carries its device and build. A JSON/CSV/SQL row of another configuration, or
+    naming another GPU than the run's Metal/Vulkan/CUDA device, starts a run; a markdown row of another
+    backend column too (one build prints one backend for all its rows). After a probe or system_profiler
+    block any row does."""
+    run, row = asm.run, ev.data
+    if row["format"] != "md":
+        key = row["key"]
+        if key == run.bench_key and run.bench_model == row["model"]:
+            return None  # another row of the same benchmark (files hold millions): the hot path
+        if run.bench_key is not None and run.bench_key != key:
+            return "a llama-bench row of another configuration"
+        if run.device_source in _OWN_RUN:
+            return "a llama-bench row after a probe"
+        gpu = row.get("gpu_info")
+        if run.device_source in ("metal", "vulkan", "cuda") and gpu and run.facts.device.name \
+                and not same_device(gpu, run.facts.device.name):
+            return "a llama-bench row naming another GPU"
+        return None
+    if run.device_source in _OWN_RUN:
+        return "a llama-bench row after a probe"
+    if run.has_results and run.facts.bench_backends is not None and row.get("backend") \
+            and row["backend"] != run.facts.bench_backends:
+        return "a llama-bench row of another backend"
+    return None
+
+
+def _timing(asm: Assembler, ev: Event) -> str | None:
+    """A timing line after a probe or system_profiler block is another program's. A once-per-process timing
+    block (llama-cli, main) that opens more than a few lines after the last one closed is another
+    process's (llama-server's blocks, one per request, stay one run)."""
+    run, d = asm.run, ev.data
+    if run.device_source in _OWN_RUN:
+        return "timings after a probe"
+    if ev.kind == "timing" and d.get("source", "") in ONCE_PER_PROCESS and run.timing_closed_at is not None \
+            and d["phase"] != "eval" and ev.line - run.timing_closed_at > BACK_TO_BACK \
+            and run.explicit_program != "llama-server":
+        return "a timing block of another process"
+    return None
+
+
+BOUNDARIES: tuple[Boundary, ...] = (
+    Boundary(("process.start",), _process_start),
+    Boundary(("build.target",), _build_target),
+    Boundary(("system_info",), _system_info),
+    Boundary(("devices.header",), _devices_header),
+    Boundary(("gpu.disabled",), _gpu_disabled),
+    Boundary(("ollama.runner", "ollama.offload"), _ollama_load,
+             carry=("ollama_library", "ollama_description", "ollama_app")),
+    Boundary(("shim.banner",), _shim_banner),
+    Boundary(("probe.start", "probe.device", "probe.json"), _probe),
+    Boundary(("sysprof.chipset",), _sysprof),
+    Boundary(("metal.block_start", "metal.family", "metal.flag", "metal.working_set"), _metal_line),
+    Boundary(("metal.device",), _metal_device),
+    Boundary(("vulkan.count", "vulkan.device", "cuda.count", "cuda.device"), _device_list),
+    Boundary(("bench.md_header",), _bench_md_header),
+    Boundary(("bench.row",), _bench_row),
+    Boundary(("timing", "timing.pair", "timing.trial", "timing.count", "timing.setup"), _timing),
+)
+BY_KIND: dict[str, Boundary] = {kind: b for b in BOUNDARIES for kind in b.kinds}
+
+
+def starts_run(asm: Assembler, ev: Event) -> tuple[str, Boundary] | None:
+    """Why `ev` opens a new run, with its boundary; `None` when it joins the run that is open."""
+    boundary = BY_KIND.get(ev.kind)
+    if boundary is None:
+        return None
+    why = boundary.decide(asm, ev)
+    return (why, boundary) if why else None
