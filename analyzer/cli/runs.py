@@ -10,7 +10,8 @@ import click
 from analyzer.cli.exits import CapscanError
 from analyzer.cli.options import Options, open_existing_db
 from analyzer.cli.output import Result, output_options, report_result
-from analyzer.output.display import fmt_tps
+from analyzer.output.display import VERDICT_STYLE
+from analyzer.output.run_columns import BY_KEY, COLUMNS, HEADERS, TABLE_FIT_STEPS
 from analyzer.verdicts import VERDICTS
 
 
@@ -34,18 +35,6 @@ def resolve_run(database, ref: str) -> int:
     return rid
 
 
-# The columns people read: key, header, right-aligned. Piped, all of them, complete.
-LIST_COLUMNS = (("id", "id", True), ("created_at", "when", False), ("source", "source", False),
-                ("program", "program", False), ("device", "device", False), ("model", "model", False),
-                ("environment", "env", False),
-                ("verdict", "verdict", False), ("best_pp", "best pp", True), ("best_tg", "best tg", True))
-# To fit a terminal, in this order: shorten, then drop; id, verdict and the speeds always stay whole.
-# (A piped source's name already says its program and time: those columns go before the model.)
-FIT_STEPS = (("shrink", "source", 24), ("shrink", "device", 24), ("shrink", "model", 24), ("shrink", "source", 20),
-             ("drop", "when", 0), ("drop", "program", 0), ("shrink", "source", 14), ("shrink", "device", 14),
-             ("shrink", "model", 16), ("drop", "env", 0), ("drop", "source", 0), ("drop", "device", 0),
-             ("drop", "model", 0))
-HEADERS = tuple(h for _, h, _ in LIST_COLUMNS)
 SAMPLE = 200  # rows read ahead to size the columns; the rest stream
 
 
@@ -61,7 +50,8 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None, ins
 
     On a terminal, a table that fits its width; piped, every column complete,
     tab-separated (or --json, --nl, --csv, --tsv, --markdown). Rows stream."""
-    from analyzer.store.queries import RUN_COLUMNS, iter_runs
+    from analyzer.store.queries import iter_runs
+    from analyzer.store.run_list import RUN_COLUMNS
 
     database = open_existing_db(opts)
     seen: list[str] = []
@@ -84,9 +74,9 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None, ins
     def markdown(out: TextIO) -> None:
         from analyzer.output.tabular import write_markdown
 
-        headers = [h for _, h, _ in LIST_COLUMNS]
         safe = _safe_text()
-        write_markdown(out, headers, (_cells(r, safe) for r in rows()), right=[h for _, h, r in LIST_COLUMNS if r])
+        write_markdown(out, list(HEADERS), (dict(zip(HEADERS, _cell_values(r, safe), strict=True)) for r in rows()),
+                       right=[c.header for c in COLUMNS if c.right])
 
     return Result(human=human, columns=RUN_COLUMNS, rows=rows(), markdown=markdown, verdicts=seen)
 
@@ -96,16 +86,13 @@ def _chain(first: dict, rest: Iterator[dict]) -> Iterator[dict]:
     yield from rest
 
 
-def _cells(row: dict[str, Any], safe: Callable[[Any], str] | None = None) -> dict[str, str]:
-    return dict(zip(HEADERS, _cell_values(row, safe or _safe_text()), strict=True))
+def _cells(row: dict[str, Any], safe: Callable[[Any], str]) -> dict[str, str]:
+    return dict(zip(BY_KEY, _cell_values(row, safe), strict=True))
 
 
-def _cell_values(row: dict[str, Any], safe: Callable[[Any], str]) -> tuple[str, ...]:
-    """A run's listed cells, in LIST_COLUMNS' order: '-' when absent, inert text, speeds to 2 decimals."""
-    return (str(row["id"]), (row["created_at"] or "")[:16].replace("T", " "), safe(row["source"] or "-"),
-            safe(row["program"] or "-"), safe(row["device"] or "-"), safe(row["model"] or "-"),
-            row["environment"] or "-",
-            row["verdict"] or "-", fmt_tps(row["best_pp"]), fmt_tps(row["best_tg"]))
+def _cell_values(row: dict[str, Any], safe: Callable[[Any], str]) -> list[str]:
+    """A run's listed cells, in the columns' order (analyzer.output.run_columns); log text made inert."""
+    return [safe(c.text(row)) if c.logged else c.text(row) for c in COLUMNS]
 
 
 def _safe_text() -> Callable[[Any], str]:
@@ -120,12 +107,11 @@ def _safe_text() -> Callable[[Any], str]:
 
 def _write_runs(out: TextIO, rows: Iterator[dict[str, Any]]) -> None:
     """Piped: tab-separated, complete. On a terminal: a table fitted to its width."""
-    headers = [h for _, h, _ in LIST_COLUMNS]
     safe = _safe_text()
     if not out.isatty():
         from analyzer.output.tabular import BATCH_ROWS
 
-        batch = ["\t".join(headers) + "\n"]
+        batch = ["\t".join(HEADERS) + "\n"]
         for row in rows:
             batch.append("\t".join(_cell_values(row, safe)) + "\n")
             if len(batch) >= BATCH_ROWS:
@@ -138,17 +124,16 @@ def _write_runs(out: TextIO, rows: Iterator[dict[str, Any]]) -> None:
         ahead.append(_cells(row, safe))
         if len(ahead) >= SAMPLE:
             break
-    widths = {h: max([len(h)] + [len(c[h]) for c in ahead]) for h in headers}
+    widths = {c.key: max([len(c.header)] + [len(cells[c.key]) for cells in ahead]) for c in COLUMNS}
     import shutil
 
     widths = fit_widths(widths, shutil.get_terminal_size((100, 24)).columns)
-    right = {h for _, h, r in LIST_COLUMNS if r}
     color = not os.environ.get("NO_COLOR")
-    out.write(_line({h: h for h in widths}, widths, right, bold=color) + "\n")
-    for c in ahead:
-        out.write(_line(c, widths, right, color=color) + "\n")
+    out.write(_line({c.key: c.header for c in COLUMNS}, widths, bold=color) + "\n")
+    for cells in ahead:
+        out.write(_line(cells, widths, color=color) + "\n")
     for row in rows:
-        out.write(_line(_cells(row, safe), widths, right, color=color) + "\n")
+        out.write(_line(_cells(row, safe), widths, color=color) + "\n")
 
 
 def fit_widths(widths: dict[str, int], total: int) -> dict[str, int]:
@@ -158,7 +143,7 @@ def fit_widths(widths: dict[str, int], total: int) -> dict[str, int]:
     def size() -> int:
         return sum(widths.values()) + 2 * (len(widths) - 1)
 
-    for action, col, to in FIT_STEPS:
+    for action, col, to in TABLE_FIT_STEPS:
         if size() <= total:
             break
         if col not in widths:
@@ -166,30 +151,25 @@ def fit_widths(widths: dict[str, int], total: int) -> dict[str, int]:
         if action == "drop":
             del widths[col]
         else:
-            widths[col] = min(widths[col], max(to, len(col), widths[col] - (size() - total)))
+            widths[col] = min(widths[col], max(to, len(BY_KEY[col].header), widths[col] - (size() - total)))
     return widths
 
 
-_STYLE = {"capability-downgrade": ("red", True), "hardware-limit": ("magenta", True),
-          "no-gpu-offload": ("yellow", True), "virtualization-overhead": ("cyan", True),
-          "healthy": ("green", True), "unknown": (None, False)}
-
-
-def _line(cells: dict[str, str], widths: dict[str, int], right: set[str], *, color: bool = False,
-          bold: bool = False) -> str:
+def _line(cells: dict[str, str], widths: dict[str, int], *, color: bool = False, bold: bool = False) -> str:
     parts = []
-    for h, w in widths.items():
-        text = cells[h]
-        if len(text) > w and h in ("source", "device", "model", "program", "when", "env"):
+    for key, w in widths.items():
+        column, text = BY_KEY[key], cells[key]
+        if len(text) > w and not column.right:
             # a path keeps its file name (the end); a piped source's name its program (the start)
-            keep_end = h == "source" and ("/" in text or "\\" in text)
+            keep_end = column.cut_keeps_path_end and ("/" in text or "\\" in text)
             text = ("…" + text[-(w - 1):]) if keep_end else (text[:w - 1] + "…")
-        padded = text.rjust(w) if h in right else text.ljust(w)
+        padded = text.rjust(w) if column.right else text.ljust(w)
         if bold:
             padded = click.style(padded, bold=True)
-        elif color and h == "verdict" and text in _STYLE:
-            fg, b = _STYLE[text]
-            padded = click.style(padded, fg=fg, bold=b, dim=text == "unknown")
+        elif color and key == "verdict" and text in VERDICT_STYLE:
+            words = VERDICT_STYLE[text].split()  # the report's and the TUI's palette: "bold red", "dim"
+            fg = next((w for w in words if w not in ("bold", "dim")), None)
+            padded = click.style(padded, fg=fg, bold="bold" in words, dim="dim" in words)
         parts.append(padded)
     return "  ".join(parts).rstrip()
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from analyzer.safe_text import clean
+from analyzer.store.run_list import SELECT_FIELDS, RunRow
 from analyzer.store.stored_text import install as clean_reads
 
 if TYPE_CHECKING:
@@ -40,21 +41,6 @@ class RunFilter:
 
 
 @dataclass
-class RunRow:
-    id: int
-    created_at: str
-    source: str
-    program: str | None
-    device: str | None
-    model: str | None
-    verdict: str | None
-    fixable: bool
-    environment: str | None
-    best_pp: float | None
-    best_tg: float | None
-
-
-@dataclass
 class Facets:
     total: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
@@ -66,11 +52,7 @@ class Facets:
 # migration m004 answer without touching the wide rows), then only those ids
 # are joined to their columns and best pp/tg.
 _ROW_SQL = (
-    "SELECT r.id, r.created_at, CASE WHEN o.run_id IS NULL THEN s.path "
-    "ELSE COALESCE(o.instance || ':', '') || COALESCE(o.source, '?') END, "  # an imported run: guest-a:guest.log
-    "r.program, r.device_name, r.model, d.verdict, d.fixable, d.environment, "
-    "(SELECT MAX(t.tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'pp%' OR t.test = 'prompt')), "
-    "(SELECT MAX(t.tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'tg%' OR t.test = 'generation')) "
+    f"SELECT {SELECT_FIELDS} "
     "FROM ({ids}) p JOIN runs r ON r.id = p.id JOIN sources s ON s.id = r.source_id "
     "LEFT JOIN diagnoses d ON d.run_id = r.id LEFT JOIN run_origins o ON o.run_id = r.id ORDER BY r.id DESC"
 )
@@ -254,10 +236,7 @@ def page(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None = None,
     if q.nothing:
         return []
     ids, args = q.ids(before=before, limit=limit)
-    return [RunRow(id=r[0], created_at=_text(r[1]) or "", source=_text(r[2]) or "", program=_text(r[3]),
-                   device=_text(r[4]), model=_text(r[5]), verdict=_text(r[6]), fixable=bool(r[7]),
-                   environment=_text(r[8]), best_pp=r[9], best_tg=r[10])
-            for r in conn.execute(_ROW_SQL.format(ids=ids), args)]
+    return [RunRow.of(r) for r in conn.execute(_ROW_SQL.replace("{ids}", ids), args)]
 
 
 def _text(value: Any) -> str | None:

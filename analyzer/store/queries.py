@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterator
 
-from analyzer.store.stored_text import EXACT_PATH, SOURCE_NAME_SQL, clean_json, exact_text
+from analyzer.store.run_list import SELECT_FIELDS, named_row
+from analyzer.store.stored_text import EXACT_PATH, clean_json, exact_text
 
 if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
     from analyzer.model import StoredRun
@@ -125,10 +126,6 @@ def last_run_id(db: Database) -> int | None:
     return row[0] if row else None
 
 
-RUN_COLUMNS = ("id", "created_at", "source", "program", "backend", "device", "apple_family", "model", "verdict",
-               "fixable", "environment", "best_pp", "best_tg")
-
-
 def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, text: str | None = None,
               offset: int = 0, instance: str | None = None) -> Iterator[dict[str, Any]]:
     """The runs list, newest first, one row at a time (all 100,000 runs never sit in memory).
@@ -150,11 +147,7 @@ def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
         where.append("o.instance = ?")
         args.append(instance)
     sql = (
-        f"SELECT r.id, r.created_at, {SOURCE_NAME_SQL}, r.program, r.backend, r.device_name, r.apple_family, r.model, "
-        "d.verdict, d.fixable, d.environment, "
-        "(SELECT MAX(tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'pp%' OR t.test = 'prompt')) AS best_pp, "
-        "(SELECT MAX(tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE 'tg%' OR t.test = 'generation')) AS best_tg "
-        "FROM runs r JOIN sources s ON s.id = r.source_id "
+        f"SELECT {SELECT_FIELDS} FROM runs r JOIN sources s ON s.id = r.source_id "
         "LEFT JOIN diagnoses d INDEXED BY diagnoses_list ON d.run_id = r.id "
         "LEFT JOIN run_origins o ON o.run_id = r.id"
     )
@@ -163,13 +156,8 @@ def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
     sql += " ORDER BY r.id DESC"
     if limit:
         sql += f" LIMIT {int(limit)} OFFSET {int(offset)}"
-    fixable = RUN_COLUMNS.index("fixable")
     for r in db.conn.execute(sql, args):
-        row = dict(zip(RUN_COLUMNS, r, strict=False))
-        row["source"] = exact_text(row["source"])
-        if r[fixable] is not None:  # SQLite stores it as 0/1: a boolean in every output (JSON true/false)
-            row["fixable"] = bool(r[fixable])
-        yield row
+        yield named_row(r)
 
 
 def run_ids_of_source(db: Database, source_id: int) -> list[int]:

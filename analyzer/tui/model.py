@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # Shared with analyzer.output.report through analyzer.output.display, which imports nothing
 # heavy (analyzer.output.report itself would cost the first screen ~300 ms).
 from analyzer.output.display import VERDICT_STYLE, fmt_tps  # noqa: E402,F401
+from analyzer.output.run_columns import COLUMNS, TUI_DROP_ORDER  # noqa: E402
 
 TimeFormat = Callable[[str], str]
 
@@ -197,13 +198,11 @@ class Column:
     width: int
 
 
-# Display order, natural widths, and which columns go first when the terminal is narrow.
-# id, verdict and the best speeds always stay; the source takes whatever width is left.
-RUN_COLUMNS = (Column("mark", " ", 1), Column("id", "id", 2), Column("when", "when", 12),
-               Column("source", "source", 10), Column("program", "program", 11), Column("device", "device", 18),
-               Column("env", "env", 10), Column("verdict", "verdict", 23), Column("pp", "best pp", 9),
-               Column("tg", "best tg", 8))
-DROP_ORDER = ("program", "device", "when", "env", "source")  # first dropped first
+# Display order and natural widths (analyzer.output.run_columns, shared with `capscan runs`), after
+# the mark column (the runs marked for compare); id, verdict and the best speeds always stay; the source takes whatever
+# width is left.
+RUN_COLUMNS = (Column("mark", " ", 1),) + tuple(Column(c.key, c.header, c.tui_width) for c in COLUMNS if c.tui_width)
+DROP_ORDER = TUI_DROP_ORDER  # first dropped first
 FLEX = "source"
 FLEX_WANT = 18  # below this the program column makes room for the source
 FLEX_MAX = 120

@@ -127,7 +127,7 @@ _RUNS_MODULES = {"analyzer", "analyzer.cli", "analyzer.cli.app", "analyzer.cli.e
                  "analyzer.cli.options", "analyzer.cli.output", "analyzer.output", "analyzer.output.tabular",
                  "analyzer.safe_text", "analyzer.store", "analyzer.store.db", "analyzer.store.errors",
                  "analyzer.store.migrations", "analyzer.store.paths", "analyzer.store.queries",
-                 "analyzer.store.stored_text"}  # the output boundary for text read back (issue 24)
+                 "analyzer.store.run_list", "analyzer.store.stored_text"}  # the output boundary for text read back (issue 24)
 _UNUSED = ("pathlib", "urllib", "csv", "platformdirs", "tempfile", "unicodedata", "analyzer.cli.fleet")
 
 
@@ -136,7 +136,8 @@ def test_runs_and_db_stats_import_only_what_they_use(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
                            str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    listing = _RUNS_MODULES | {"analyzer.cli.runs", "analyzer.output.display", "analyzer.verdicts"}
+    listing = _RUNS_MODULES | {"analyzer.cli.runs", "analyzer.output.display", "analyzer.output.run_columns",
+                               "analyzer.verdicts"}
     for argv, ours, unused in ((["runs"], listing, _UNUSED + ("json",)),
                                (["runs", "--json"], listing, _UNUSED),
                                (["db", "stats"], _RUNS_MODULES | {"analyzer.cli.db"}, _UNUSED + ("json",)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from typing import Callable
 
 from rich.text import Text
 from textual import events, on, work
@@ -14,6 +15,7 @@ from textual.containers import Horizontal
 from textual.widgets import DataTable, Footer, Header, Input, Select, Static
 from textual.worker import get_current_worker
 
+from analyzer.output.run_columns import BY_KEY
 from analyzer.safe_text import clean
 from analyzer.store import browse as queries
 from analyzer.store.browse import NOT_DIAGNOSED, PAGE_SIZE, Facets, RunFilter, RunRow
@@ -289,20 +291,22 @@ class RunsScreen(CapscanScreen):
         def style(row: RunRow) -> str:
             return VERDICT_STYLE.get(row.verdict or "-", "")
 
+        def generic(key: str) -> Callable[[RunRow], Text]:
+            column, width = BY_KEY[key], widths[key]
+            if column.right:
+                return lambda row: Text(column.text(row), justify="right")
+            return lambda row: Text(short(column.text(row), width))
+
+        # this screen's own choices: the mark, a coloured verdict, compact times, a source's file name
         cell = {
             "mark": lambda row: self._mark_text(row.id),
             "id": lambda row: Text(str(row.id), style=style(row).replace("bold ", ""), justify="right"),
             "when": lambda row: Text(time_format(row.created_at)),
             "source": lambda row: Text(short(source_name(row.source), widths["source"],
                                              keep_end=is_file_path(row.source))),
-            "program": lambda row: Text(short(row.program, widths["program"])),
-            "device": lambda row: Text(short(row.device, widths["device"])),
-            "env": lambda row: Text(row.environment or "-"),
             "verdict": lambda row: Text(row.verdict or "-", style=style(row)),
-            "pp": lambda row: Text(fmt_tps(row.best_pp), justify="right"),
-            "tg": lambda row: Text(fmt_tps(row.best_tg), justify="right"),
         }
-        return [cell[c.key] for c in self.columns]
+        return [cell[c.key] if c.key in cell else generic(c.key) for c in self.columns]
 
     def _mark_text(self, run_id: int) -> Text:
         if run_id in self.capscan.marked:

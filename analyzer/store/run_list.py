@@ -1,0 +1,80 @@
+"""The runs list's fields: one named list of SQL expressions read by ``capscan runs`` and the TUI.
+
+Each field is a name (the key of ``runs --json`` and the attribute of ``RunRow``) and the SQL that
+reads it, over ``runs r``, ``sources s``, ``diagnoses d`` and ``run_origins o``. Rows are named by
+zipping with ``strict=True``, so a field added to one side only fails at once instead of shifting
+every value after it. Adding a listed column: a field here, its column in
+``analyzer/output/run_columns.py``, and a test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Sequence
+
+from analyzer.safe_text import clean
+from analyzer.store.stored_text import SOURCE_NAME_SQL, exact_text
+
+_BEST = "(SELECT MAX(t.tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE '{p}%' OR t.test = '{name}'))"
+
+RUN_FIELDS: tuple[tuple[str, str], ...] = (
+    ("id", "r.id"),
+    ("created_at", "r.created_at"),
+    ("source", SOURCE_NAME_SQL),  # an imported run: guest-a:guest.log
+    ("program", "r.program"),
+    ("backend", "r.backend"),
+    ("device", "r.device_name"),
+    ("apple_family", "r.apple_family"),
+    ("model", "r.model"),
+    ("verdict", "d.verdict"),
+    ("fixable", "d.fixable"),
+    ("environment", "d.environment"),
+    ("best_pp", _BEST.format(p="pp", name="prompt")),
+    ("best_tg", _BEST.format(p="tg", name="generation")),
+)
+RUN_COLUMNS = tuple(name for name, _ in RUN_FIELDS)
+SELECT_FIELDS = ", ".join(f"{sql} AS {name}" for name, sql in RUN_FIELDS)
+
+
+def named_row(values: Sequence[Any]) -> dict[str, Any]:
+    """A listed run as the JSON outputs give it: its source's exact name, fixable a boolean."""
+    row = dict(zip(RUN_COLUMNS, values, strict=True))
+    row["source"] = exact_text(row["source"])
+    if row["fixable"] is not None:  # SQLite stores it as 0/1: a boolean in every output (JSON true/false)
+        row["fixable"] = bool(row["fixable"])
+    return row
+
+
+@dataclass
+class RunRow:
+    """A listed run as the screens show it: every text cleaned (``analyzer.safe_text``)."""
+
+    id: int
+    created_at: str
+    source: str
+    program: str | None
+    backend: str | None
+    device: str | None
+    apple_family: int | None
+    model: str | None
+    verdict: str | None
+    fixable: bool
+    environment: str | None
+    best_pp: float | None
+    best_tg: float | None
+
+    @classmethod
+    def of(cls, values: Sequence[Any]) -> RunRow:
+        row = named_row(values)
+        for name, value in row.items():
+            if isinstance(value, str):
+                row[name] = clean(value)
+        row["created_at"] = row["created_at"] or ""
+        row["fixable"] = bool(row["fixable"])
+        return cls(**row)
+
+    def __getitem__(self, name: str) -> Any:
+        """``row["device"]``, as for the listing's dicts: one cell function serves both."""
+        return getattr(self, name)
+
+
+assert tuple(f.name for f in fields(RunRow)) == RUN_COLUMNS, "RunRow and RUN_FIELDS must name the same fields"
