@@ -7,7 +7,6 @@ from typing import Any
 import click
 
 from analyzer.cli.exits import CapscanError
-from analyzer.cli.ingest import diagnose_runs
 from analyzer.cli.options import Options, open_existing_db, shared_options
 from analyzer.cli.output import write_atomically
 from analyzer.cli.runs import resolve_run
@@ -24,15 +23,19 @@ def report(opts: Options, run_refs: tuple[str, ...], html_path: str) -> None:
     from analyzer import __version__
     from analyzer.output.html_report import html_page
     from analyzer.rules.compare import assign_roles, compare_runs, decompose
+    from analyzer.rules.diagnose import diagnose_for_reading
+    from analyzer.store.queries import load_run
 
     database = open_existing_db(opts)
     if database is None:
         raise CapscanError("no runs stored yet")
     ids = list(dict.fromkeys(resolve_run(database, r) for r in run_refs))
-    runs_ = diagnose_runs(database, ids)
-    if len(runs_) != len(ids):
-        found = {r.id for r in runs_}
-        raise CapscanError("no run " + ", ".join(str(i) for i in ids if i not in found))
+    loaded = {rid: load_run(database, rid) for rid in ids}
+    missing = [str(rid) for rid, run in loaded.items() if run is None]
+    if missing:
+        raise CapscanError("no run " + ", ".join(missing))
+    # diagnosed in memory with their peers, as `show` does: writing a page changes nothing stored
+    runs_ = [diagnose_for_reading(database, run) for run in loaded.values() if run is not None]
     doc: dict[str, Any] | None = None
     if len(runs_) == 2:
         doc = {"pairs": [compare_runs(runs_[0], runs_[1])]}

@@ -52,6 +52,14 @@ def test_a_reading_command_leaves_the_database_byte_identical(store, args):
     assert db_bytes(store) == before
 
 
+def test_report_writes_its_page_and_nothing_stored(store, tmp_path):
+    before = db_bytes(store)
+    page = tmp_path / "report.html"
+    _capscan(store, "report", "1", "2", "--html", str(page))
+    assert db_bytes(store) == before
+    assert "capability-downgrade" in page.read_text(encoding="utf-8")
+
+
 def test_show_prints_what_diagnose_stores(store, tmp_path):
     """In memory, with the same peers and prediction: the same JSON as the diagnosis the ingest kept."""
     shown = json.loads(_capscan(store, "show", "1", "--json").stdout)
