@@ -19,6 +19,7 @@ from analyzer.remedy.check import Check, failed, passed, warned
 from analyzer.remedy.runner import Runner
 from analyzer.rules.view import KERNEL_FAILURES as FAILURES
 from analyzer.rules.view import KERNEL_WORDS as WORDS
+from analyzer.rules.view import kernel_failure
 
 if TYPE_CHECKING:
     from analyzer.store.db import Database
@@ -123,8 +124,7 @@ def check(kc: KernelCheck) -> Check:
                       "run `capscan probe --kernels` in the guest to prove the GPU runs the kernels", data=data)
     if kc.failures:
         cap, r = kc.failures[0]
-        detail = f" ({r['result']}{': ' + r['message'] if r.get('message') else ''})"
-        return failed(NAME, f"the GPU behind this VM does not run {WORDS[cap]} correctly{detail}",
+        return failed(NAME, kernel_failure(cap, r),
                       "do not force the family: llama.cpp's simdgroup kernels would give wrong results here; attach "
                       "`capscan probe --kernels --json` to an issue", data=data)
     ran = [WORDS[c] for c in CAPABILITIES if kc.passes(c)]

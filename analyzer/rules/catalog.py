@@ -16,7 +16,7 @@ from analyzer import chips
 from analyzer.model import like_pairs
 from analyzer.rules import baseline
 from analyzer.rules.advice import CONFIRM_HOST, evidence_advice
-from analyzer.rules.view import KERNEL_WORDS, RunView
+from analyzer.rules.view import KERNEL_WORDS, RunView, kernel_failure
 from analyzer.verdicts import NO_HOST_CHIP
 
 Finding = dict[str, Any]
@@ -89,13 +89,10 @@ def _kernel_failed(v: RunView) -> Finding | None:
     failed = v.failed_kernels
     if not failed:
         return None
-    cap, r, lines = failed[0]
-    detail = f" ({r['result']}: {r['message']})" if r.get("message") else f" ({r['result']})"
-    name = KERNEL_WORDS[cap]
-    what = {"fail": f"does not run {name} correctly", "compile-error": f"cannot compile the {name} kernel",
-            "timeout": f"did not finish the {name} kernel"}[r["result"]]
-    return finding(f"The GPU behind this VM {what}{detail}: do not force it, whatever family it reports or a shim "
-                   "claims.", [ln for _, _, ls in failed for ln in ls])
+    cap, r, _ = failed[0]
+    words = kernel_failure(cap, r)
+    return finding(f"{words[0].upper()}{words[1:]}: do not force it, whatever family it reports or a shim claims.",
+                   [ln for _, _, ls in failed for ln in ls])
 
 
 def _contradictory(v: RunView) -> Finding | None:

@@ -26,6 +26,16 @@ KERNEL_WORDS = {"simdgroup_reduction": "simdgroup reduction", "simdgroup_mm": "s
 KERNEL_FAILURES = ("fail", "compile-error", "timeout")
 
 
+def kernel_failure(cap: str, result: dict[str, Any]) -> str:
+    """A failed kernel check in words, the same for the finding, the veto and the remedy's refusal:
+    'the GPU behind this VM cannot compile the bfloat kernel (compile-error: program_source:...)'."""
+    name = KERNEL_WORDS[cap]
+    what = {"fail": f"does not run {name} correctly", "compile-error": f"cannot compile the {name} kernel",
+            "timeout": f"did not finish the {name} kernel"}.get(result.get("result") or "", f"failed the {name} kernel")
+    message = result.get("message")
+    return f"the GPU behind this VM {what} ({result.get('result')}{': ' + message if message else ''})"
+
+
 @dataclass
 class Peer:
     """Another stored run, as a possible baseline."""
@@ -196,8 +206,7 @@ class RunView:
         """Intel-host or non-Apple signs anywhere in the run, and kernels the GPU failed to run: each one
         vetoes 'fixable'."""
         f = self.facts
-        signs = [(f"the GPU behind this VM does not run {KERNEL_WORDS[cap]} correctly (capscan-probe kernel check: "
-                  f"{r['result']}{': ' + r['message'] if r.get('message') else ''}): do not force it", lines)
+        signs = [(f"{kernel_failure(cap, r)} in capscan-probe's kernel check: do not force it", lines)
                  for cap, r, lines in self.failed_kernels]
         for name in self.device_names:
             if chips.vendor(name) in ("amd", "intel", "nvidia"):

@@ -33,7 +33,7 @@ def test_selftest_json_includes_the_kernel_results(env, linux_build):
 
 @pytest.mark.parametrize(("mode", "said"), [
     ("simdgroup_mm=fail", "does not run simdgroup matrix multiply correctly (fail: simdgroup_float8x8"),
-    ("compile-error", "does not run simdgroup reduction correctly (compile-error: program_source"),
+    ("compile-error", "cannot compile the simdgroup reduction kernel (compile-error: program_source"),
     ("timeout", "(timeout: "),
     ("crash", "(fail: the check died by signal 11 (SIGSEGV)"),
 ])
