@@ -20,8 +20,11 @@ def runtime_name(program: str | None) -> str:
     return _RUNTIME.get(program or "", program or "inference")
 
 
-def _runs(environment: str | None, rt: str) -> str:
-    """'This VM runs llama.cpp', 'llama.cpp runs', 'Inference runs'."""
+def _runs(environment: str | None, rt: str, would: bool = False) -> str:
+    """'This VM runs llama.cpp', 'llama.cpp runs', 'Inference runs'; for a probe's output, where no model ran,
+    'In this VM, llama.cpp would run'."""
+    if would:
+        return f"In this VM, {rt} would run" if environment == "vm" else f"{rt} would run"
     if environment == "vm":
         return f"This VM runs {rt}"
     return f"{rt if rt != 'inference' else 'Inference'} runs"
@@ -84,10 +87,10 @@ def _notes(diag: dict[str, Any] | None) -> dict[str, str]:
 def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list[dict[str, Any]]) -> str:
     diag = diag or {}
     verdict = diag.get("verdict", "unknown")
-    rt = runtime_name(program)
-    vm = diag.get("environment") == "vm"
-    runs = _runs(diag.get("environment"), rt)
     notes = _notes(diag)
+    rt = notes.get("runtime") or runtime_name(program)
+    vm = diag.get("environment") == "vm"
+    runs = _runs(diag.get("environment"), rt, would=notes.get("mood") == "would")
     if verdict == "capability-downgrade":
         gap = speed_gap(diag, throughput)
         how = f"about {_times(gap[0])} slower than {gap[1]}" if gap else "on slow fallback paths"
@@ -119,6 +122,8 @@ def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list
     if verdict == "healthy":
         if vm:
             return f"This VM's GPU shows its full capabilities to {rt}: nothing to fix."
+        if notes.get("mood") == "would":
+            return f"The GPU shows its full capabilities to {rt}: nothing to fix."
         return f"The GPU runs {rt} with its full capabilities: nothing to fix."
     if notes.get("unknown"):
         return notes["unknown"].format(rt=rt, who=rt)

@@ -39,7 +39,8 @@ class Rule:
     # A step added to whatever the verdict's steps are.
     extra_step: str | None = None
     # The headline's nuance (analyzer.output.headline): "prefix" (before the sentence), "how" (a downgrade's
-    # manner), "fixable" (a fixable downgrade's ending), "unknown" (an unknown run's sentence); {who}, {rt}.
+    # manner), "fixable" (a fixable downgrade's ending), "unknown" (an unknown run's sentence); {who}, {rt};
+    # "runtime" (the runtime the sentence names, when the program is not one) and "mood" ("would": no model ran).
     headline: dict[str, str] = field(default_factory=dict)
     # The report shows its message under this label when the diagnosis lacks that fact ("environment").
     report_line: str | None = None
@@ -345,7 +346,9 @@ def _paravirtual_clamp(v: RunView) -> Finding | None:
                                                                               caps.simdgroup_mm),
                             ("bfloat", caps.bfloat)) if val is False]
     host = f" {v.host_chip} (really {chips.family_name(v.host_family)})" if v.host_family else ""
-    msg = (f"The VM's paravirtual GPU reports {fam}, so llama.cpp turned off {', '.join(off) or 'its fast kernels'} "
+    # a probe ran no model: llama.cpp would turn them off, reading the same family at start-up
+    turned = "turns" if v.facts.probe is not None and not v.throughput else "turned"
+    msg = (f"The VM's paravirtual GPU reports {fam}, so llama.cpp {turned} off {', '.join(off) or 'its fast kernels'} "
            f"and runs slow fallback or CPU paths; the host{host or ' GPU'} can do better.")
     ev = v.lines("metal.device", "probe.device", "probe.json", limit=1) + v.lines("metal.family", "probe.family",
                                                                                   limit=2)
@@ -456,6 +459,17 @@ def _near_bare_metal(v: RunView) -> Finding | None:
 # ---------------------------------------------------------------------------
 # already remedied, over-claiming shims, runtimes that do not gate
 # ---------------------------------------------------------------------------
+
+
+def _device_probe(v: RunView) -> Finding | None:
+    """A probe's output (capscan-probe, a JSON probe, system_profiler): it measured the device, no model ran.
+    The verdict is what llama.cpp would make of that device, so the headline speaks of llama.cpp."""
+    f = v.facts
+    if v.throughput or f.metal_era is not None or not (f.probe is not None or f.sysprof_chipsets):
+        return None
+    return finding(f"No model ran: {f.program or 'a probe'} measured the GPU, and the verdict says what llama.cpp "
+                   "would do with what it reports.",
+                   v.lines("probe.device", "probe.json", "sysprof.chipset", limit=1))
 
 
 def _remedied(v: RunView) -> Finding | None:
@@ -703,6 +717,7 @@ RULES: tuple[Rule, ...] = (
     Rule("gap-to-bare-metal", "capability-downgrade", "warning", _gap_to_host, basis="symptoms"),
     Rule("near-bare-metal", None, "info", _near_bare_metal, explains_unknown=True),
     Rule("already-remedied", None, "info", _remedied),
+    Rule("device-probe", None, "info", _device_probe, headline={"runtime": "llama.cpp", "mood": "would"}),
     Rule("capability-overclaim", None, "warning", _shim_overclaim),
     Rule("mlx-unaffected", None, "info", _mlx, explains_unknown=True,
          headline={"unknown": "{rt} is not slowed by a VM's capability clamp, so capscan has nothing to fix here."}),

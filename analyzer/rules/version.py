@@ -3,4 +3,5 @@
 Its own module so that reading a stored diagnosis (``capscan show``) can check it without
 importing the rules."""
 
-RULES_VERSION = "4"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable
+# 5: a probe's output speaks of llama.cpp
+RULES_VERSION = "5"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable

@@ -42,6 +42,12 @@ def report_of(run) -> list[str]:
      "would give wrong results."),
     (("metal/no-metal-rosetta-x86.log",), "Everything ran on the CPU: llama.cpp did not use the GPU."),
     (("metal/m4-2026-08-host-m1-ultra.log",), "The GPU runs llama.cpp with its full capabilities: nothing to fix."),
+    # a probe's output: no model ran, so the sentence says what llama.cpp would do with the device
+    (("kernels/guest-kernels-pass.txt",),
+     "In this VM, llama.cpp would run on slow fallback paths, because its virtual GPU under-reports what it can do; "
+     "capscan can fix that."),
+    (("probe/lume-probe-shim.txt",), "This VM's GPU shows its full capabilities to llama.cpp: nothing to fix."),
+    (("probe/capscan-probe-host-m1-ultra.txt",), "The GPU shows its full capabilities to llama.cpp: nothing to fix."),
     (("timings/mlx-lm-benchmark.log",), "MLX is not slowed by a VM's capability clamp, so capscan has nothing to fix "
                                         "here."),
 ])

@@ -83,6 +83,12 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("kernels/guest-kernels-simdgroup-mm-fail.txt",), "capability-downgrade", False),
         (("kernels/guest-kernels-timeout.txt",), "capability-downgrade", False),
     ],
+    "device-probe": [  # no model ran: the verdict is what llama.cpp would make of the device
+        (("kernels/guest-kernels-pass.txt",), "capability-downgrade", True),
+        (("probe/capscan-probe-host-m1-ultra.txt",), "healthy", False),
+        (("probe/anka-probe.json",), "capability-downgrade", False),
+        (("probe/system-profiler-intel-amd.txt",), "hardware-limit", False),
+    ],
     "crashed": [  # the verdict stays what the rest of the log says; the finding says it stopped
         (("field/197-crispasr-gh-runner-paravirtual-apple5-mul-mat-abort-2026.log",), "capability-downgrade", False),
         (("shapes/crash-mul-mat-no-block.log",), "unknown", False),
