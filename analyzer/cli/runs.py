@@ -10,7 +10,7 @@ import click
 from analyzer.cli.exits import CapscanError
 from analyzer.cli.options import Options, open_existing_db
 from analyzer.cli.output import Result, output_options, report_result
-from analyzer.output.display import VERDICT_STYLE
+from analyzer.output.display import VERDICT_STYLE, short
 from analyzer.output.run_columns import BY_KEY, COLUMNS, HEADERS, TABLE_FIT_STEPS
 from analyzer.verdicts import VERDICTS
 
@@ -158,21 +158,28 @@ def fit_widths(widths: dict[str, int], total: int) -> dict[str, int]:
     return widths
 
 
+def _click_style(style: str) -> dict[str, Any]:
+    """display.VERDICT_STYLE's words ("bold red", "dim") as click.style's arguments."""
+    words = style.split()
+    return {"fg": next((w for w in words if w not in ("bold", "dim")), None), "bold": "bold" in words,
+            "dim": "dim" in words}
+
+
+_CLICK_STYLE = {verdict: _click_style(style) for verdict, style in VERDICT_STYLE.items()}  # the report's palette
+
+
 def _line(cells: dict[str, str], widths: dict[str, int], *, color: bool = False, bold: bool = False) -> str:
     parts = []
     for key, w in widths.items():
         column, text = BY_KEY[key], cells[key]
         if len(text) > w and not column.right:
             # a path keeps its file name (the end); a piped source's name its program (the start)
-            keep_end = column.cut_keeps_path_end and ("/" in text or "\\" in text)
-            text = ("…" + text[-(w - 1):]) if keep_end else (text[:w - 1] + "…")
+            text = short(text, w, keep_end=column.cut_keeps_path_end and ("/" in text or "\\" in text))
         padded = text.rjust(w) if column.right else text.ljust(w)
         if bold:
             padded = click.style(padded, bold=True)
-        elif color and key == "verdict" and text in VERDICT_STYLE:
-            words = VERDICT_STYLE[text].split()  # the report's and the TUI's palette: "bold red", "dim"
-            fg = next((w for w in words if w not in ("bold", "dim")), None)
-            padded = click.style(padded, fg=fg, bold="bold" in words, dim="dim" in words)
+        elif color and key == "verdict" and text in _CLICK_STYLE:
+            padded = click.style(padded, **_CLICK_STYLE[text])
         parts.append(padded)
     return "  ".join(parts).rstrip()
 

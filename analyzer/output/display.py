@@ -29,6 +29,20 @@ def fmt_tps(value: float | None) -> str:
     return f"{value:,.2f}"
 
 
+def utc_minutes(created_at: str | None) -> str:
+    """'2026-11-29T15:46:13+00:00' -> '2026-11-29 15:46' (as stored, UTC): `capscan runs` and the TUI."""
+    return (created_at or "")[:16].replace("T", " ")
+
+
+def short(text: str | None, n: int, *, keep_end: bool = False) -> str:
+    """Text cut to n characters with an ellipsis (a path keeps its end, its file name); '-' when empty."""
+    if not text:
+        return "-"
+    if len(text) <= n:
+        return text
+    return "…" + text[-(n - 1):] if keep_end else text[: n - 1] + "…"
+
+
 def cell(value: Any) -> str:
     """A capability-table cell: yes/no for booleans, '-' when absent."""
     if value is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from analyzer.output.display import fmt_tps
+from analyzer.output.display import fmt_tps, utc_minutes
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ def _or_dash(field: str) -> Callable[[Any], str]:
 
 COLUMNS: tuple[RunColumn, ...] = (
     RunColumn("id", "id", lambda row: str(row["id"]), right=True, tui_width=2),
-    RunColumn("when", "when", lambda row: (row["created_at"] or "")[:16].replace("T", " "), tui_width=12),
+    RunColumn("when", "when", lambda row: utc_minutes(row["created_at"]), tui_width=12),
     RunColumn("source", "source", _or_dash("source"), logged=True, cut_keeps_path_end=True, tui_width=10),
     RunColumn("program", "program", _or_dash("program"), logged=True, tui_width=11),
     RunColumn("device", "device", _or_dash("device"), logged=True, tui_width=18),

@@ -8,7 +8,7 @@ every value after it. Adding a listed column: a field here, its column in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from analyzer.safe_text import clean
@@ -76,5 +76,3 @@ class RunRow:
         """``row["device"]``, as for the listing's dicts: one cell function serves both."""
         return getattr(self, name)
 
-
-assert tuple(f.name for f in fields(RunRow)) == RUN_COLUMNS, "RunRow and RUN_FIELDS must name the same fields"

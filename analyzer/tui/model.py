@@ -15,15 +15,10 @@ if TYPE_CHECKING:
 
 # Shared with analyzer.output.report through analyzer.output.display, which imports nothing
 # heavy (analyzer.output.report itself would cost the first screen ~300 ms).
-from analyzer.output.display import VERDICT_STYLE, fmt_tps  # noqa: E402,F401
+from analyzer.output.display import VERDICT_STYLE, fmt_tps, short, utc_minutes  # noqa: E402,F401
 from analyzer.output.run_columns import COLUMNS, TUI_DROP_ORDER  # noqa: E402
 
 TimeFormat = Callable[[str], str]
-
-
-def utc_minutes(created_at: str | None) -> str:
-    """'2026-11-29T15:46:13+00:00' -> '2026-11-29 15:46' (as stored, UTC), like `capscan runs`."""
-    return (created_at or "")[:16].replace("T", " ")
 
 
 def compact(now: dt.datetime) -> TimeFormat:
@@ -58,14 +53,6 @@ def relative_to(now: dt.datetime) -> TimeFormat:
             return f"{int(secs // 3600)} h ago"
         return utc_minutes(created_at)
     return fmt
-
-
-def short(text: str | None, n: int, *, keep_end: bool = False) -> str:
-    if not text:
-        return "-"
-    if len(text) <= n:
-        return text
-    return "…" + text[-(n - 1):] if keep_end else text[: n - 1] + "…"
 
 
 def source_name(path: str) -> str:
