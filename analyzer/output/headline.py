@@ -90,7 +90,8 @@ def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list
     notes = _notes(diag)
     rt = notes.get("runtime") or runtime_name(program)
     vm = diag.get("environment") == "vm"
-    runs = _runs(diag.get("environment"), rt, would=notes.get("mood") == "would")
+    would = notes.get("mood") == "would"  # a probe's output: no model ran
+    runs = _runs(diag.get("environment"), rt, would=would)
     if verdict == "capability-downgrade":
         gap = speed_gap(diag, throughput)
         how = f"about {_times(gap[0])} slower than {gap[1]}" if gap else "on slow fallback paths"
@@ -122,7 +123,7 @@ def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list
     if verdict == "healthy":
         if vm:
             return f"This VM's GPU shows its full capabilities to {rt}: nothing to fix."
-        if notes.get("mood") == "would":
+        if would:
             return f"The GPU shows its full capabilities to {rt}: nothing to fix."
         return f"The GPU runs {rt} with its full capabilities: nothing to fix."
     if notes.get("unknown"):

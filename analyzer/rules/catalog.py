@@ -346,8 +346,7 @@ def _paravirtual_clamp(v: RunView) -> Finding | None:
                                                                               caps.simdgroup_mm),
                             ("bfloat", caps.bfloat)) if val is False]
     host = f" {v.host_chip} (really {chips.family_name(v.host_family)})" if v.host_family else ""
-    # a probe ran no model: llama.cpp would turn them off, reading the same family at start-up
-    turned = "turns" if v.facts.probe is not None and not v.throughput else "turned"
+    turned = "turns" if v.probe_only else "turned"  # a probe ran no model: llama.cpp would, reading this family
     msg = (f"The VM's paravirtual GPU reports {fam}, so llama.cpp {turned} off {', '.join(off) or 'its fast kernels'} "
            f"and runs slow fallback or CPU paths; the host{host or ' GPU'} can do better.")
     ev = v.lines("metal.device", "probe.device", "probe.json", limit=1) + v.lines("metal.family", "probe.family",
@@ -464,10 +463,9 @@ def _near_bare_metal(v: RunView) -> Finding | None:
 def _device_probe(v: RunView) -> Finding | None:
     """A probe's output (capscan-probe, a JSON probe, system_profiler): it measured the device, no model ran.
     The verdict is what llama.cpp would make of that device, so the headline speaks of llama.cpp."""
-    f = v.facts
-    if v.throughput or f.metal_era is not None or not (f.probe is not None or f.sysprof_chipsets):
+    if not v.probe_only:
         return None
-    return finding(f"No model ran: {f.program or 'a probe'} measured the GPU, and the verdict says what llama.cpp "
+    return finding(f"No model ran: {v.facts.program or 'a probe'} measured the GPU, and the verdict says what llama.cpp "
                    "would do with what it reports.",
                    v.lines("probe.device", "probe.json", "sysprof.chipset", limit=1))
 

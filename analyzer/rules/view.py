@@ -31,9 +31,9 @@ def kernel_failure(cap: str, result: dict[str, Any]) -> str:
     'the GPU behind this VM cannot compile the bfloat kernel (compile-error: program_source:...)'."""
     name = KERNEL_WORDS[cap]
     what = {"fail": f"does not run {name} correctly", "compile-error": f"cannot compile the {name} kernel",
-            "timeout": f"did not finish the {name} kernel"}.get(result.get("result") or "", f"failed the {name} kernel")
+            "timeout": f"did not finish the {name} kernel"}[result["result"]]  # one of KERNEL_FAILURES
     message = result.get("message")
-    return f"the GPU behind this VM {what} ({result.get('result')}{': ' + message if message else ''})"
+    return f"the GPU behind this VM {what} ({result['result']}{': ' + message if message else ''})"
 
 
 @dataclass
@@ -421,6 +421,13 @@ class RunView:
                 line = k[cap].get("line")
                 out.append((cap, k[cap], [self.line_at(line)] if line is not None else []))
         return out
+
+    @cached_property
+    def probe_only(self) -> bool:
+        """A probe's output alone (capscan-probe, a JSON probe, system_profiler): it measured the device and
+        ran no model, so what the run says of llama.cpp is what llama.cpp would do."""
+        f = self.facts
+        return not self.throughput and f.metal_era is None and (f.probe is not None or bool(f.sysprof_chipsets))
 
     @property
     def failed_kernels(self) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:

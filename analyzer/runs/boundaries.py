@@ -127,18 +127,28 @@ def _shim_banner(asm: Assembler, ev: Event) -> str | None:
     return None
 
 
+def probe_program(ev: Event) -> str:
+    """The program a probe's line stands for: capscan-probe's header, a metal-capabilities style device
+    line, or the JSON probe that names itself."""
+    if ev.kind == "probe.start":
+        return "capscan-probe"
+    if ev.kind == "probe.device":
+        return "metal-capabilities"
+    return ev.data.get("probe", "probe")
+
+
+def continues_probe_header(run: RunBuilder) -> bool:
+    """Is the run capscan-probe's header still waiting for its device line?"""
+    return run.device_source == "probe" and run.facts.program == "capscan-probe" and run.facts.device.name is None
+
+
 def _probe(asm: Assembler, ev: Event) -> str | None:
     """A probe's output (capscan-probe, metal-capabilities style, its JSON) is a run of its own; a shim
     banner before it stays with it, and its device line continues the capscan-probe header before it."""
     run = asm.run
-    if ev.kind == "probe.device":
-        if run.device_source == "probe" and run.facts.program == "capscan-probe" and run.facts.device.name is None:
-            return None
-        program = "metal-capabilities"
-    elif ev.kind == "probe.start":
-        program = "capscan-probe"
-    else:
-        program = ev.data.get("probe", "probe")
+    if ev.kind == "probe.device" and continues_probe_header(run):
+        return None
+    program = probe_program(ev)
     banner_only = run.facts.shim is not None and run.device_source is None and not run.has_results
     fresh_probe = run.device_source == "probe" and run.facts.program == program and run.facts.probe == {}
     return "a probe's output" if run.content and not (banner_only or fresh_probe) else None

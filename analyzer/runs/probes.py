@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from analyzer.model import Shim
 from analyzer.parsers.base import Event
+from analyzer.runs.boundaries import continues_probe_header, probe_program
 from analyzer.runs.builder import MAX_LISTED, MAX_NAMES, MAX_TEXT, RunBuilder
 
 if TYPE_CHECKING:
@@ -37,13 +38,13 @@ def _probe_run(asm: Assembler, program: str) -> RunBuilder:
 
 
 def on_probe_start(asm: Assembler, ev: Event) -> None:
-    _probe_run(asm, "capscan-probe").touch(ev)
+    _probe_run(asm, probe_program(ev)).touch(ev)
 
 
 def on_probe_device(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    if not (run.device_source == "probe" and run.facts.program == "capscan-probe" and run.facts.device.name is None):
-        run = _probe_run(asm, "metal-capabilities")
+    if not continues_probe_header(run):
+        run = _probe_run(asm, probe_program(ev))
     run.facts.device.name = ev.data["name"]
     run.block += 1
     run.observe("gpu.name", ev.data["name"], ev, subject=ev.data["name"])
@@ -52,7 +53,7 @@ def on_probe_device(asm: Assembler, ev: Event) -> None:
 
 def on_probe_json(asm: Assembler, ev: Event) -> None:
     d = ev.data
-    run = _probe_run(asm, d.get("probe", "probe"))
+    run = _probe_run(asm, probe_program(ev))
     run.facts.device.name = d.get("name")
     run.block += 1
     if d.get("name"):
