@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from analyzer.safe_text import clean
 from analyzer.store.run_list import SELECT_FIELDS, RunRow
 from analyzer.store.stored_text import install as clean_reads
 
@@ -237,12 +236,6 @@ def page(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None = None,
         return []
     ids, args = q.ids(before=before, limit=limit)
     return [RunRow.of(r) for r in conn.execute(_ROW_SQL.replace("{ids}", ids), args)]
-
-
-def _text(value: Any) -> str | None:
-    """A stored string as the screens may show it: cleaned of escape sequences
-    and controls (``analyzer.safe_text``; older databases may hold them)."""
-    return None if value is None else clean(str(value))
 
 
 def count(conn: sqlite3.Connection, flt: RunFilter, index: TextIndex | None = None) -> int:

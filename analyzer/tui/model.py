@@ -186,8 +186,8 @@ class Column:
 
 
 # Display order and natural widths (analyzer.output.run_columns, shared with `capscan runs`), after
-# the mark column (the runs marked for compare); id, verdict and the best speeds always stay; the source takes whatever
-# width is left.
+# the mark column (the runs marked for compare); id, verdict and the best speeds always stay; the
+# source takes whatever width is left.
 RUN_COLUMNS = (Column("mark", " ", 1),) + tuple(Column(c.key, c.header, c.tui_width) for c in COLUMNS if c.tui_width)
 DROP_ORDER = TUI_DROP_ORDER  # first dropped first
 FLEX = "source"
