@@ -1,0 +1,239 @@
+"""The low findings of issue 37, each in several shapes of its own.
+
+- the Prometheus textfile is written through a temporary file that cannot be a symlink someone planted
+  (prometheus_client's ``write_to_textfile`` opened ``PATH.PID.THREAD`` following links);
+- every label value is printable ASCII, also on stdout (the stdout sanitiser put U+2060 into "##[");
+- a long configuration label stays inside its column of the HTML chart;
+- ``db serve`` refuses SQL functions that leak a pointer or reach a file (``fts3_tokenizer``);
+- ``export json --out``, ``export prometheus --out`` and ``report --html`` write the mode a new file gets
+  under the user's umask, and keep an existing file's mode.
+
+Who wrote this, and may it act? A local user who can write the textfile folder, a log's model name, a
+browser page talking to ``db serve``: none of them may write another file, change what a dashboard
+reads, or learn an address."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analyzer.cli import cli
+from analyzer.fleet.metrics import collect
+from analyzer.fleet.prometheus import write_textfile
+from analyzer.store.db import open_db
+from tests.conftest import REPO
+from tests.fleet.dbutil import fleet_db, samples
+
+EXAMPLES = REPO / "examples"
+VICTIM_TEXT = b"a file the textfile collector's folder points at; capscan must never write it\n"
+
+
+def _invoke(db: Path, *args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(cli, ["--db", str(db), *args])
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return r.exit_code, r.stdout, r.stderr
+
+
+# ---------------------------------------------------------------------------
+# 1. the textfile's temporary file never follows a planted symlink
+# ---------------------------------------------------------------------------
+
+
+def _plant(out: Path, victim: Path, names: list[str]) -> list[Path]:
+    """Symlinks to ``victim`` at each name beside ``out`` (the names a temp file could be guessed by)."""
+    links = []
+    for name in names:
+        link = out.parent / name
+        link.symlink_to(victim)
+        links.append(link)
+    return links
+
+
+def _guessable(out: Path, ident: int | None = None) -> list[str]:
+    """prometheus_client's own temp name (PATH.PID.THREAD, what capscan used before) and the usual guesses."""
+    ident = threading.current_thread().ident if ident is None else ident
+    return [f"{out.name}.{os.getpid()}.{ident}", f"{out.name}.tmp", f"{out.name}~", f"{out.name}.new",
+            f"{out.name}.{os.getpid()}", f".{out.name}.tmp"]
+
+
+def _assert_untouched(victim: Path | None, links: list[Path], out: Path) -> None:
+    if victim is not None:
+        assert victim.read_bytes() == VICTIM_TEXT, "a planted symlink was followed: the victim was rewritten"
+    for link in links:
+        assert link.is_symlink(), f"{link.name} was moved or replaced"
+    assert not out.is_symlink() and out.is_file()
+    got = samples(out.read_text())
+    assert "capscan_run_info" in got and {lab["instance"] for lab, _ in got["capscan_run_info"]} == {"guest-1"}
+
+
+def test_textfile_new_ignores_a_symlink_at_the_old_temp_name(tmp_path, db_path):
+    fleet_db(db_path)
+    folder = tmp_path / "textfile"
+    folder.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(VICTIM_TEXT)
+    out = folder / "capscan.prom"
+    links = _plant(out, victim, _guessable(out))
+    write_textfile(collect(open_db(db_path), instance="guest-1"), out)
+    _assert_untouched(victim, links, out)
+
+
+def test_textfile_replaced_ignores_symlinks_and_keeps_none_of_its_own(tmp_path, db_path):
+    fleet_db(db_path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(VICTIM_TEXT)
+    out = tmp_path / "textfile" / "capscan.prom"
+    out.parent.mkdir()
+    out.write_text("# an older textfile\n")
+    links = _plant(out, victim, _guessable(out))
+    before = set(os.listdir(out.parent))
+    write_textfile(collect(open_db(db_path), instance="guest-1"), out)
+    _assert_untouched(victim, links, out)
+    assert set(os.listdir(out.parent)) == before  # no temp file left beside it
+
+
+def test_textfile_dangling_symlink_creates_nothing(tmp_path, db_path):
+    """A link to a file that does not exist yet: following it would create the file (O_CREAT)."""
+    fleet_db(db_path)
+    target = tmp_path / "elsewhere" / "authorized_keys"
+    target.parent.mkdir()
+    out = tmp_path / "capscan.prom"
+    links = _plant(out, target, _guessable(out))
+    write_textfile(collect(open_db(db_path), instance="guest-1"), out)
+    assert not target.exists()
+    _assert_untouched(None, links, out)
+
+
+def test_textfile_from_another_thread(tmp_path, db_path):
+    """The old temp name holds the writing thread's id: plant the link for that thread."""
+    fleet_db(db_path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(VICTIM_TEXT)
+    out = tmp_path / "capscan.prom"
+    snap = collect(open_db(db_path), instance="guest-1")
+    started, planted, errors = threading.Event(), threading.Event(), []
+    ident: list[int] = []
+
+    def writer() -> None:
+        ident.append(threading.get_ident())
+        started.set()
+        planted.wait(10)
+        try:
+            write_textfile(snap, out)
+        except OSError as exc:  # reported below, in the test's own thread
+            errors.append(exc)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    assert started.wait(10)
+    links = _plant(out, victim, _guessable(out, ident[0]))
+    planted.set()
+    t.join(30)
+    assert not errors
+    _assert_untouched(victim, links, out)
+
+
+def test_export_prometheus_out_through_the_cli(tmp_path, db_path):
+    fleet_db(db_path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(VICTIM_TEXT)
+    out = tmp_path / "capscan.prom"
+    links = _plant(out, victim, _guessable(out))
+    code, _, err = _invoke(db_path, "export", "prometheus", "--out", str(out), "--instance", "guest-1")
+    assert code == 0, err
+    _assert_untouched(victim, links, out)
+
+
+# ---------------------------------------------------------------------------
+# 5. files written whole keep the mode a file would get
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for one test (in-process CLI runs honour it), restored afterwards."""
+    old = os.umask(0o022)
+    os.umask(old)
+
+    def set_to(mask: int) -> None:
+        os.umask(mask)
+    yield set_to
+    os.umask(old)
+
+
+def _writers(db: Path, ids: dict[str, int]) -> dict[str, list[str]]:
+    """Each command that writes a file whole, by the option naming the file."""
+    return {"export-json": ["export", "json", "--out"],
+            "export-prometheus": ["export", "prometheus", "--out"],
+            "report-html": ["report", str(ids["stock"]), str(ids["host"]), "--html"]}
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+@pytest.mark.parametrize("mask, expected", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664), (0o027, 0o640)])
+def test_new_file_gets_the_umask_mode(tmp_path, db_path, umask, mask, expected):
+    ids = fleet_db(db_path)
+    umask(mask)
+    for name, args in _writers(db_path, ids).items():
+        out = tmp_path / f"{name}.out"
+        code, _, err = _invoke(db_path, *args, str(out))
+        assert code == 0, (name, err)
+        assert _mode(out) == expected, (name, oct(_mode(out)))
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+@pytest.mark.parametrize("existing", [0o640, 0o604, 0o600])
+def test_existing_file_keeps_its_mode(tmp_path, db_path, umask, mask, existing):
+    ids = fleet_db(db_path)
+    umask(mask)
+    for name, args in _writers(db_path, ids).items():
+        out = tmp_path / f"{name}.out"
+        out.write_text("old\n")
+        out.chmod(existing)
+        inode = out.stat().st_ino
+        code, _, err = _invoke(db_path, *args, str(out))
+        assert code == 0, (name, err)
+        assert out.stat().st_ino != inode, name  # still replaced by a rename, never rewritten in place
+        assert out.read_text() != "old\n"
+        assert _mode(out) == existing, (name, oct(_mode(out)))
+
+
+def test_writes_stay_atomic_and_leave_nothing_beside(tmp_path, db_path, umask):
+    """No temporary file is left beside the file; links planted by the temp prefix are left alone."""
+    ids = fleet_db(db_path)
+    umask(0o022)
+    victim = tmp_path / "victim"
+    victim.write_bytes(VICTIM_TEXT)
+    for name, args in _writers(db_path, ids).items():
+        folder = tmp_path / name
+        folder.mkdir()
+        out = folder / "out"
+        links = _plant(out, victim, [".capscan-export-", ".capscan-report-.html", "out.tmp"])
+        before = set(os.listdir(folder))
+        code, _, err = _invoke(db_path, *args, str(out))
+        assert code == 0, (name, err)
+        assert set(os.listdir(folder)) == before | {"out"}
+        assert victim.read_bytes() == VICTIM_TEXT and all(link.is_symlink() for link in links)
+
+
+def test_unwritable_folder_is_one_line_and_creates_nothing(tmp_path, db_path):
+    fleet_db(db_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as root: a read-only folder is writable")
+        code, _, err = _invoke(db_path, "export", "json", "--out", str(locked / "x.json"))
+        assert code != 0 and "cannot write" in err and "Traceback" not in err
+        assert os.listdir(locked) == []
+    finally:
+        locked.chmod(0o700)
