@@ -15,7 +15,9 @@ reads, or learn an address."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 import threading
 from pathlib import Path
 
@@ -23,10 +25,11 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer.cli import cli
-from analyzer.fleet.metrics import collect
+from analyzer.fleet.metrics import collect, label_value
 from analyzer.fleet.prometheus import write_textfile
+from analyzer.safe_text import clean_output
 from analyzer.store.db import open_db
-from tests.conftest import REPO
+from tests.conftest import REPO, run_capscan
 from tests.fleet.dbutil import fleet_db, samples
 
 EXAMPLES = REPO / "examples"
@@ -148,6 +151,84 @@ def test_export_prometheus_out_through_the_cli(tmp_path, db_path):
     code, _, err = _invoke(db_path, "export", "prometheus", "--out", str(out), "--instance", "guest-1")
     assert code == 0, err
     _assert_untouched(victim, links, out)
+
+
+# ---------------------------------------------------------------------------
+# 2. label values are printable ASCII, wherever they are written
+# ---------------------------------------------------------------------------
+
+HOSTILE_LABELS = [
+    "##[error]the build failed",                 # GitHub's legacy workflow command, anywhere in a line
+    "###[warning]x",
+    "##[group]a ##[endgroup]",
+    "::error file=a::x",                         # the modern form (only at a line's start, but still)
+    "\uff03\uff03\uff3berror]fullwidth",        # fullwidth "##[": NFKC makes it ASCII "##["
+    "##\u2060[error]already joined",
+    "llama\u2060 7B",                            # the word joiner itself
+    "evil\u202egnp.exe \u2066x\u2069",           # bidi override and isolates
+    "a\x1b[31mred\x1b[0m\x07\x00\x7f\x9b",        # escapes and C0/C1 controls
+    "model \U0001F680 \u00e9t\u00e9 \u4e2d\u6587",  # emoji, accents, CJK
+    'quote " and \\ backslash',
+    "line\nbreak\r\nand\u2028sep\u2029",
+    "e\u0301\u200b\u200d\ufeff",                # combining mark, zero-width space and joiner, BOM
+    "\ud800 lone surrogate",
+    "A" * 10_000 + "##[",
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE_LABELS)
+def test_label_value_is_printable_ascii_that_stdout_leaves_alone(value):
+    got = label_value(value)
+    assert got and all(0x20 <= ord(c) < 0x7F for c in got), got
+    assert '"' not in got and "\\" not in got and "{" not in got and "}" not in got
+    assert "##[" not in got and not got.startswith("::")
+    assert clean_output(got) == got  # nothing left for the stdout sanitiser to change (no U+2060 added)
+
+
+def _hostile_log(tmp_path: Path) -> Path:
+    log = (EXAMPLES / "m1-ultra-host.log").read_text()
+    log = log.replace("llama 1B Q4_K - Medium", "llama ##[error]1B \uff03\uff03\uff3bx\u2060")
+    path = tmp_path / "hostile.log"
+    path.write_text(log)
+    return path
+
+
+def _ascii_exposition(text: bytes) -> dict:
+    assert text.isascii(), [c for c in text.decode() if not c.isascii()][:5]
+    got = samples(text.decode())
+    for series in got.values():
+        for labels, _ in series:
+            for v in labels.values():
+                assert v.isprintable() and v.isascii() and "##[" not in v, v
+    return got
+
+
+def test_stdout_exposition_is_ascii_in_a_real_process(tmp_path, db_path):
+    """`export prometheus` to stdout passes the CLI's stdout sanitiser, which defuses '##[' with U+2060."""
+    run_capscan("ingest", str(_hostile_log(tmp_path)), db=db_path, check=True)
+    proc = run_capscan("export", "prometheus", "--instance", "##[error]guest", "--label", "site=##[warning]lab",
+                       db=db_path, check=True)
+    got = _ascii_exposition(proc.stdout)
+    labels = got["capscan_throughput_tokens_per_second"][0][0]
+    assert labels["model"].startswith("llama ") and labels["instance"].endswith("guest")
+    assert labels["site"].endswith("lab")
+
+
+def test_textfile_exposition_is_ascii(tmp_path, db_path):
+    run_capscan("ingest", str(_hostile_log(tmp_path)), db=db_path, check=True)
+    out = tmp_path / "capscan.prom"
+    proc = run_capscan("export", "prometheus", "--out", str(out), "--instance", "::error::guest",
+                       "--label", "site=\u202e##[x]", db=db_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    _ascii_exposition(out.read_bytes())
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="Debian's prometheus (promtool)")
+def test_promtool_accepts_the_hostile_exposition(tmp_path, db_path):
+    run_capscan("ingest", str(_hostile_log(tmp_path)), db=db_path, check=True)
+    proc = run_capscan("export", "prometheus", "--instance", "##[error]guest", db=db_path, check=True)
+    check = subprocess.run(["promtool", "check", "metrics"], input=proc.stdout, capture_output=True, timeout=60)
+    assert check.returncode == 0, check.stderr.decode()[-1000:]
 
 
 # ---------------------------------------------------------------------------
