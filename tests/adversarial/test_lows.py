@@ -318,3 +318,117 @@ def test_unwritable_folder_is_one_line_and_creates_nothing(tmp_path, db_path):
         assert os.listdir(locked) == []
     finally:
         locked.chmod(0o700)
+
+
+# ---------------------------------------------------------------------------
+# 4. db serve runs no SQL function that leaks an address or reaches a file
+# ---------------------------------------------------------------------------
+
+
+class _Served:
+    """``capscan db serve``'s app (dbserve.app_for) under uvicorn on 127.0.0.1, a port the OS picks, in a
+    thread; stopped when the ``with`` block ends."""
+
+    def __init__(self, path: Path, *, with_raw: bool = False):
+        import uvicorn
+
+        from analyzer.fleet.dbserve import app_for
+
+        config = uvicorn.Config(app_for(path, with_raw=with_raw), host="127.0.0.1", port=0, log_level="warning",
+                                lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        import time
+
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "the server did not start"
+            time.sleep(0.05)
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def get(self, path: str) -> tuple[int, str]:
+        import httpx
+
+        r = httpx.get(f"http://127.0.0.1:{self.port}{path}", timeout=30)
+        return r.status_code, r.text
+
+    def sql(self, name: str, query: str) -> tuple[int, str]:
+        from urllib.parse import urlencode
+
+        return self.get(f"/{name}.json?" + urlencode({"sql": query, "_shape": "array"}))
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+LEAKS = [
+    "select hex(fts3_tokenizer('simple')) as p",
+    "select hex(FTS3_TOKENIZER('porter')) as p",
+    "select hex(fts3_tokenizer('unicode61')) as p from runs limit 1",
+    "with t(p) as (select fts3_tokenizer('simple')) select hex(p) as p from t",
+    "select id from runs where fts3_tokenizer('simple') is not null",
+    "select fts3_tokenizer('simple', x'0000000000000000') as p",
+    "select load_extension('/tmp/capscan-nonexistent') as p",
+]
+
+
+def _served_db(db_path: Path) -> str:
+    from analyzer.fleet.dbserve import db_name_of
+    from analyzer.store.db import checkpoint
+
+    fleet_db(db_path)
+    checkpoint(db_path)
+    return db_name_of(db_path)
+
+
+@pytest.mark.parametrize("with_raw", [False, True])
+def test_db_serve_refuses_pointer_and_file_functions(db_path, with_raw):
+    pytest.importorskip("datasette")
+    name = _served_db(db_path)
+    with _Served(db_path, with_raw=with_raw) as served:
+        status, body = served.sql(name, "select count(*) as n from runs")
+        assert (status, body) == (200, '[{"n": 3}]')  # the server answers SQL at all
+        for query in LEAKS:
+            status, body = served.sql(name, query)
+            assert status != 200, (query, body[:200])
+            assert "not authorized" in body, (query, body[:300])
+
+
+def test_db_serve_view_calling_fts3_tokenizer_is_refused(db_path):
+    """A view in the file (whoever put it there) is no way around it: its functions are checked too."""
+    pytest.importorskip("datasette")
+    import sqlite3
+
+    name = _served_db(db_path)
+    conn = sqlite3.connect(db_path)
+    conn.execute("create view pointer as select hex(fts3_tokenizer('simple')) as p")
+    conn.commit()
+    conn.close()
+    with _Served(db_path) as served:
+        for path in (f"/{name}/pointer.json?_shape=array", f"/{name}.json?sql=select+*+from+pointer&_shape=array"):
+            status, body = served.get(path)
+            assert status != 200 or "[]" == body.strip(), (path, body[:200])
+            assert not any(len(token) == 16 and token.isalnum() for token in body.replace('"', " ").split()), body
+
+
+def test_db_serve_still_answers_ordinary_sql(db_path):
+    """What a person browsing runs uses stays: aggregates, JSON, dates, search, canned queries, facets."""
+    pytest.importorskip("datasette")
+    name = _served_db(db_path)
+    with _Served(db_path) as served:
+        for query in ("select count(*) as n, max(id) as m from runs",
+                      "select json_extract('{\"a\": 2}', '$.a') as a, date('2026-12-05') as d, "
+                      "lower(hex(randomblob(2))) is not null as r, printf('%d', 3) as p",
+                      "select program, count(*) from runs group by program"):
+            status, body = served.sql(name, query)
+            assert status == 200, (query, body[:300])
+        for path in (f"/{name}/verdicts.json?_shape=array", f"/{name}/runs.json?_facet=program&_shape=objects",
+                     f"/{name}/runs?_sort_desc=id", "/-/versions.json"):
+            status, body = served.get(path)
+            assert status == 200, (path, body[:300])
