@@ -70,6 +70,8 @@ def make_datasette(path: Path, *, with_raw: bool = False):
     ``with_raw``, the denied functions refused either way (raises ImportError without the extra)."""
     from datasette.app import Datasette
 
+    from analyzer.store.served import distrust_schema
+
     ds = Datasette(files=[str(path)], metadata=metadata(db_name_of(path)),
                    settings={"default_page_size": 50, "sql_time_limit_ms": 3000, "allow_download": False})
     check = authorizer(with_raw)
@@ -80,8 +82,7 @@ def make_datasette(path: Path, *, with_raw: bool = False):
 
         def guarded(write: bool = False, _connect=connect):
             conn = _connect(write=False)  # never a writable connection, whatever asks
-            # a view or trigger in the file runs only innocuous functions, whatever the build's default
-            conn.execute("PRAGMA trusted_schema = OFF")
+            distrust_schema(conn)
             conn.set_authorizer(check)
             return conn
 
