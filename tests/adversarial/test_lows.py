@@ -232,6 +232,194 @@ def test_promtool_accepts_the_hostile_exposition(tmp_path, db_path):
 
 
 # ---------------------------------------------------------------------------
+# 3. a long configuration label stays inside its column of the HTML chart
+# ---------------------------------------------------------------------------
+
+# llama-bench's configuration columns (analyzer.parsers.bench.CONFIG_FIELDS), as `llama-bench -t 8 -b 2048 -ub 512
+# -ctk q8_0 -ctv q8_0 -fa 1 -ngl 99 -dev ...` prints them: each becomes part of the figure's label
+CONFIG_COLUMNS = ("threads", "n_batch", "n_ubatch", "type_k", "type_v", "fa", "ngl", "dev")
+CONFIGS = {
+    "long": ("8", "2048", "512", "q8_0", "q8_0", "1", "99", "MTL0/BLAS/BLAS-CPU-Accelerate"),
+    "longest": ("8", "16384", "16384", "iq4_nl", "iq4_nl", "1", "99", "MTL0/MTL1/BLAS/CPU/CPU-REPACK-01"),
+    "markup": ("8", "2048", "512", "q8_0", "q8_0", "1", "99", "\"><b>MTL0</b><i>'&amp;"),
+    "short": ("8",),
+}
+
+
+def _widened(text: str, values: tuple[str, ...]) -> str:
+    """A bundled llama-bench table with configuration columns added before `test`."""
+    cols = CONFIG_COLUMNS[:len(values)]
+    out = []
+    for line in text.splitlines():
+        if line.startswith("| model"):
+            line = "| model | size | params | backend | " + " | ".join(cols) + " | test | t/s |"
+        elif line.startswith("| ---"):
+            line = "| --- | ---: | ---: | --- | " + " | ".join("---:" for _ in cols) + " | ---: | ---: |"
+        elif line.startswith("| llama"):
+            model, size, params, backend, _threads, test, tps = (c.strip() for c in line.strip("|").split("|"))
+            line = f"| {model} | {size} | {params} | {backend} | " + " | ".join(values) + f" | {test} | {tps} |"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _chart_page(tmp_path: Path, config: str, runs: tuple[str, ...]) -> Path:
+    """`report --html` over the bundled stock guest (1), remedied guest (2) and host (3), their tables
+    carrying the configuration ``config``; ``runs`` picks the chart: three (the decomposition), two (a
+    pair) or one (that run's figures)."""
+    db = tmp_path / "c.db"
+    for name in ("m1-ultra-guest-stock.log", "m1-ultra-guest-shim.log", "m1-ultra-host.log"):
+        log = tmp_path / name
+        log.write_text(_widened((EXAMPLES / name).read_text(), CONFIGS[config]))
+        code, _, err = _invoke(db, "ingest", str(log))
+        assert code == 0, err
+    page = tmp_path / "report.html"
+    code, _, err = _invoke(db, "report", *runs, "--html", str(page))
+    assert code == 0, err
+    return page
+
+
+def _cells(page: str) -> list[list[tuple[str, dict[str, str], str]]]:
+    """The chart table's rows: (tag, attributes, text) per cell, as a browser's parser reads them."""
+    from html.parser import HTMLParser
+
+    class Rows(HTMLParser):
+        def __init__(self):
+            super().__init__(convert_charrefs=True)
+            self.rows: list[list] = []
+            self.cell: list | None = None
+            self.depth = 0  # inside the chart's table
+
+        def handle_starttag(self, tag, attrs):
+            a = {k: v or "" for k, v in attrs}
+            if tag == "table" and "chart" in a.get("class", "").split():
+                self.depth = 1
+            elif self.depth and tag == "tr":
+                self.rows.append([])
+            elif self.depth and tag in ("td", "th"):
+                self.cell = [tag, a, ""]
+                self.rows[-1].append(self.cell)
+
+        def handle_endtag(self, tag):
+            if tag == "table":
+                self.depth = 0
+            elif tag in ("td", "th"):
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell[2] += data
+
+    p = Rows()
+    p.feed(page)
+    return [[(t, a, x.strip()) for t, a, x in row] for row in p.rows]
+
+
+@pytest.mark.parametrize("config", ["long", "longest", "markup", "short"])
+@pytest.mark.parametrize("runs", [("1", "2", "3"), ("1", "3"), ("2",)])
+def test_chart_label_has_its_own_bounded_column(tmp_path, config, runs):
+    """Every figure in a cell of its own; the label in a fixed column that clips with an ellipsis, its whole
+    text in the title attribute."""
+    page = _chart_page(tmp_path, config, runs).read_text()
+    rows = _cells(page)
+    per_test = len(runs)  # bars per test: one per run (a single run charts its own figures)
+    assert len(rows) == 2 * per_test, rows  # pp512 and tg128, one row per run
+    labels = []
+    for i, row in enumerate(rows):
+        classes = [a.get("class", "").split()[0] for _, a, _ in row]
+        if i % per_test == 0:
+            assert classes == ["test", "run", "bar", "tps", "share"], classes
+            tag, attrs, text = row[0]
+            assert tag == "th" and attrs.get("title") == text and attrs.get("rowspan", "1") == str(per_test)
+            labels.append(text)
+        else:
+            assert classes == ["run", "bar", "tps", "share"], classes
+        tps = next(x for _, a, x in row if a["class"].startswith("tps"))
+        assert tps.endswith(" t/s") and tps[0].isdigit()  # the speed alone in its cell
+    config_text = " ".join(f"{k}={v}" for k, v in zip(CONFIG_COLUMNS, CONFIGS[config]))
+    assert labels == [f"pp512 [{config_text}]", f"tg128 [{config_text}]"]
+    style = page[page.index("<style>"):page.index("</style>")]
+    rule = style[style.index(".chart .test"):]
+    rule = rule[:rule.index("}")]
+    assert "overflow: hidden" in rule and "text-overflow: ellipsis" in rule and "width:" in rule
+    assert "table-layout: fixed" in style
+    assert "<b>" not in page and "<i>" not in page  # markup in a log stays text
+
+
+_LAYOUT_PROBE = """<script>
+const box = r => [r.left, r.right, r.top, r.bottom];
+const textBox = el => { const g = document.createRange(); g.selectNodeContents(el); return box(g.getBoundingClientRect()); };
+const out = {vw: document.documentElement.clientWidth, rows: []};
+for (const tr of document.querySelectorAll('table.chart tr')) {
+  const row = {};
+  for (const td of tr.children) {
+    const cs = getComputedStyle(td);
+    row[td.className.split(' ')[0]] = {cell: box(td.getBoundingClientRect()), text: textBox(td), clip: cs.overflowX,
+      ellipsis: cs.textOverflow, sw: td.scrollWidth, cw: td.clientWidth};
+  }
+  const rect = tr.querySelector('rect');
+  if (rect) row.rect = box(rect.getBoundingClientRect());
+  out.rows.push(row);
+}
+const table = document.querySelector('table.chart');
+out.table = table ? box(table.getBoundingClientRect()) : null;
+const pre = document.createElement('pre');
+pre.id = 'lay' + 'out';  /* not the literal the test looks for, which this script's own text holds */
+pre.textContent = JSON.stringify(out);
+document.body.replaceChildren(pre);
+</script>"""
+
+
+def _layout(page: Path, tmp_path: Path, width: int) -> dict:
+    """Where Chromium lays out the chart's cells, texts and bars in a window ``width`` pixels wide: the page
+    with a probe script appended (and its no-script policy dropped, in this copy only), its DOM dumped."""
+    import json
+    import re
+
+    text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page.read_text())
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", _LAYOUT_PROBE + "</body>"))
+    proc = subprocess.run(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           f"--window-size={width},900", f"--user-data-dir={tmp_path / 'profile'}",
+                           "--virtual-time-budget=3000", "--dump-dom", probe.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    m = re.search(r'<pre id="layout">(.*?)</pre>', proc.stdout, re.S)
+    assert m, proc.stderr[-2000:]
+    import html
+
+    return json.loads(html.unescape(m.group(1)))
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium (scripts/install-test-deps)")
+@pytest.mark.parametrize("config, runs", [("long", ("1", "2", "3")), ("longest", ("1", "3")), ("markup", ("2",)),
+                                          ("short", ("1", "2", "3"))])
+def test_chromium_lays_the_chart_out_without_overlap_at_800px(tmp_path, config, runs):
+    page = _chart_page(tmp_path, config, runs)
+    got = _layout(page, tmp_path, 800)
+    vw = got["vw"]
+    assert got["table"] is not None, "no chart table in the page"
+    assert got["table"][1] <= vw, ("the chart is wider than the window", got["table"], vw)
+    assert got["rows"]
+    for row in got["rows"]:
+        label = row.get("test")
+        if label is not None:
+            # the label's text ends inside its cell, or the cell clips it with an ellipsis
+            assert label["text"][1] <= label["cell"][1] + 0.5 or (
+                label["clip"] == "hidden" and label["ellipsis"] == "ellipsis"), label
+            assert label["cell"][1] <= row["run"]["cell"][0] + 0.5
+        for name in ("run", "tps", "share"):
+            cell = row[name]
+            assert cell["sw"] <= cell["cw"], (name, cell)  # a figure or run name is never cut
+        # left to right, nothing drawn over its neighbour: run name, bar, speed, share
+        spans = [row["run"]["text"], row["rect"], row["tps"]["text"]]
+        if row["share"]["text"][1] > row["share"]["text"][0]:
+            spans.append(row["share"]["text"])
+        for left, right in zip(spans, spans[1:]):
+            assert left[1] <= right[0] + 0.5, (left, right, row)
+        assert spans[-1][1] <= vw
+        assert row["rect"][0] >= row["bar"]["cell"][0] - 0.5 and row["rect"][1] <= row["bar"]["cell"][1] + 0.5
+
+
+# ---------------------------------------------------------------------------
 # 5. files written whole keep the mode a file would get
 # ---------------------------------------------------------------------------
 
