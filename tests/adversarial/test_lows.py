@@ -176,7 +176,7 @@ HOSTILE_LABELS = [
 ]
 
 
-@pytest.mark.parametrize("value", HOSTILE_LABELS)
+@pytest.mark.parametrize("value", HOSTILE_LABELS, ids=[ascii(v[:20]) for v in HOSTILE_LABELS])
 def test_label_value_is_printable_ascii_that_stdout_leaves_alone(value):
     got = label_value(value)
     assert got and all(0x20 <= ord(c) < 0x7F for c in got), got
