@@ -114,8 +114,7 @@ table.chart { table-layout: fixed; width: 100%; border-collapse: collapse; font-
 .chart col.c-run { width: 12em; } .chart col.c-tps { width: 8.5em; } .chart col.c-share { width: 8.5em; }
 .chart th, .chart td { padding: 2px 6px; height: 16px; text-align: left; vertical-align: middle; white-space: nowrap;
                        overflow: hidden; text-overflow: ellipsis; }
-.chart .test { width: 30%; vertical-align: top; font-weight: bold; white-space: normal; overflow: hidden;
-               text-overflow: ellipsis; }
+.chart .test { width: 30%; vertical-align: top; font-weight: bold; white-space: normal; overflow: hidden; }
 .chart .test div { display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 4; overflow: hidden;
                    overflow-wrap: anywhere; }
 .chart td.tps { text-align: right; }

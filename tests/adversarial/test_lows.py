@@ -338,10 +338,15 @@ def test_chart_label_has_its_own_bounded_column(tmp_path, config, runs):
     config_text = " ".join(f"{k}={v}" for k, v in zip(CONFIG_COLUMNS, CONFIGS[config]))
     assert labels == [f"pp512 [{config_text}]", f"tg128 [{config_text}]"]
     style = page[page.index("<style>"):page.index("</style>")]
-    rule = style[style.index(".chart .test"):]
-    rule = rule[:rule.index("}")]
-    assert "overflow: hidden" in rule and "text-overflow: ellipsis" in rule and "width:" in rule
-    assert "table-layout: fixed" in style
+
+    def rule(selector: str) -> str:
+        body = style[style.index(selector + " {"):]
+        return body[:body.index("}")]
+    assert "width:" in rule(".chart .test") and "overflow: hidden" in rule(".chart .test")
+    # the label wraps inside its column and stops at a few lines, with an ellipsis
+    assert "-webkit-line-clamp:" in rule(".chart .test div") and "overflow: hidden" in rule(".chart .test div")
+    assert "overflow-wrap: anywhere" in rule(".chart .test div")
+    assert "table-layout: fixed" in rule("table.chart")
     assert "<b>" not in page and "<i>" not in page  # markup in a log stays text
 
 
@@ -356,6 +361,8 @@ for (const tr of document.querySelectorAll('table.chart tr')) {
     row[td.className.split(' ')[0]] = {cell: box(td.getBoundingClientRect()), text: textBox(td), clip: cs.overflowX,
       ellipsis: cs.textOverflow, sw: td.scrollWidth, cw: td.clientWidth};
   }
+  const label = tr.querySelector('th.test > div');
+  if (label) row.label = {box: box(label.getBoundingClientRect()), clip: getComputedStyle(label).overflowY};
   const rect = tr.querySelector('rect');
   if (rect) row.rect = box(rect.getBoundingClientRect());
   out.rows.push(row);
@@ -400,12 +407,15 @@ def test_chromium_lays_the_chart_out_without_overlap_at_800px(tmp_path, config, 
     assert got["table"][1] <= vw, ("the chart is wider than the window", got["table"], vw)
     assert got["rows"]
     for row in got["rows"]:
-        label = row.get("test")
-        if label is not None:
-            # the label's text ends inside its cell, or the cell clips it with an ellipsis
-            assert label["text"][1] <= label["cell"][1] + 0.5 or (
-                label["clip"] == "hidden" and label["ellipsis"] == "ellipsis"), label
-            assert label["cell"][1] <= row["run"]["cell"][0] + 0.5
+        cell = row.get("test")
+        if cell is not None:
+            # the label wraps inside its column; what is drawn (its box, which clips the rest) stays in its cell
+            lab = row["label"]["box"]
+            assert cell["cell"][0] - 0.5 <= cell["text"][0] and cell["text"][1] <= cell["cell"][1] + 0.5, cell
+            assert row["label"]["clip"] == "hidden"
+            assert cell["cell"][0] - 0.5 <= lab[0] and lab[1] <= cell["cell"][1] + 0.5, (lab, cell)
+            assert cell["cell"][2] - 0.5 <= lab[2] and lab[3] <= cell["cell"][3] + 0.5, (lab, cell)
+            assert cell["cell"][1] <= row["run"]["cell"][0] + 0.5
         for name in ("run", "tps", "share"):
             cell = row[name]
             assert cell["sw"] <= cell["cw"], (name, cell)  # a figure or run name is never cut
