@@ -17,7 +17,8 @@ from typing import Any, Callable, TextIO
 
 
 def _umask() -> int:
-    # the only portable way to read the umask is to set it; capscan writes its files from one thread
+    # the only portable way to read the umask is to set it: briefly to 077, so a file another thread created
+    # in that instant would be stricter, never looser
     mask = os.umask(0o077)
     os.umask(mask)
     return mask
