@@ -302,21 +302,12 @@ def emit_report(opts: Options, runs: list) -> None:
 
 def write_atomically(path: str, write_to: Callable[[TextIO], Any], *, prefix: str, suffix: str = "",
                      what: str = "") -> Any:
-    """Write a file whole or not at all: through a temporary file beside it, renamed over it (a reader
-    never sees half a file); returns what ``write_to`` returned. An OS error is a one-line CapscanError
-    ("PATH: cannot write WHAT (why)"), and the temporary file is removed."""
-    import os
-    import tempfile
+    """Write a file whole or not at all (analyzer.output.atomic: a temporary file beside it that no planted
+    symlink can be, renamed over it, with the mode the user's umask or the replaced file gives); returns what
+    ``write_to`` returned. An OS error is a one-line CapscanError ("PATH: cannot write WHAT (why)")."""
+    from analyzer.output import atomic
 
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=prefix, suffix=suffix)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            got = write_to(fh)
-        os.replace(tmp, path)
-        return got
+        return atomic.write_atomically(path, write_to, prefix=prefix, suffix=suffix)
     except OSError as exc:
         raise CapscanError(f"{path}: cannot write{' ' + what if what else ''} ({exc.strerror or exc})") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)

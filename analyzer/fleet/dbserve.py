@@ -6,6 +6,9 @@
 - the kept raw logs (``sources.raw_gzip``: prompts and answers) read as NULL
   through any query, canned or typed, unless ``--with-raw`` (an SQLite
   authorizer on each connection);
+- the same authorizer refuses the SQL functions that leak an address or reach
+  a file (``fts3_tokenizer``, ``load_extension``, the shell's ``readfile``...),
+  and each connection sets ``trusted_schema=OFF``;
 - answering only requests whose Host is a localhost name (or the address it
   was told to listen on), which DNS rebinding cannot forge; bound to 127.0.0.1
   by default.
@@ -38,34 +41,52 @@ def db_name_of(path: Path) -> str:
 
 RAW = ("sources", "raw_gzip")
 
+# SQL functions no served query may call, typed or in a view: fts3_tokenizer() returns a library pointer
+# (an address for any local user), load_extension() runs a shared library, and the shell's file functions,
+# when a build has them, read or write files. Everything a person browsing runs needs stays callable.
+DENIED_FUNCTIONS = frozenset({
+    "fts3_tokenizer", "load_extension", "readfile", "writefile", "edit", "fsdir", "lsmode", "zipfile",
+    "zipfile_cds", "sqlar_compress", "sqlar_uncompress", "fts5", "sqlite_dbpage", "sqlite_dbdata",
+    "sqlite_dbptr", "sqlite_offset",
+})
 
-def _without_raw(action: int, table: str | None, column: str | None, _db: str | None, _trigger: str | None) -> int:
+
+def authorizer(with_raw: bool):
+    """The SQLite authorizer of every served connection: the denied functions refused (the query fails
+    with "not authorized"), and the raw logs read as NULL unless ``with_raw``."""
     import sqlite3
 
-    if action == sqlite3.SQLITE_READ and (table, column) == RAW:
-        return sqlite3.SQLITE_IGNORE  # the column reads as NULL, whatever the query
-    return sqlite3.SQLITE_OK
+    def check(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
+        if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in DENIED_FUNCTIONS:
+            return sqlite3.SQLITE_DENY
+        if not with_raw and action == sqlite3.SQLITE_READ and (arg1, arg2) == RAW:
+            return sqlite3.SQLITE_IGNORE  # the column reads as NULL, whatever the query
+        return sqlite3.SQLITE_OK
+    return check
 
 
 def make_datasette(path: Path, *, with_raw: bool = False):
     """A Datasette over ``path``, read-only (mode=ro), with capscan's metadata; the raw logs hidden unless
-    ``with_raw`` (raises ImportError without the extra)."""
+    ``with_raw``, the denied functions refused either way (raises ImportError without the extra)."""
     from datasette.app import Datasette
+
+    from analyzer.store.served import distrust_schema
 
     ds = Datasette(files=[str(path)], metadata=metadata(db_name_of(path)),
                    settings={"default_page_size": 50, "sql_time_limit_ms": 3000, "allow_download": False})
-    if not with_raw:
-        for database in ds.databases.values():
-            if database.is_memory:
-                continue
-            connect = database.connect
+    check = authorizer(with_raw)
+    for database in ds.databases.values():
+        if database.is_memory:
+            continue
+        connect = database.connect
 
-            def guarded(write: bool = False, _connect=connect):
-                conn = _connect(write=False)  # never a writable connection, whatever asks
-                conn.set_authorizer(_without_raw)
-                return conn
+        def guarded(write: bool = False, _connect=connect):
+            conn = _connect(write=False)  # never a writable connection, whatever asks
+            distrust_schema(conn)
+            conn.set_authorizer(check)
+            return conn
 
-            database.connect = guarded
+        database.connect = guarded
     return ds
 
 

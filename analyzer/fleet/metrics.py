@@ -46,19 +46,27 @@ MAX_AGE_S = 7 * 86400  # runs older than this leave the exports (--max-age)
 INFO_LABELS = ("verdict", "fixable", "environment", "runtime", "backend", "host_chip", "gpu_family")
 _UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:;/+()\[\]#@=-]")
 _SPACES = re.compile(r"\s+")
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
 
 
 def label_value(value: object, max_len: int = LABEL_MAX) -> str:
-    """A log-derived string made safe as a label value: NFKC, control and
-    format characters (escapes, bidi overrides) removed, anything outside a
-    small ASCII set replaced by '_', whitespace collapsed, bounded length.
-    Missing values are 'unknown'."""
+    """A log-derived string made safe as a label value: cleaned as log text
+    (analyzer.safe_text.clean: escape sequences whole, 7- or 8-bit), NFKC,
+    control and format characters (bidi overrides, U+2060) removed, anything outside a
+    small printable ASCII set replaced by '_', whitespace collapsed, bounded length.
+    Missing values are 'unknown'. The one label-value function: every exporter
+    and every label (``instance``, ``--label``) goes through it."""
     if value is None:
         return "unknown"
-    text = unicodedata.normalize("NFKC", _ESCAPES.sub("", str(value)[: max_len * 4]))
+    from analyzer.safe_text import clean
+
+    text = unicodedata.normalize("NFKC", clean(str(value)[: max_len * 4]))
     text = "".join(ch for ch in text if unicodedata.category(ch)[0] != "C")
     text = _SPACES.sub(" ", _UNSAFE.sub("_", text)).strip()
+    # GitHub takes "##[" anywhere in a line and "::" at its start as a workflow command: stdout's sanitiser
+    # would break them with U+2060 (not ASCII), so a label value breaks them first, in ASCII
+    text = text.replace("##[", "##_[")
+    if text.startswith("::"):
+        text = "_" + text[1:]
     if len(text) > max_len:
         text = text[: max_len - 3].rstrip() + "..."
     return text or "unknown"

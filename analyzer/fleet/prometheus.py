@@ -1,16 +1,19 @@
 """The snapshot as a node_exporter textfile (``--collector.textfile.directory``).
 
-Written with prometheus_client's own ``write_to_textfile`` into a private
-``CollectorRegistry``: it writes a temporary file beside the target and
-renames it over, so the collector never reads half a file."""
+prometheus_client renders a private ``CollectorRegistry`` (``generate_latest``);
+capscan writes the file itself (analyzer.output.atomic): a temporary file under a
+random name, never a symlink planted in the folder (``write_to_textfile`` opened
+the guessable ``PATH.PID.THREAD``, following links), renamed over the target so
+the collector never reads half a file."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from analyzer.fleet.metrics import INFO_LABELS, SPEED_LABELS, Snapshot
+from analyzer.output.atomic import write_atomically
 
 METRIC_NAMES = (
     "capscan_run_info",
@@ -60,10 +63,9 @@ def registry_of(snap: Snapshot, const: dict[str, str] | None = None) -> Collecto
 
 def write_textfile(snap: Snapshot, path: str | Path, const: dict[str, str] | None = None) -> None:
     """Atomically replace ``path`` (raises OSError when its folder is missing or not writable)."""
-    write_to_textfile(str(path), registry_of(snap, const))
+    text = textfile_text(snap, const)
+    write_atomically(str(path), lambda fh: fh.write(text), prefix=f".{Path(path).name}.", suffix=".tmp")
 
 
 def textfile_text(snap: Snapshot, const: dict[str, str] | None = None) -> str:
-    from prometheus_client import generate_latest
-
     return generate_latest(registry_of(snap, const)).decode()

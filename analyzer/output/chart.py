@@ -2,8 +2,8 @@
 scaled to the fastest run of that test, with its speed and its share of the reference beside it.
 
 ``chart_groups`` turns `compare`'s document (analyzer.rules.compare) into plain data; ``chart_table`` draws
-it with rich for the terminal and the TUI, ``chart_svg`` as inline SVG for ``report --html``. Every text
-in the SVG is XML-escaped; nothing in it loads anything."""
+it with rich for the terminal and the TUI, ``chart_html`` as a table of fixed columns with inline SVG bars
+for ``report --html``. Every text in it is cleaned and HTML-escaped; nothing in it loads anything."""
 
 from __future__ import annotations
 
@@ -105,31 +105,50 @@ def chart_table(groups: list[Group], width: int = 36):
     return RichGroup(Text("Throughput per test (bars scaled to the fastest run of each test)", style="bold"), table)
 
 
-def chart_svg(groups: list[Group], width: int = 720) -> str:
-    """The same chart as one inline SVG element (no script, no external reference)."""
-    esc = lambda s: html.escape(str(s), quote=True)  # noqa: E731
-    label_w, value_w, row_h, gap = 230, 190, 22, 14
-    bar_w = width - label_w - value_w
-    rows = sum(len(g.bars) for g in groups)
-    height = 30 + rows * row_h + max(0, len(groups) - 1) * gap + 10
-    parts = [f'<svg width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="throughput per test">',
-             '<text x="0" y="16" font-size="13" font-weight="bold">Throughput per test (bars scaled to the '
-             'fastest run of each test)</text>']
-    y = 30
-    for gi, g in enumerate(groups):
-        if gi:
-            y += gap
+# The chart's layout in the HTML report: a table of fixed columns, so no text can be drawn over another. The
+# label (test and configuration, which llama-bench can make a hundred characters long) wraps inside its own
+# column and stops at four lines with an ellipsis, its whole text in the title; each figure has its own cell.
+CHART_CSS = """
+table.chart { table-layout: fixed; width: 100%; border-collapse: collapse; font-size: 12px; margin: 0 0 1em; }
+.chart caption { text-align: left; font-weight: bold; font-size: 13px; padding-bottom: 0.6em; }
+.chart col.c-run { width: 12em; } .chart col.c-tps { width: 8.5em; } .chart col.c-share { width: 8.5em; }
+.chart th, .chart td { padding: 2px 6px; height: 16px; text-align: left; vertical-align: middle; white-space: nowrap;
+                       overflow: hidden; text-overflow: ellipsis; }
+.chart .test { width: 30%; vertical-align: top; font-weight: bold; white-space: normal; overflow: hidden; }
+.chart .test div { display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 4; overflow: hidden;
+                   overflow-wrap: anywhere; }
+.chart td.tps { text-align: right; }
+.chart td.bar svg { display: block; width: 100%; height: 14px; }
+.chart tbody + tbody > tr:first-child > * { padding-top: 10px; }
+"""
+
+
+def chart_html(groups: list[Group]) -> str:
+    """The same chart as an HTML table (CHART_CSS): per bar the label (first bar of a test), the run, the bar
+    (an inline SVG rect: no script, no external reference, printed like the text) and the figures. Every
+    text is cleaned and HTML-escaped."""
+    from analyzer.safe_text import clean
+
+    esc = lambda s: html.escape(clean(str(s)), quote=True)  # noqa: E731
+    parts = ['<table class="chart">',
+             "<caption>Throughput per test (bars scaled to the fastest run of each test)</caption>",
+             '<colgroup><col class="c-test"><col class="c-run"><col class="c-bar"><col class="c-tps">'
+             '<col class="c-share"></colgroup>']
+    for g in groups:
+        parts.append("<tbody>")
         for j, b in enumerate(g.bars):
             fill = ROLE_FILL.get(b.role, "#777")
             frac = min(1.0, b.tok_s / g.top) if g.top > 0 and _finite(b.tok_s) else 0.0
-            w = max(2.0 if b.tok_s > 0 else 0.0, frac * bar_w)
-            name = f"{g.test}  " if j == 0 else ""
-            parts.append(f'<text x="0" y="{y + 15}" font-size="12"><tspan font-weight="bold">{esc(name)}</tspan>'
-                         f'{esc(b.role)} #{b.run}</text>')
-            parts.append(f'<rect x="{label_w}" y="{y + 3}" width="{w:.1f}" height="{row_h - 6}" fill="{fill}"/>')
-            parts.append(f'<text x="{label_w + bar_w + 8}" y="{y + 15}" font-size="12">{esc(fmt_tps(b.tok_s))} t/s'
-                         f'  {esc(share_text(b))}</text>')
-            y += row_h
-    parts.append("</svg>")
+            pct = max(1.0 if _finite(b.tok_s) and b.tok_s > 0 else 0.0, frac * 100)
+            run = f"{b.role} #{b.run}"
+            cells = [f'<th class="test" scope="rowgroup" rowspan="{len(g.bars)}" title="{esc(g.test)}">'
+                     f"<div>{esc(g.test)}</div></th>"] if j == 0 else []
+            cells += [f'<td class="run" title="{esc(run)}">{esc(run)}</td>',
+                      f'<td class="bar"><svg viewBox="0 0 100 10" preserveAspectRatio="none" aria-hidden="true">'
+                      f'<rect width="{pct:.2f}" height="10" fill="{fill}"/></svg></td>',
+                      f'<td class="tps">{esc(fmt_tps(b.tok_s))} t/s</td>',
+                      f'<td class="share">{esc(share_text(b))}</td>']
+            parts.append("<tr>" + "".join(cells) + "</tr>")
+        parts.append("</tbody>")
+    parts.append("</table>")
     return "\n".join(parts)

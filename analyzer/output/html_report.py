@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING, Any
 
-from analyzer.output.chart import chart_groups, chart_svg
+from analyzer.output.chart import CHART_CSS, chart_groups, chart_html
 from analyzer.output.run_report import run_lines
 from analyzer.output.styled import StyledLines
 from analyzer.safe_text import clean
@@ -29,7 +29,7 @@ pre { background: #f6f6f7; padding: 1em; overflow-x: auto; white-space: pre-wrap
 .s-red { color: #c0392b; } .s-green { color: #2e7d32; } .s-yellow { color: #9a6b00; }
 .s-magenta { color: #8e44ad; } .s-cyan { color: #00838f; } .s-blue { color: #1f5fa8; }
 footer { margin-top: 3em; color: #6e6e73; font-size: 0.85em; }
-"""
+""" + CHART_CSS
 KNOWN_STYLES = {"bold", "dim", "red", "green", "yellow", "magenta", "cyan", "blue"}
 
 
@@ -50,10 +50,12 @@ def _lines_html(lines: StyledLines) -> str:
 
 
 def single_run_groups(run: StoredRun) -> list:
+    from analyzer.model import figure_key
     from analyzer.output.chart import Bar, Group
 
-    return [Group(str(t["test"]), [Bar("A", run.id, float(t["tok_s"]), None)]) for t in run.throughput
-            if isinstance(t.get("tok_s"), (int, float))][:12]
+    # each configuration its own figure, named as compare names it (``tg128 [threads=8]``)
+    return [Group(figure_key(str(t["test"]), t.get("config")), [Bar("A", run.id, float(t["tok_s"]), None)])
+            for t in run.throughput if isinstance(t.get("tok_s"), (int, float))][:12]
 
 
 def html_page(runs: list[StoredRun], compare_doc: dict[str, Any] | None, *, version: str) -> str:
@@ -65,7 +67,7 @@ def html_page(runs: list[StoredRun], compare_doc: dict[str, Any] | None, *, vers
              'img-src data:">',
              f"<title>{esc(title)}</title><style>{CSS}</style></head><body>", f"<h1>{esc(title)}</h1>"]
     if groups:
-        parts.append(f'<figure>{chart_svg(groups)}</figure>')
+        parts.append(chart_html(groups))
     for run in runs:
         diag = run.diagnosis or {}
         verdict = diag.get("verdict", "unknown")

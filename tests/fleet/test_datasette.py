@@ -131,3 +131,17 @@ def test_serving_changes_nothing_in_the_file(db_path, tmp_path):
     assert after[db_path.name] == before[db_path.name]  # not a byte of the file changed
     wal = db_path.name + "-wal"
     assert after.get(wal, b"") == before.get(wal, b"")  # nothing checkpointed out of the log, nothing written
+
+
+async def test_pointer_and_file_functions_are_refused_with_or_without_raw(db_path):
+    """fts3_tokenizer() would hand any local user a library address (issue 37); load_extension() a library."""
+    fleet_db(db_path)
+    checkpoint(db_path)
+    name = db_name_of(db_path)
+    for with_raw in (False, True):
+        ds = make_datasette(db_path, with_raw=with_raw)
+        await ds.invoke_startup()
+        for sql in ("select+hex(fts3_tokenizer('simple'))+as+p", "select+load_extension('x')+as+p"):
+            response = await ds.client.get(f"/{name}.json?sql={sql}&_shape=array")
+            assert response.status_code == 400 and "not authorized" in response.text, (with_raw, sql, response.text)
+        assert await _get(ds, f"/{name}.json?sql=select+count(*)+as+n+from+runs&_shape=array") == [{"n": 3}]

@@ -69,6 +69,9 @@ def test_hostile_label_values_are_cleaned_and_bounded():
     assert "\x1b" not in v and "\u202e" not in v and '"' not in v and "\\" not in v and "{" not in v
     assert v.startswith("llama 7B _q_ _x_=_ AAA")  # the colour escape is dropped whole
     assert label_value(None) == "unknown" and label_value("   ") == "unknown"
+    # a workflow command is broken in ASCII, before stdout's sanitiser would add U+2060 (issue 37)
+    assert label_value("a ##[error]b") == "a ##_[error]b" and label_value("::warning::x") == "_:warning::x"
+    assert label_value("gpu\x9b31mred \x1b]0;title\x9c.") == "gpured ."  # 8-bit CSI and ST: the sequence whole
 
 
 def test_hostile_model_name_round_trips_through_the_textfile(tmp_path, db_path):

@@ -4,7 +4,7 @@ bundled examples, through the real CLI and a real SQLite file."""
 
 from __future__ import annotations
 
-from analyzer.output.chart import Bar, Group, bar_text, chart_groups, chart_svg
+from analyzer.output.chart import Bar, Group, bar_text, chart_groups, chart_html
 from tests.conftest import REPO, run_capscan
 
 EXAMPLES = REPO / "examples"
@@ -46,6 +46,7 @@ def test_bars_are_to_scale_and_never_vanish():
     assert bar_text(0, 100, 10) == "" and bar_text(float("nan"), 100, 10) == ""
 
 
-def test_the_svg_escapes_what_it_shows():
-    svg = chart_svg([Group("<tg128>&", [Bar("host", 1, 10.0, None)])])
-    assert "&lt;tg128&gt;&amp;" in svg and "<tg128>" not in svg and "http" not in svg
+def test_the_html_chart_escapes_what_it_shows():
+    table = chart_html([Group("<tg128>&\u202e\x1b[2J", [Bar("host", 1, 10.0, None)])])
+    assert "&lt;tg128&gt;&amp;" in table and "<tg128>" not in table and "http" not in table
+    assert 'title="&lt;tg128&gt;&amp;"' in table and "\u202e" not in table and "\x1b" not in table
