@@ -87,6 +87,20 @@ def imported_ids(db: Database, run_ids: Iterable[int]) -> set[int]:
     return out
 
 
+def origin_instances(db: Database, run_ids: Iterable[int]) -> dict[int, str | None]:
+    """The origin instance of each imported run among ``run_ids`` (a local run is not in the dict)."""
+    ids = list(run_ids)
+    out: dict[int, str | None] = {}
+    try:
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            out.update((r[0], r[1]) for r in db.conn.execute(
+                f"SELECT run_id, instance FROM run_origins WHERE run_id IN ({','.join('?' * len(part))})", part))
+    except sqlite3.OperationalError:  # older than m009 (read-only): nothing was imported
+        return {}
+    return out
+
+
 def load_origin(db: Database, run_id: int) -> dict[str, Any] | None:
     """A run's origin (with its ``report``), or None for a run stored from a log here. ``conflicts``:
     the other runs stored as a different report of the same run (at most 20)."""

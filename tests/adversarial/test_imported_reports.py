@@ -426,11 +426,11 @@ def _proof_bomb(guest_export: dict, items: int, item: str) -> bytes:
 def test_a_long_proof_list_is_cut_while_decoding(tmp_path, guest_export):
     """10,000 proof items: the reader keeps MAX_LIST of them (the raw object never holds the rest), and
     the run is stored with its evidence capped."""
-    from analyzer.parsers.exports import MAX_LIST, read_document
+    from analyzer.parsers.exports import read_document
 
     raw = _proof_bomb(guest_export, 10_000, json.dumps(CLAMP_PROOF[0]))
     (got,) = list(read_document(iter([raw[i:i + 65536] for i in range(0, len(raw), 65536)])))
-    assert len(got.run["proof"]) == MAX_LIST
+    assert len(got.run["proof"]) == 2_000  # MAX_LIST
     central = tmp_path / "central.db"
     code, out, err = ingest(central, write_bytes(tmp_path / "long.json.gz", raw))
     assert code == 0 and out.split() == ["1"], err
@@ -442,10 +442,8 @@ def test_a_long_proof_list_is_cut_while_decoding(tmp_path, guest_export):
 def test_a_proof_list_of_more_values_than_the_budget_is_a_counted_rejection(tmp_path, guest_export, item):
     """300,000 items in under 4 MiB (a few KB of gzip): never built as objects, the run is refused and
     counted, and the other files go on."""
-    from analyzer.parsers.exports import MAX_VALUES
-
     items = min(300_000, (4 << 20) // (len(item) + 1) - 2_000)
-    assert items > MAX_VALUES or item == "[]"
+    assert items > 50_000  # MAX_VALUES
     central = tmp_path / "central.db"
     raw = _proof_bomb(guest_export, items, item)
     code, out, err = ingest(central, write_bytes(tmp_path / "bomb.json.gz", raw), HOST)
@@ -476,13 +474,12 @@ def write_bytes(path: Path, raw: bytes) -> Path:
 
 @pytest.mark.parametrize("shape", ["many-keys", "one-key-repeated", "large-values"])
 def test_a_header_bomb_is_one_line_and_stores_nothing(tmp_path, shape):
-    from analyzer.parsers.exports import MAX_HEAD_KEYS
-
+    keys = 64 * 50  # fifty times MAX_HEAD_KEYS
     head = '{"capscan_version": "0.1.0", "export": "capscan.runs", '
     if shape == "many-keys":
-        pad = ", ".join(f'"k{i}": {i}' for i in range(MAX_HEAD_KEYS * 50))
+        pad = ", ".join(f'"k{i}": {i}' for i in range(keys))
     elif shape == "one-key-repeated":
-        pad = ", ".join('"instance": "guest-a"' for _ in range(MAX_HEAD_KEYS * 50))
+        pad = ", ".join('"instance": "guest-a"' for _ in range(keys))
     else:
         pad = ", ".join(f'"k{i}": "{"x" * 500_000}"' for i in range(20))
     bomb = tmp_path / "head-bomb.json.gz"
@@ -519,3 +516,71 @@ def test_text_after_an_export_is_counted_and_said(tmp_path, guest_export, tail):
     code, out, err = ingest(central, path)
     assert code == 0 and len(out.split()) == 1, err
     assert "after the export" in err and len(err.strip().splitlines()) == 1
+
+
+# --- finding 1 (exports): an imported run is labelled with its origin, in capscan's own words -------
+
+def _series(text: str, metric: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith(metric + "{")]
+
+
+def test_prometheus_labels_an_imported_run_with_its_origin_instance(tmp_path, guest_export):
+    central = tmp_path / "central.db"
+    ingest(central, HOST)
+    ingest(central, write(tmp_path / "guest-a.json", guest_export))
+    code, text, err = invoke("--db", str(central), "export", "prometheus", "--max-age", "0", "--instance", "agg")
+    assert code == 0, err
+    info = _series(text, "capscan_run_info")
+    assert any('instance="guest-a"' in s and 'verdict="capability-downgrade"' in s for s in info)
+    assert any('instance="agg"' in s and 'environment="bare-metal"' in s for s in info)
+    assert not any('instance="agg"' in s and 'environment="vm"' in s for s in info)  # never the aggregator's own
+    assert 'fixable="true"' not in text
+    speeds = _series(text, "capscan_throughput_tokens_per_second")
+    assert any('instance="guest-a"' in s for s in speeds)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("program", "llama-bench\u2060 pwned {x=1}"), ("backend", "metal; DROP"), ("environment", "vm-ish"),
+    ("verdict_free", "healthy"),
+])
+def test_an_imported_runs_free_text_labels_become_other(tmp_path, guest_export, field, value):
+    doc = copy.deepcopy(guest_export)
+    run = doc["runs"][0]
+    if field == "verdict_free":
+        run["host_chip"] = "Apple M1 Ultra \u202e(evil)"
+        run["throughput"] = [{**t, "test": "tg128\u2060x" + str(i)} for i, t in enumerate(run["throughput"])]
+    else:
+        run[field] = value
+    central = tmp_path / "central.db"
+    ingest(central, write(tmp_path / "free.json", doc))
+    text = prometheus(central)
+    assert "\u2060" not in text and "\u202e" not in text
+    if field == "verdict_free":
+        assert all('test="other"' in s for s in _series(text, "capscan_throughput_tokens_per_second"))
+        assert 'host_chip="Apple M1 Ultra"' in text
+    else:
+        label = {"program": "runtime"}.get(field, field)
+        (info,) = _series(text, "capscan_run_info")
+        assert f'{label}="other"' in info
+
+
+def test_three_hundred_imported_runs_cannot_make_hundreds_of_series(tmp_path, guest_export):
+    """300 runs, each with its own free-text program, backend and instance: the series stay bounded."""
+    base = guest_export["runs"][0]
+    runs_ = []
+    for i in range(300):
+        r = copy.deepcopy(base)
+        r.update(program=f"prog-{i}", backend=f"be-{i}", first_line=i * 100 + 1, last_line=i * 100 + 50)
+        r["origin"] = {**r["origin"], "instance": f"guest-{i}"}
+        runs_.append(r)
+    doc = {**guest_export, "runs": runs_}
+    central = tmp_path / "central.db"
+    code, out, err = ingest(central, write(tmp_path / "many.json", doc))
+    assert code == 0 and len(out.split()) == 300, err
+    text = prometheus(central)
+    from analyzer.fleet.metrics import MAX_IMPORTED_INSTANCES, MAX_IMPORTED_SPEEDS
+
+    info = _series(text, "capscan_run_info")
+    assert len(info) <= MAX_IMPORTED_INSTANCES
+    assert all('runtime="other"' in s and 'backend="other"' in s for s in info)
+    assert len(_series(text, "capscan_throughput_tokens_per_second")) <= MAX_IMPORTED_SPEEDS
