@@ -82,6 +82,7 @@ def origin_diagnosis(run: StoredRun) -> dict[str, Any]:
     return {
         "verdict": verdict, "fixable": False, "fixable_reason": why,
         "reported": {"by": instance, "fixable": accepted, "claim_refused": refused},
+        "basis": "reported",  # the confidence is the origin's (analyzer.output.headline)
         # an accepted claim keeps its origin's proof (chained exports pass it on); never for a refused one
         "proof": report.get("proof", []) if accepted else [], "proof_missing": [],
         "confidence": report.get("confidence"), "environment": report.get("environment"),

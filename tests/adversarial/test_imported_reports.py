@@ -193,6 +193,7 @@ def test_a_genuine_imported_claim_is_reported_never_acted_on(tmp_path, guest_exp
     assert run["origin"]["reported_fixable"] is True and run["origin"]["claim_refused"] is None
     code, human, _ = invoke("--db", str(central), "show", str(rid))
     assert "reported by guest-a" in human and "can fix" not in human
+    assert "prints the deciding facts itself" not in human and "as its origin reported it" in human
     p = plan(central, rid)
     assert p["actionable"] is False and "guest-a" in p["refusal"] and p["steps"] == []
     assert plan(central)["run_id"] == local
