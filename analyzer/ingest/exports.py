@@ -293,6 +293,7 @@ def import_export(db: Database, source: Input, chunks: Iterator[bytes], shape: S
     known: dict[int, None] = {}
     seq = 0
     imported = now()
+    conflicts: dict[int, None] = {}  # earlier runs a report here contradicts (a dict: in order, O(1))
     try:
         writer.begin()
         for item in _objects(shape, chunks):
@@ -323,12 +324,13 @@ def import_export(db: Database, source: Input, chunks: Iterator[bytes], shape: S
                 continue
             if same:  # another report of the same run: both are kept, neither trusted (analyzer.rules.origin)
                 origin["key"] = conflict_key(origin["key"], digest)
-                result.conflicts.extend(rid for rid in same if rid not in result.conflicts)
+                conflicts.update(dict.fromkeys(same))
             result.speeds_refused += refused
             result.claims_refused += bool(origin["report"]["claim_refused"])
             seq += 1
             new.append(writer.write_imported(seq, facts, _evidence(run), rows, origin, report_text))
         result.recognised = len(new) + len(known)
+        result.conflicts = list(conflicts)
         result.size = source.size
         dup = writer.duplicate_of(source.sha256)
         if (dup is not None and not force) or not new:
