@@ -618,3 +618,22 @@ def test_otlp_pushes_an_imported_run_under_its_origins_instance(tmp_path, guest_
     assert by_instance["guest-a"][1] == {"vm"} and by_instance["guest-a"][2] == {"false"}
     assert by_instance["agg"][1] == {"bare-metal"}
     assert "capscan.last_run.timestamp" not in by_instance["guest-a"][0]  # the machine-wide series stay home
+
+
+async def test_the_tui_copy_key_on_an_imported_run_copies_nothing(tmp_path, guest_export):
+    """The detail screen of an imported run shows no remedy plan, and its copy key (y) copies nothing."""
+    from analyzer.tui.app import CapscanApp
+    from analyzer.tui.screens.detail import DetailScreen
+    from tests.tui.conftest import settle
+
+    central = tmp_path / "central.db"
+    ingest(central, write(tmp_path / "guest-a.json", guest_export))
+    app = CapscanApp(central, run_id=1, poll_interval=None)
+    copied: list[str] = []
+    app.copy_to_clipboard = copied.append  # type: ignore[method-assign]
+    async with app.run_test(size=(140, 45)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, DetailScreen)
+        await pilot.press("y")
+        await settle(pilot)
+    assert copied == []
