@@ -14,7 +14,13 @@ time, and its own peak RSS from ``wait4``) on:
 - a 4 MB gzip of 4 GiB of zeros (was 8.4 GB), and one of 1 GiB of text;
 - ``--keep-raw`` on a 282 MB log (was 890 MB);
 - one llama-bench JSON object of 395 keys of ~1 MB (was 1.66 GB), and 400k ``ggml_metal_init: error``
-  lines (a per-run list; was 1.18 GB at 3.5 M), each beside an ordinary log of the same size.
+  lines (a per-run list; was 1.18 GB at 3.5 M), each beside an ordinary log of the same size;
+- capscan exports read back (``ingest guest.json.gz``, issue 37): a run whose proof list holds 1.4 M
+  items (a 30 KB gzip; was 1.0 GB), one whose proof list holds 300k items in under 4 MiB (past the
+  decoder's value budget), and a header of 120k keys (a 1.2 MB gzip; was 1.35 GB), each beside an
+  ordinary export of the same size (real run objects, one after another).
+
+``--only TEXT`` runs only the cases whose label contains TEXT (``--only export``).
 
 Target: peak RSS < 150 MB everywhere; time ratios near the size ratios (2x).
 This is a script, not a test: the figures depend on the machine.
@@ -79,6 +85,53 @@ def metal_errors(n: int, fh) -> None:
         fh.write(b"ggml_metal_init: error: load pipeline error %d\n" % i)
 
 
+RUN_OBJECT = {"id": 1, "source": "guest.log", "first_line": 1, "last_line": 62, "program": "llama-bench",
+              "backend": "metal", "device": {"name": "Apple Paravirtual device", "apple_family": 1005,
+                                             "families": [1005, 3003], "unified_memory": True},
+              "host_chip": "Apple M1 Ultra", "environment": "vm", "capabilities": {"simdgroup_reduction": False},
+              "shim": None, "throughput": [{"test": "pp512", "tok_s": 431.86, "stddev": 1.2,
+                                            "model": "llama 1B Q4_K - Medium", "config": None, "line": 18},
+                                           {"test": "tg128", "tok_s": 12.63, "stddev": 0.1,
+                                            "model": "llama 1B Q4_K - Medium", "config": None, "line": 19}],
+              "verdict": "capability-downgrade", "fixable": True, "confidence": "high",
+              "fixable_reason": "the guest names its host chip", "findings": [], "next": [],
+              "proof": [{"sign": "Apple5", "line": 6, "text": "ggml_metal_device_init: GPU family: MTLGPUFamilyApple5"}],
+              "origin": {"instance": "guest-a", "source": "guest.log", "sha256": "ab" * 32, "run_id": 1}}
+EXPORT_HEAD = b'{"capscan_version": "0.1.0", "export": "capscan.runs", "instance": "guest-a"'
+
+
+def export_bomb(kind: str, fh) -> None:
+    """A capscan export built to be large once decoded: a proof list of 1.4 M (or 300k) items, or a
+    header of 120k keys."""
+    import json
+
+    if kind == "header":
+        fh.write(EXPORT_HEAD + b"".join(b', "k%d": %d' % (i, i) for i in range(120_000)) + b', "runs": []}\n')
+        return
+    n, item = (1_400_000, b"{}") if kind == "proof" else (300_000, b'{"a":1}')
+    run = json.dumps({**RUN_OBJECT, "proof": []}).encode()
+    at = run.index(b'"proof": [') + 10
+    fh.write(EXPORT_HEAD + b', "runs": [' + run[:at] + item)
+    block = (b"," + item) * 10_000  # written in blocks: the parent's peak RSS is the child's too
+    for _ in range((n - 1) // 10_000):
+        fh.write(block)
+    fh.write(run[at:] + b"]}\n")
+
+
+def ordinary_export(size: int, fh) -> None:
+    """An ordinary export of about ``size`` bytes: one real-shaped run object after another."""
+    import json
+
+    fh.write(EXPORT_HEAD + b', "runs": [\n')
+    i, written = 0, 0
+    while written < size:
+        run = json.dumps({**RUN_OBJECT, "first_line": i * 100 + 1, "last_line": i * 100 + 62}).encode()
+        fh.write((b",\n" if i else b"") + run)
+        written += len(run) + 2
+        i += 1
+    fh.write(b"\n]}\n")
+
+
 def ordinary(size: int, fh) -> None:
     """An ordinary log of ``size`` bytes, the peer of an adversarial input: the real field-corpus logs
     (tests/fixtures/field), one after another, repeated."""
@@ -92,11 +145,15 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--quick", action="store_true", help="a quarter of the sizes")
+    ap.add_argument("--only", default="", help="only the cases whose label contains this text")
     a = ap.parse_args()
     out = a.out or Path(tempfile.mkdtemp(prefix="capscan-bounds-"))
     out.mkdir(parents=True, exist_ok=True)
     q = 4 if a.quick else 1
     rows: list[tuple[str, str, float, float, int]] = []
+
+    def wanted(label: str) -> bool:
+        return a.only.lower() in label.lower()
 
     def run(label: str, size: str, args: list[str]) -> None:
         db = out / "bench.db"
@@ -106,48 +163,70 @@ def main() -> int:
         rows.append((label, size, t, rss, rc))
         print(f"{label:<34} {size:>10} {t:8.2f} s {rss:8.1f} MB  exit {rc}", flush=True)
 
-    for n in (20_000 // q, 40_000 // q, 80_000 // q):
+    for n in (20_000 // q, 40_000 // q, 80_000 // q) if wanted("distinct unsupported ops") else ():
         p = out / f"ops{n}.log"
         p.write_bytes(ops(n))
         run("distinct unsupported ops", f"{n:,}", ["ingest", str(p)])
-    for n in (15_000 // q, 30_000 // q, 60_000 // q):
+    for n in (15_000 // q, 30_000 // q, 60_000 // q) if wanted("tiny device blocks") else ():
         p = out / f"blocks{n}.log"
         p.write_bytes(blocks(n))
         run("tiny device blocks (1 run each)", f"{n:,}", ["ingest", str(p)])
     for name, make in (("distinct NSLog process names", nslog), ("distinct system_profiler chipsets", chipsets)):
-        for n in (10_000 // q, 20_000 // q, 40_000 // q):
+        for n in () if not wanted(name) else (10_000 // q, 20_000 // q, 40_000 // q):
             p = out / f"{make.__name__}{n}.log"
             p.write_bytes(make(n))
             run(name, f"{n:,}", ["ingest", str(p)])
-    bomb = out / "zeros.gz"
-    write_gzip_bomb(bomb, b"\0" * (1 << 20), 4096 // q)
-    run(f"gzip bomb, zeros ({bomb.stat().st_size >> 10} KB)", f"{4096 // q} MiB", ["ingest", str(bomb)])
-    line = b"srv  log_server_r: request: GET /health 127.0.0.1 200\n"
-    text = out / "text.gz"
-    write_gzip_bomb(text, line * ((1 << 20) // len(line)), 1024 // q)
-    run(f"gzip bomb, text ({text.stat().st_size >> 10} KB)", f"{1024 // q} MiB", ["ingest", str(text)])
-    big = out / "big.log"
-    with open(big, "wb") as f:
-        chunk = b"".join(b"llama_model_loader: - tensor %6d: blk.%d.attn_q.weight q4_K [4096, 4096]\n" % (i, i % 32)
-                         for i in range(4096))
-        while f.tell() < (282 << 20) // q:
-            f.write(chunk)
-    run("--keep-raw", f"{big.stat().st_size >> 20} MB", ["ingest", "--keep-raw", str(big)])
+    if wanted("gzip bomb"):
+        bomb = out / "zeros.gz"
+        write_gzip_bomb(bomb, b"\0" * (1 << 20), 4096 // q)
+        run(f"gzip bomb, zeros ({bomb.stat().st_size >> 10} KB)", f"{4096 // q} MiB", ["ingest", str(bomb)])
+        line = b"srv  log_server_r: request: GET /health 127.0.0.1 200\n"
+        text = out / "text.gz"
+        write_gzip_bomb(text, line * ((1 << 20) // len(line)), 1024 // q)
+        run(f"gzip bomb, text ({text.stat().st_size >> 10} KB)", f"{1024 // q} MiB", ["ingest", str(text)])
+    if wanted("--keep-raw"):
+        big = out / "big.log"
+        with open(big, "wb") as f:
+            chunk = b"".join(b"llama_model_loader: - tensor %6d: blk.%d.attn_q.weight q4_K [4096, 4096]\n"
+                             % (i, i % 32) for i in range(4096))
+            while f.tell() < (282 << 20) // q:
+                f.write(chunk)
+        run("--keep-raw", f"{big.stat().st_size >> 20} MB", ["ingest", "--keep-raw", str(big)])
     ratios: list[tuple[str, float, float]] = []
-    for label, make, n in (("one 395 MB llama-bench JSON object", huge_object, 395 // q),
-                           ("metal error lines (a per-run list)", metal_errors, 400_000 // q)):
-        hostile, peer = out / "hostile.log", out / "peer.log"
+    cases = (("one 395 MB llama-bench JSON object", huge_object, 395 // q, ordinary, ".log"),
+             ("metal error lines (a per-run list)", metal_errors, 400_000 // q, ordinary, ".log"),
+             ("export: 1.4 M-item proof list", export_bomb, "proof", ordinary_export, ".json"),
+             ("export: 300k-item proof list", export_bomb, "values", ordinary_export, ".json"),
+             ("export: 120k header keys", export_bomb, "header", ordinary_export, ".json"))
+    for label, make, n, peer_of, ext in cases:
+        if not wanted(label) and not (a.only and wanted("ordinary")):
+            continue
+        plain, peer = out / f"hostile{ext}", out / f"peer{ext}"
         # written as they are made: a forked child's peak RSS counts what the parent holds
-        with open(hostile, "wb") as fh:
+        with open(plain, "wb") as fh:
             make(n, fh)
         with open(peer, "wb") as fh:
-            ordinary(hostile.stat().st_size, fh)
-        run(label, f"{hostile.stat().st_size >> 20} MB", ["ingest", str(hostile)])
-        run("  ordinary log, same size", f"{peer.stat().st_size >> 20} MB", ["ingest", str(peer)])
+            peer_of(plain.stat().st_size, fh)
+        hostile = plain
+        if ext == ".json":  # as it arrives from a shared folder: gzip (a few KB)
+            import gzip
+
+            hostile = out / "hostile.json.gz"
+            with open(plain, "rb") as src, gzip.open(hostile, "wb", 6) as dst:
+                while piece := src.read(1 << 20):
+                    dst.write(piece)
+        size = plain.stat().st_size
+        shown = f"{size >> 20} MB" if ext == ".log" else f"{size >> 20} MB/{hostile.stat().st_size >> 10} KB gz"
+        run(label, shown, ["ingest", str(hostile)])
+        run(f"  ordinary {'log' if ext == '.log' else 'export'}, same size", f"{peer.stat().st_size >> 20} MB",
+            ["ingest", str(peer)])
         (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
         ratios.append((label, th / tp, rh / rp))
         print(f"  ratio to the ordinary log: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
               f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
+    if not rows:
+        print(f"no case matches --only {a.only!r}")
+        return 2
     worst = max(r[3] for r in rows)
     print(f"peak RSS at most {worst:.1f} MB: {'PASS' if worst < TARGET_RSS_MB else 'FAIL'} (< {TARGET_RSS_MB:.0f} MB)")
     in_ratio = all(t <= 2 and r <= 2 for _, t, r in ratios)

@@ -172,6 +172,8 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | No
     # the runs are kept only for a --fail-on gate: 60,000 runs are diagnosed in bounded memory otherwise
     runs_ = diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids],
                           keep=bool(opts.fail_on))
+    # an import that contradicts a report stored before flags that one too (analyzer.rules.origin)
+    diagnose_runs(database, [rid for r in results for rid in getattr(r, "conflicts", [])], keep=False)
     if opts.fail_on:  # the gate also sees runs stored by an earlier ingest of the same content
         runs_ += diagnose_runs(database, [rid for r in results if r.duplicate for rid in r.run_ids])
 

@@ -81,6 +81,15 @@ def _import_notice(path: str, result) -> str:
         msg += f", {result.already:,} already stored by an earlier import"
     if result.rejected:
         msg += f", {result.rejected:,} record(s) skipped (not a run capscan can import)"
+    if getattr(result, "claims_refused", 0):
+        msg += f", {result.claims_refused:,} fixable claim(s) not accepted (their own facts contradict them)"
+    if getattr(result, "conflicts", None):
+        msg += (f", conflicting with run(s) {', '.join(map(str, result.conflicts[:10]))} (another report of the "
+                "same run: both kept and flagged)")
+    if getattr(result, "speeds_refused", 0):
+        msg += f", {result.speeds_refused:,} implausible speed(s) skipped"
+    if getattr(result, "trailing", 0):
+        msg += f", {result.trailing:,} character(s) after the export's end ignored"
     return msg
 
 

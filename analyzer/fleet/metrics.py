@@ -18,7 +18,12 @@ Every exporter (Prometheus textfile, OTLP) reads the same ``Snapshot``:
 - ``capscan_last_run_timestamp_seconds``: when the newest run was stored.
 
 Every series also carries ``instance`` (the machine: its host name unless
-``--instance`` names it), so two guests with equal verdicts stay two series.
+``--instance`` names it), so two guests with equal verdicts stay two series. A run imported
+from another capscan's export carries its origin's instance instead (an aggregator never
+passes a guest's runs off as its own), and its labels come from fixed vocabularies only
+(``vocabulary``: an unknown verdict, environment, backend, runtime or test becomes "other"),
+at most ``MAX_IMPORTED_INSTANCES`` instances and ``MAX_IMPORTED_SPEEDS`` speed series of them:
+an export's free text cannot multiply the series.
 Runs older than ``max_age`` are left out (a guest gone quiet drops out of its
 textfile). Run ids, hashes and paths never become labels (cardinality); they
 are in the ``--nl`` events. Label values come from logs, so they are cleaned: printable
@@ -42,6 +47,18 @@ if TYPE_CHECKING:
 
 LABEL_MAX = 64
 RECENT_RUNS = 1000
+MAX_IMPORTED_INSTANCES = 64
+MAX_IMPORTED_SPEEDS = 256
+# What an imported run's labels may say (anything else is "other"): capscan's own words.
+VERDICT_WORDS = frozenset({"capability-downgrade", "hardware-limit", "no-gpu-offload", "virtualization-overhead",
+                           "healthy", "unknown"})
+ENVIRONMENT_WORDS = frozenset({"vm", "bare-metal", "unknown"})
+BACKEND_WORDS = frozenset({"metal", "cuda", "rocm", "hip", "vulkan", "cpu", "blas", "sycl", "opencl", "rpc", "cann",
+                           "musa", "kompute", "webgpu", "unknown"})
+RUNTIME_WORDS = frozenset({"llama-bench", "llama-cli", "llama-server", "llama-completion", "llama.cpp", "main",
+                           "server", "whisper-cli", "whisper.cpp", "ollama", "koboldcpp", "lm-studio", "jan",
+                           "system_profiler", "unknown"})
+_TEST_WORD = re.compile(r"(?:pp|tg)\d{1,6}|prompt|generation|pp|tg")
 MAX_AGE_S = 7 * 86400  # runs older than this leave the exports (--max-age)
 INFO_LABELS = ("verdict", "fixable", "environment", "runtime", "backend", "host_chip", "gpu_family")
 _UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:;/+()\[\]#@=-]")
@@ -72,6 +89,12 @@ def label_value(value: object, max_len: int = LABEL_MAX) -> str:
     return text or "unknown"
 
 
+def vocabulary(value: object, words: frozenset[str]) -> str:
+    """An imported run's label value: one of ``words`` (compared as cleaned), else 'other'."""
+    text = label_value(value).lower()
+    return text if text in words else "other"
+
+
 def gpu_family(apple_family: int | None) -> str:
     from analyzer.chips import family_name
 
@@ -80,7 +103,17 @@ def gpu_family(apple_family: int | None) -> str:
 
 # the labels a speed carries besides test and model: a guest and its host running one model stay apart
 SPEED_LABELS = ("environment", "host_chip", "runtime")
-SpeedKey = tuple[str, str, str, str, str]  # test, model, environment, host_chip, runtime
+# test, model, environment, host_chip, runtime, and the instance (an imported run's origin's)
+SpeedKey = tuple[str, str, str, str, str, str]
+
+
+def chip_name(host_chip: object) -> str:
+    """An imported run's host chip as a label: an Apple chip's name, else 'other' (or 'unknown')."""
+    from analyzer.chips import apple_chip
+
+    if host_chip is None:
+        return "unknown"
+    return apple_chip(str(host_chip)[:200]) or "other"
 
 
 def default_instance() -> str:
@@ -101,6 +134,7 @@ class Snapshot:
     runs: int = 0
     instance: str = field(default_factory=default_instance)
     dropped_old: int = 0  # runs past max_age, left out
+    dropped_imported: int = 0  # imported runs past MAX_IMPORTED_INSTANCES / MAX_IMPORTED_SPEEDS, left out
 
 
 def _epoch(iso: str | None) -> float | None:
@@ -123,48 +157,78 @@ def collect(db: Database, recent: int = RECENT_RUNS, *, instance: str | None = N
     import time
 
     from analyzer.chips import vendor
+    from analyzer.store.origins import origin_instances
     from analyzer.store.queries import _throughput as run_throughput
     from analyzer.store.queries import last_remedy_outcome, recent_diagnosed_runs
 
     snap = Snapshot(instance=label_value(instance)) if instance else Snapshot()
     oldest = None if max_age_s is None else (time.time() if now is None else now) - max_age_s
     rows = recent_diagnosed_runs(db, recent)
-    groups: set[tuple[str, str, str]] = set()
+    origins = origin_instances(db, [r[0] for r in rows])
+    groups: set[tuple[str, str, str, str]] = set()
+    instances: set[str] = set()
+    imported_speeds = 0
     for (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip,
          report) in rows:  # newest first: the first of each key wins
         when = _epoch(created)
         if oldest is not None and when is not None and when < oldest:
             snap.dropped_old += 1
             continue
+        imported = rid in origins
+        if imported:  # a report: its origin's instance, capscan's own words, never fixable here
+            where = label_value(origins[rid])
+            if where not in instances and len(instances) >= MAX_IMPORTED_INSTANCES:
+                snap.dropped_imported += 1
+                continue
+            instances.add(where)
+            key = (vocabulary(program, RUNTIME_WORDS), vocabulary(backend, BACKEND_WORDS),
+                   vocabulary(env, ENVIRONMENT_WORDS))
+            chip = label_value(chip_name(host_chip))
+            verdict_label, fixable = vocabulary(verdict, VERDICT_WORDS), False
+        else:
+            where = snap.instance
+            key = (label_value(program), label_value(backend), label_value(env))
+            chip = label_value(host_chip)
+            verdict_label = label_value(verdict)
         snap.runs += 1
         if snap.last_run_timestamp is None:
             snap.last_run_timestamp = when
+        if not snap.gpu and not imported:  # this machine's GPU: never an imported run's device text
             if device:
                 snap.gpu = {"hw.model": label_value(device, 128)}
                 kind = vendor(device)
                 if kind in _VENDOR_NAMES:
                     snap.gpu["hw.vendor"] = _VENDOR_NAMES[kind]
-        key = (label_value(program), label_value(backend), label_value(env))
-        chip = label_value(host_chip)
-        if key not in groups:
-            groups.add(key)
+        if (where, *key) not in groups:
+            groups.add((where, *key))
             snap.run_info.append({
-                "verdict": label_value(verdict), "fixable": "true" if fixable else "false",
+                "verdict": verdict_label, "fixable": "true" if fixable else "false",
                 "environment": key[2], "runtime": key[0], "backend": key[1],
-                "host_chip": chip, "gpu_family": label_value(gpu_family(family))})
+                "host_chip": chip, "gpu_family": label_value(gpu_family(family)), "instance": where})
             if when is not None:
-                snap.run_time.append(({"environment": key[2], "runtime": key[0], "backend": key[1]}, when))
+                snap.run_time.append(({"environment": key[2], "runtime": key[0], "backend": key[1],
+                                       "instance": where}, when))
         for t in run_throughput(db, rid):  # one entry per test and model (the median of repeated rows)
-            tkey = (label_value(t["test"], 32), label_value(t["model"] or model), key[2], chip, key[0])
+            test = label_value(t["test"], 32)
+            if imported:
+                test = test if _TEST_WORD.fullmatch(test) else "other"
+            tkey = (test, label_value(t["model"] or model), key[2], chip, key[0], where)
             tok_s = t["tok_s"]
             if tkey not in snap.throughput and tok_s is not None and 0 <= tok_s != float("inf"):
+                if imported:
+                    if imported_speeds >= MAX_IMPORTED_SPEEDS:
+                        snap.dropped_imported += 1
+                        continue
+                    imported_speeds += 1
                 snap.throughput[tkey] = float(tok_s)
+        if imported:
+            continue  # a report's pairing is its origin's: no overhead series from it here
         try:
             paired = (clean_json(json.loads(report)) or {}).get("paired") if report else None
         except ValueError:
             paired = None
         for t in (paired or {}).get("tests", []):
-            okey = (label_value(t.get("test"), 32), label_value(model), key[2], chip, key[0])
+            okey = (label_value(t.get("test"), 32), label_value(model), key[2], chip, key[0], where)
             cost = t.get("per_token_s")
             if okey not in snap.overhead and isinstance(cost, (int, float)):
                 snap.overhead[okey] = float(cost)

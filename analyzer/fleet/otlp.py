@@ -26,7 +26,7 @@ import sys
 from analyzer import __version__
 from analyzer.fleet.metrics import SPEED_LABELS, Snapshot
 
-SPEED = ("test", "model", *SPEED_LABELS)
+SPEED = ("test", "model", *SPEED_LABELS, "instance")
 
 
 class OtlpError(Exception):
@@ -88,7 +88,43 @@ def resource_attributes(snap: Snapshot) -> dict[str, str]:
 
 def push(snap: Snapshot, *, timeout_s: float = 10.0) -> int:
     """Export once; returns the number of data points sent. Raises
-    ``ImportError`` without the extra, ``OtlpError`` when the push fails."""
+    ``ImportError`` without the extra, ``OtlpError`` when the push fails. Imported runs' series
+    carry their origin's instance: each instance is pushed under its own resource
+    (``service.instance.id``), as that guest would have pushed them."""
+    total = 0
+    for part in _by_instance(snap):
+        total += _push_one(part, timeout_s=timeout_s)
+    return total
+
+
+def _by_instance(snap: Snapshot) -> list[Snapshot]:
+    """The snapshot split by the ``instance`` of its series (the machine's own first, with the
+    machine-wide series); each part without the ``instance`` key, which its resource carries."""
+    import dataclasses
+
+    def own(labels: dict[str, str]) -> str:
+        return labels.get("instance", snap.instance)
+
+    names = dict.fromkeys([snap.instance, *(own(x) for x in snap.run_info), *(own(x) for x, _ in snap.run_time),
+                           *(k[-1] for k in snap.throughput), *(k[-1] for k in snap.overhead)])
+    parts = []
+    for name in names:
+        local = name == snap.instance
+        part = dataclasses.replace(
+            snap, instance=name,
+            run_info=[{k: v for k, v in x.items() if k != "instance"} for x in snap.run_info if own(x) == name],
+            run_time=[({k: v for k, v in x.items() if k != "instance"}, t) for x, t in snap.run_time if own(x) == name],
+            throughput={k[:-1] + (name,): v for k, v in snap.throughput.items() if k[-1] == name},
+            overhead={k[:-1] + (name,): v for k, v in snap.overhead.items() if k[-1] == name},
+            remedy_verified=snap.remedy_verified if local else None,
+            last_run_timestamp=snap.last_run_timestamp if local else None,
+            gpu=snap.gpu if local else {})
+        if local or part.run_info or part.throughput:
+            parts.append(part)
+    return parts
+
+
+def _push_one(snap: Snapshot, *, timeout_s: float) -> int:
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
         OTLPMetricExporter,
     )
@@ -110,8 +146,8 @@ def push(snap: Snapshot, *, timeout_s: float = 10.0) -> int:
     series: dict[str, list[tuple[float, dict[str, str]]]] = {
         "capscan.run.info": [(1, labels) for labels in snap.run_info],
         "capscan.run.timestamp": [(v, labels) for labels, v in snap.run_time],
-        "capscan.throughput.tokens": [(v, dict(zip(SPEED, k, strict=True))) for k, v in snap.throughput.items()],
-        "capscan.per_token_overhead": [(v, dict(zip(SPEED, k, strict=True))) for k, v in snap.overhead.items()],
+        "capscan.throughput.tokens": [(v, dict(zip(SPEED[:-1], k[:-1], strict=True))) for k, v in snap.throughput.items()],
+        "capscan.per_token_overhead": [(v, dict(zip(SPEED[:-1], k[:-1], strict=True))) for k, v in snap.overhead.items()],
         "capscan.remedy.verified": [] if snap.remedy_verified is None else [(snap.remedy_verified, {})],
         "capscan.last_run.timestamp": [] if snap.last_run_timestamp is None else [(snap.last_run_timestamp, {})],
     }

@@ -33,25 +33,26 @@ def registry_of(snap: Snapshot, const: dict[str, str] | None = None) -> Collecto
     reg = CollectorRegistry(auto_describe=True)
 
     def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
-        return Gauge(name, doc, labels + names, registry=reg)
+        return Gauge(name, doc, labels + tuple(n for n in names if n not in labels), registry=reg)
 
     info = gauge("capscan_run_info", "Verdict of the latest capscan run per runtime, backend and environment "
                  "(always 1).", INFO_LABELS)
+    # a series' own instance (an imported run's origin) wins over the machine's
     for labels in snap.run_info:
-        info.labels(**labels, **const).set(1)
+        info.labels(**{**const, **labels}).set(1)
     when = gauge("capscan_run_timestamp_seconds", "When the latest capscan run per runtime, backend and "
                  "environment was stored (Unix time).", ("environment", "runtime", "backend"))
     for labels, value in snap.run_time:
-        when.labels(**labels, **const).set(value)
-    speed = ("test", "model", *SPEED_LABELS)
+        when.labels(**{**const, **labels}).set(value)
+    speed = ("test", "model", *SPEED_LABELS, "instance")
     tps = gauge("capscan_throughput_tokens_per_second", "Latest measured speed per test (pp512, tg128, "
                 "prompt, generation), model, environment, host chip and runtime.", speed)
     for key, value in snap.throughput.items():
-        tps.labels(**dict(zip(speed, key, strict=True)), **const).set(value)
+        tps.labels(**{**const, **dict(zip(speed, key, strict=True))}).set(value)
     cost = gauge("capscan_per_token_overhead_seconds", "Seconds per token a VM run pays over the bare-metal "
                  "run of the same model (1/vm - 1/host).", speed)
     for key, value in snap.overhead.items():
-        cost.labels(**dict(zip(speed, key, strict=True)), **const).set(value)
+        cost.labels(**{**const, **dict(zip(speed, key, strict=True))}).set(value)
     if snap.remedy_verified is not None:
         g = gauge("capscan_remedy_verified", "1 if the latest capscan remedy run was verified, 0 if it failed.")
         g.labels(**const).set(snap.remedy_verified)

@@ -38,6 +38,10 @@ class IngestResult:
     export: str | None = None  # a capscan export read back (analyzer.parsers.exports): its shape's name
     imported: int = 0  # its runs stored now
     already: int = 0  # its runs an earlier import had stored
+    conflicts: list[int] = field(default_factory=list)  # runs stored before that this export contradicts
+    claims_refused: int = 0  # imported runs whose fixable claim their own facts contradict
+    speeds_refused: int = 0  # imported speeds no machine can have
+    trailing: int = 0  # characters after the export's end, ignored
 
     @property
     def duplicate(self) -> bool:

@@ -139,6 +139,11 @@ class OriginJSON(_Closed):
     run_id: int | None = Field(description="the run's id in the origin's store")
     capscan_version: str | None
     diagnosed_at: str | None
+    reported_fixable: bool | None = Field(default=None, description="the origin reported the run fixable and its "
+                                          "own facts do not contradict that; the run's `fixable` is still false "
+                                          "here (a report never acts where it was imported)")
+    claim_refused: str | None = Field(default=None, description="why the origin's fixable claim was not accepted "
+                                      "(a fact of its own against it, or a conflicting report); null otherwise")
 
 
 class RunDocument(_Closed):
@@ -164,7 +169,8 @@ class RunDocument(_Closed):
     confidence: Literal["high", "medium", "low"] | None
     fixable_reason: str | None = Field(description="why the run is fixable, or what is missing; null when the "
                                                    "verdict is not a capability downgrade")
-    proof: list[ProofJSON] = Field(description="each positive sign of a fixable run with its line; [] otherwise")
+    proof: list[ProofJSON] = Field(description="each positive sign of a fixable run with its line (of an imported "
+                                   "run whose fixable claim was accepted: its origin's); [] otherwise")
     reference: list[ReferenceJSON] = Field(description="estimated ceilings; may be empty")
     findings: list[FindingJSON]
     baseline: BaselineJSON | None = Field(description="a guest's bare-metal baseline and why, or why none; "

@@ -145,6 +145,8 @@ def confidence_clause(diag: dict[str, Any] | None, capabilities_printed: bool) -
         why = "read from symptoms such as the speed gap or skipped kernels, not from printed capabilities"
         if diag.get("host_family"):
             why += "; the host chip is known"
+    elif basis == "reported":  # an imported run (analyzer.rules.origin): its origin's level, not this store's
+        why = "as its origin reported it; capscan here did not read the log"
     elif level == "high":
         why = "the log prints the deciding facts itself"
     elif diag.get("verdict") == "capability-downgrade" and capabilities_printed:

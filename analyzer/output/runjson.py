@@ -62,4 +62,7 @@ def _origin(run: StoredRun) -> dict[str, Any] | None:
     o = run.origin
     if o is None:
         return None
-    return {k: o.get(k) for k in ("instance", "source", "sha256", "run_id", "capscan_version", "diagnosed_at")}
+    # the origin's fixable claim, as reported: never this store's ``fixable`` (analyzer.rules.origin)
+    reported = (run.diagnosis or {}).get("reported") or {}
+    return {**{k: o.get(k) for k in ("instance", "source", "sha256", "run_id", "capscan_version", "diagnosed_at")},
+            "reported_fixable": reported.get("fixable"), "claim_refused": reported.get("claim_refused")}

@@ -14,8 +14,18 @@ from typing import Any, Iterator
 
 import regex
 
-MAX_OBJECT = 16 << 20  # one run object (its throughput and findings); larger is damage, not a run
-MAX_HEAD = 1 << 20  # the document's keys before "runs"
+MAX_OBJECT = 4 << 20  # one run object (its throughput and findings); larger is damage, not a run
+MAX_HEAD = 1 << 20  # the document's keys before "runs", all of them together
+MAX_HEAD_KEYS = 64  # capscan writes five
+# What one run object may hold while it is decoded, before any model is built: a 30 KB gzip of
+# 1.4 M proof items must not become 1.4 M dicts (then models). Past MAX_VALUES objects and numbers
+# the decoder keeps one shared placeholder per item (a list slot, not an object) and the value is
+# refused whole (OVER_BUDGET: the importer counts it); under it, every list is cut to MAX_LIST items
+# and every object to MAX_KEYS keys. The importer's own caps are smaller still.
+MAX_LIST = 2_000
+MAX_KEYS = 256
+MAX_VALUES = 50_000
+INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,96 @@ class ExportError(ValueError):
     """The export is damaged past reading on (a truncated document, an object over budget)."""
 
 
+class OutOfRange:
+    """An integer no store column can hold (past 64 bits, or thousands of digits): kept as this
+    marker so the run that holds it is rejected, never converted (int() of 5,000 digits raises)."""
+
+    def __repr__(self) -> str:
+        return "<integer out of range>"
+
+
+OUT_OF_RANGE = OutOfRange()
+
+
+class OverBudget:
+    """A value that held more than MAX_VALUES objects and numbers: refused whole, never built."""
+
+    def __repr__(self) -> str:
+        return f"<a value of more than {MAX_VALUES:,} objects and numbers>"
+
+
+OVER_BUDGET = OverBudget()
+_DROPPED: dict[str, Any] = {}  # the shared placeholder past MAX_VALUES (the value is then refused)
+
+
+class _Bounded:
+    """The stdlib's C decoder with hooks that count what it builds: objects past MAX_VALUES (and
+    their keys past MAX_KEYS) and numbers past it become shared placeholders, so one value costs
+    a list slot however many the text holds; such a value is OVER_BUDGET. Under the budget, ``trim``
+    cuts every list to MAX_LIST."""
+
+    def __init__(self) -> None:
+        self.values = 0
+        self.decoder = json.JSONDecoder(object_pairs_hook=self._object, parse_int=self._int,
+                                        parse_float=self._float)
+
+    def _object(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        self.values += 1
+        if self.values > MAX_VALUES:
+            return _DROPPED
+        return dict(pairs[:MAX_KEYS])
+
+    def _int(self, text: str) -> Any:
+        self.values += 1
+        if len(text) > 20:
+            return OUT_OF_RANGE
+        value = int(text)
+        return value if INT64[0] <= value <= INT64[1] else OUT_OF_RANGE
+
+    def _float(self, text: str) -> float:
+        self.values += 1
+        return float(text) if self.values <= MAX_VALUES else 0.0
+
+    def raw_decode(self, text: str, pos: int) -> tuple[Any, int]:
+        self.values = 0
+        value, end = self.decoder.raw_decode(text, pos)
+        return (OVER_BUDGET if self.values > MAX_VALUES else trim(value)), end
+
+
+def trim(value: Any) -> Any:
+    """Every list cut to MAX_LIST items (iterative: depth is the C decoder's to refuse, not this
+    walk's)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            if len(v) > MAX_LIST:
+                del v[MAX_LIST:]
+            stack.extend(x for x in v if isinstance(x, (list, dict)))
+        elif isinstance(v, dict):
+            stack.extend(x for x in v.values() if isinstance(x, (list, dict)))
+    return value
+
+
+def decode(text: str) -> Any:
+    """One bounded JSON value, the whole of ``text`` (an NL line); ValueError when it is not one."""
+    try:
+        value, end = _Bounded().raw_decode(text, 0)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if text[end:].strip():
+        raise ValueError("extra data")
+    return value
+
+
+@dataclass
+class Trailing:
+    """Text after the export's end (a tool appended to the file): ignored, but counted and said."""
+
+    chars: int
+    line: int
+
+
 @dataclass
 class Exported:
     """One run object as the origin wrote it, the document's header keys, and where it was."""
@@ -73,6 +173,7 @@ class _Stream:
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.buf = ""
         self.pos = 0
+        self.dropped = 0  # characters consumed and dropped from buf: dropped + pos is the offset
         self.line = 1  # the line of buf[pos]
         self.eof = False
 
@@ -85,7 +186,7 @@ class _Stream:
             self.buf += self.decoder.decode(b"", final=True)
             return False
         if self.pos > (1 << 20):
-            self.buf, self.pos = self.buf[self.pos:], 0
+            self.buf, self.dropped, self.pos = self.buf[self.pos:], self.dropped + self.pos, 0
         self.buf += self.decoder.decode(chunk)
         return True
 
@@ -115,11 +216,13 @@ class _Stream:
 
     def value(self, budget: int) -> Any:
         """One JSON value; read on until it is whole (a number at the buffer's end may go on)."""
-        decoder = _DECODER
+        decoder = _Bounded()
         self.skip_ws()
         while True:
             try:
                 value, end = decoder.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                raise ExportError(f"a value at line {self.line} is nested too deeply") from None
             except json.JSONDecodeError as exc:
                 if len(self.buf) - self.pos > budget:
                     raise ExportError(f"an object at line {self.line} is larger than {budget >> 20} MiB") from None
@@ -128,25 +231,44 @@ class _Stream:
                 continue
             if end == len(self.buf) and not self.eof and self.more():
                 continue  # `12` may be the start of `123`
+            if end - self.pos > budget:
+                raise ExportError(f"an object at line {self.line} is larger than {budget >> 20} MiB")
             self.advance(end)
             return value
 
+    def rest(self) -> Trailing | None:
+        """What follows the end: counted (read through, never held whole), or None."""
+        if not self.skip_ws():
+            return None
+        line, chars = self.line, 0
+        while True:
+            chars += len(self.buf) - self.pos
+            self.pos = len(self.buf)
+            if not self.more():
+                return Trailing(chars, line)
 
-_DECODER = json.JSONDecoder()
 
-
-def read_document(chunks: Iterator[bytes]) -> Iterator[Exported]:
+def read_document(chunks: Iterator[bytes]) -> Iterator[Exported | Trailing]:
     """The run objects of one JSON document (``export json``, ``diagnose --json``), streamed:
-    the keys before ``runs`` are its header; ``runs`` is read element by element."""
+    the keys before ``runs`` are its header (at most MAX_HEAD_KEYS keys, MAX_HEAD characters);
+    ``runs`` is read element by element. Text after the document ends is yielded as ``Trailing``."""
     s = _Stream(chunks)
     s.expect("{")
     header: dict[str, Any] = {}
+    keys = head = 0
     if s.skip_ws() == "}":
+        s.advance(s.pos + 1)
+        if (tail := s.rest()) is not None:
+            yield tail
         return
     while True:
+        start = s.dropped + s.pos
         key = s.value(MAX_HEAD)
         if not isinstance(key, str):
             raise ExportError(f"expected a key at line {s.line}")
+        keys += 1
+        if keys > MAX_HEAD_KEYS:
+            raise ExportError(f"its header has more than {MAX_HEAD_KEYS} keys")
         s.expect(":")
         if key == "runs" and s.skip_ws() == "[":
             s.advance(s.pos + 1)
@@ -161,7 +283,12 @@ def read_document(chunks: Iterator[bytes]) -> Iterator[Exported]:
                         break
         else:
             header[key] = s.value(MAX_HEAD)
+            head += s.dropped + s.pos - start
+            if head > MAX_HEAD:
+                raise ExportError(f"its header is larger than {MAX_HEAD >> 20} MiB")
         if s.expect(",}") == "}":
+            if (tail := s.rest()) is not None:
+                yield tail
             return
 
 
@@ -196,7 +323,7 @@ def read_events(chunks: Iterator[bytes], max_line: int = MAX_OBJECT) -> Iterator
 
 def _event(text: str, line: int) -> Exported | int:
     try:
-        obj = json.loads(text)
+        obj = decode(text)
     except ValueError:
         return line
     return Exported(obj, {}, line) if isinstance(obj, dict) else line

@@ -72,6 +72,10 @@ def refusal_for(run: Any, diag: dict[str, Any], runner: Runner | None = None) ->
     ``runner``, a downgrade whose log lacks only the host's proof (``proof_missing == ['host']``) is checked
     on the live machine instead (``live_host_proof``): the remedy runs here, so this machine's host counts."""
     verdict = diag.get("verdict", "unknown")
+    if run is not None and run.origin is not None:  # a report from elsewhere: whoever wrote it, it never acts here
+        where = run.origin.get("instance") or "the machine it came from"
+        return (f"This run was imported from {where}: this store holds its report, not its log, so capscan offers "
+                f"no remedy for it here. The remedy runs where the workload runs: `capscan remedy plan` on {where}.")
     shim = run.facts.shim if run is not None else None
     live = None
     if verdict == "capability-downgrade" and not diag.get("fixable") and diag.get("proof_missing") == ["host"]:

@@ -1,9 +1,13 @@
-"""The diagnosis of an imported run: its origin's, as diagnosed there.
+"""The diagnosis of an imported run: its origin's, as diagnosed there, and a report, not evidence.
 
 This store holds the run's report, not its log, so the rules cannot read the lines a verdict
 rests on; diagnosing the summary again could only lose what the origin proved, or, worse,
-infer from a summary what only the log's own lines may prove. The origin's verdict, proof and
-findings are kept as they were, with a finding saying where they come from."""
+infer from a summary what only the log's own lines may prove. The origin's verdict and findings
+are kept as they were, with a finding saying where they come from. Whoever wrote the report, it
+never acts here: ``fixable`` is always false (the remedy runs where the log is, and a shared
+folder's file is anyone's), its fixable claim is shown as ``reported`` (accepted only when its own
+facts do not contradict it and no other report of the same run differs), and its ``next`` text is
+quoted as its origin's words, never listed as capscan's steps."""
 
 from __future__ import annotations
 
@@ -11,8 +15,13 @@ from typing import Any
 
 from analyzer.model import StoredRun
 from analyzer.rules.engine import RULES_VERSION
+from analyzer.safe_text import clean
 
 RULE = "imported"
+CLAIM_REFUSED = "imported-claim-refused"
+CONFLICT = "imported-conflict"
+QUOTED_NEXT = "imported-next"
+MAX_QUOTED = 5
 
 
 def where(origin: dict[str, Any]) -> str:
@@ -23,26 +32,64 @@ def where(origin: dict[str, Any]) -> str:
     return f"{instance}{source} ({version}{when})"
 
 
+def _quoted(instance: str, steps: Any) -> str | None:
+    """The origin's next steps as its words, attributed and cleaned (never run, never copied)."""
+    texts = [clean(s)[:200] for s in steps if isinstance(s, str) and s.strip()] if isinstance(steps, list) else []
+    if not texts:
+        return None
+    more = f" (and {len(texts) - MAX_QUOTED} more)" if len(texts) > MAX_QUOTED else ""
+    quoted = "; ".join(f"\u201c{t}\u201d" for t in texts[:MAX_QUOTED])
+    return f"{instance} listed these next steps (its words, not capscan's, not checked here): {quoted}{more}"
+
+
 def origin_diagnosis(run: StoredRun) -> dict[str, Any]:
     origin = run.origin or {}
     report = origin.get("report") or {}
-    fixable = bool(report.get("fixable")) and report.get("verdict") == "capability-downgrade"
-    message = (f"Imported: diagnosed on {where(origin)}. This store holds that report, not the log, so it is "
-               "shown as diagnosed there and not diagnosed again here.")
-    findings = [*report.get("findings", []), {"rule": RULE, "severity": "info", "message": message, "evidence": []}]
-    steps = list(report.get("next", []))
-    if fixable:
-        steps.append(f"The remedy runs where the workload runs: on {origin.get('instance') or 'the origin'}, "
-                     "`capscan remedy plan`.")
+    instance = clean(str(origin.get("instance") or "an unnamed instance"))
     verdict = report.get("verdict", "unknown")
+    claim = bool(report.get("fixable")) and verdict == "capability-downgrade"
+    conflicts = [c for c in origin.get("conflicts") or [] if isinstance(c, int)]
+    refused = report.get("claim_refused") if claim else None
+    if claim and not refused and conflicts:
+        refused = "another report of the same run differs"
+    accepted = claim and not refused
+    message = (f"Imported: diagnosed on {where(origin)}. This store holds that report, not the log, so it is "
+               "shown as diagnosed there, not diagnosed again here, and never acted on here.")
+    findings = [*report.get("findings", []), {"rule": RULE, "severity": "info", "message": message, "evidence": []}]
+    if refused and claim:
+        findings.append({"rule": CLAIM_REFUSED, "severity": "warning", "evidence": [],
+                         "message": f"{instance} reported this run fixable; the claim is not accepted: {refused}."})
+    if conflicts:
+        others = ", ".join(str(c) for c in conflicts)
+        findings.append({"rule": CONFLICT, "severity": "warning", "evidence": [],
+                         "message": f"conflicting imports: run(s) {others} came as a different report of the same "
+                                    "run (same instance, log and lines); neither is trusted over the other."})
+    quoted = _quoted(instance, report.get("next"))
+    if quoted:
+        findings.append({"rule": QUOTED_NEXT, "severity": "info", "message": quoted, "evidence": []})
+    steps = []
+    if accepted:
+        steps.append(f"The remedy runs where the workload runs: on {instance}, `capscan remedy plan`.")
+    if verdict == "capability-downgrade":
+        why = (f"reported by {instance} as fixable; a report imported here, not a log capscan read, so the "
+               "remedy runs there" if accepted else
+               f"reported by {instance}, its fixable claim not accepted: {refused}" if refused else
+               f"reported by {instance}: {clean(str(report.get('fixable_reason') or 'not fixable there'))[:300]}")
+    else:
+        why = None
+    summary = (f"{verdict}{' (reported fixable)' if accepted else ''}, reported by {where(origin)}"
+               f"{'; conflicting imports' if conflicts else ''}")
     return {
-        "verdict": verdict, "fixable": fixable, "fixable_reason": report.get("fixable_reason"),
-        "proof": report.get("proof", []) if fixable else [], "proof_missing": [],
+        "verdict": verdict, "fixable": False, "fixable_reason": why,
+        "reported": {"by": instance, "fixable": accepted, "claim_refused": refused},
+        "basis": "reported",  # the confidence is the origin's (analyzer.output.headline)
+        # an accepted claim keeps its origin's proof (chained exports pass it on); never for a refused one
+        "proof": report.get("proof", []) if accepted else [], "proof_missing": [],
         "confidence": report.get("confidence"), "environment": report.get("environment"),
         "host_chip": report.get("host_chip"), "host_family": None,
         "capabilities": report.get("capabilities") or run.facts.capabilities.as_dict(),
         "capabilities_inferred": [],
-        "summary": f"{verdict}{' (fixable)' if fixable else ''}, as diagnosed on {where(origin)}",
+        "summary": summary,
         "findings": findings, "next_steps": steps, "baseline": None, "paired": None, "reference": [],
         "origin": {k: origin.get(k) for k in ("instance", "source", "sha256", "run_id", "capscan_version",
                                                "diagnosed_at")},

@@ -98,9 +98,16 @@ def links(db: Database) -> list[dict[str, Any]]:
 
 
 def latest_stock_run(db: Database) -> int | None:
-    """The newest stored run that capscan remedy did not produce itself: neither a remedied run (linked)
-    nor the output of its own probes (the kernel check, the self-test: sources named 'capscan remedy...')."""
-    row = db.conn.execute(
-        "SELECT MAX(id) FROM runs WHERE id NOT IN (SELECT run_id FROM run_links) AND source_id NOT IN "
-        "(SELECT id FROM sources WHERE path LIKE 'capscan remedy%')").fetchone()
+    """The newest stored run of this machine that capscan remedy did not produce itself: neither a
+    remedied run (linked), nor the output of its own probes (the kernel check, the self-test: sources
+    named 'capscan remedy...'), nor a run imported from another machine's export (its before/after
+    would compare two machines)."""
+    import sqlite3
+
+    sql = ("SELECT MAX(id) FROM runs WHERE id NOT IN (SELECT run_id FROM run_links) AND source_id NOT IN "
+           "(SELECT id FROM sources WHERE path LIKE 'capscan remedy%')")
+    try:
+        row = db.conn.execute(sql + " AND id NOT IN (SELECT run_id FROM run_origins)").fetchone()
+    except sqlite3.OperationalError:  # older than m009, opened read-only: nothing was imported
+        row = db.conn.execute(sql).fetchone()
     return row[0] if row else None

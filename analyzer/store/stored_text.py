@@ -32,8 +32,13 @@ def read_text(raw: bytes) -> str:
 EXACT_PATH = "CAST(s.path AS BLOB)"
 # A run's source as lists name it: an imported run's ``instance:source`` (o: run_origins LEFT JOINed,
 # analyzer.store.origins.origin_name), else the exact path.
+# Two different reports of one run are both listed, each marked (analyzer.store.origins: a later
+# report's key ends with its digest, not the key's "]"; the first has such a key after its own).
 SOURCE_NAME_SQL = ("CASE WHEN o.run_id IS NULL THEN CAST(s.path AS BLOB) ELSE "
-                   "CAST(COALESCE(o.instance || ':', '') || COALESCE(o.source, '?') AS BLOB) END")
+                   "CAST(COALESCE(o.instance || ':', '') || COALESCE(o.source, '?') || "
+                   "CASE WHEN substr(o.key, -1) != ']' OR EXISTS (SELECT 1 FROM run_origins c "
+                   "WHERE c.key >= o.key || '#' AND c.key < o.key || '$') THEN ' (conflicting imports)' ELSE '' END "
+                   "AS BLOB) END")
 
 
 def exact_text(raw: bytes | str | None) -> str:

@@ -16,7 +16,6 @@ seeing the committed database, indexes included, until the commit.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import sqlite3
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -181,12 +180,18 @@ class SourceWriter:
 class OriginWriter(SourceWriter):
     """A ``SourceWriter`` whose runs carry an origin."""
 
-    def existing(self, key: str) -> int | None:
-        row = self.conn.execute("SELECT run_id FROM run_origins WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+    def same_key(self, key: str) -> dict[int, str]:
+        """The runs stored under ``key`` (the same run of the same guest's log, every report of it
+        when reports conflict) -> the digest of what each holds (``content_digest``)."""
+        from analyzer.store.origins import content_digest, key_range
+
+        return {rid: content_digest(report, facts) for rid, report, facts in self.conn.execute(
+            "SELECT o.run_id, o.report, r.facts FROM run_origins o JOIN runs r ON r.id = o.run_id "
+            "WHERE o.key = ? OR (o.key >= ? AND o.key < ?) ORDER BY o.run_id LIMIT 100", (key, *key_range(key)))}
 
     def write_imported(self, seq: int, facts: RunFacts, evidence: list[Evidence], rows: list[Throughput],
-                       origin: dict[str, Any]) -> int:
+                       origin: dict[str, Any], report: str) -> int:
+        """``report``: the origin's report as JSON text, as ``content_digest`` read it."""
         # stored at the origin's time: --max-age and the lists see when the run was made, not imported
         run_id = self.write_run(seq, facts, evidence, created_at=origin.get("stored_at"))
         if rows:
@@ -195,8 +200,7 @@ class OriginWriter(SourceWriter):
             "INSERT INTO run_origins (run_id, key, instance, source, sha256, origin_run_id, capscan_version, "
             "diagnosed_at, report) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (run_id, origin["key"], origin.get("instance"), origin.get("source"), origin.get("sha256"),
-             origin.get("run_id"), origin.get("capscan_version"), origin.get("diagnosed_at"),
-             json.dumps(origin["report"], allow_nan=False)))
+             origin.get("run_id"), origin.get("capscan_version"), origin.get("diagnosed_at"), report))
         return run_id
 
     def source_of(self, run_id: int) -> int | None:

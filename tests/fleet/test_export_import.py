@@ -47,18 +47,21 @@ def test_a_guests_runs_arrive_as_runs_with_their_diagnosis_and_origin(tmp_path):
     assert len(here) == len(there) == 4
     for mine, theirs in zip(sorted(here, key=lambda r: r["id"]), sorted(there, key=lambda r: r["id"]), strict=True):
         a, b = _show(central, mine["id"]), _show(guest_db, theirs["id"])
-        for key in ("verdict", "fixable", "confidence", "environment", "host_chip", "capabilities", "device",
-                    "program", "first_line", "last_line", "proof"):
+        for key in ("verdict", "confidence", "environment", "host_chip", "capabilities", "device",
+                    "program", "first_line", "last_line"):
             assert a[key] == b[key], key
+        # a report never acts here: its fixable claim is kept as reported, this store's fixable is false
+        assert a["fixable"] is False and a["proof"] == b["proof"]
+        assert a["origin"]["reported_fixable"] is b["fixable"]
         assert [t["tok_s"] for t in a["throughput"]] == [t["tok_s"] for t in b["throughput"]]
         assert a["origin"]["instance"] == "guest-a" and a["origin"]["run_id"] == b["id"]
         assert a["origin"]["sha256"] == hashlib.sha256(Path(b["source"]).read_bytes()).hexdigest()
         assert a["source"] == f"guest-a:{b['source']}"
         assert any(f["rule"] == "imported" for f in a["findings"])
         assert b["origin"] is None  # a run of a log stored here has no origin
-    # the fixable guest stays fixable, with its origin's proof lines
-    fixable = [r for r in here if r["fixable"]]
-    assert fixable and all(_show(central, r["id"])["proof"] for r in fixable)
+    # the fixable guest is reported fixable by its origin, never fixable here (issue 37)
+    assert not any(r["fixable"] for r in here)
+    assert any(_show(central, r["id"])["origin"]["reported_fixable"] for r in here)
 
 
 def test_importing_the_same_export_twice_adds_nothing(tmp_path):
