@@ -14,7 +14,9 @@ time, and its own peak RSS from ``wait4``) on:
 - a 4 MB gzip of 4 GiB of zeros (was 8.4 GB), and one of 1 GiB of text;
 - ``--keep-raw`` on a 282 MB log (was 890 MB);
 - one llama-bench JSON object of 395 keys of ~1 MB (was 1.66 GB), and 400k ``ggml_metal_init: error``
-  lines (a per-run list; was 1.18 GB at 3.5 M), each beside an ordinary log of the same size.
+  lines (a per-run list; was 1.18 GB at 3.5 M), each beside an ordinary log of the same size;
+- 32 ollama ``msg="inference compute"`` lines of 1 MiB (shlex.split took 41-73 s on one), beside the same
+  lines with another message (read by no pattern).
 
 Target: peak RSS < 150 MB everywhere; time ratios near the size ratios (2x).
 This is a script, not a test: the figures depend on the machine.
@@ -77,6 +79,18 @@ def metal_errors(n: int, fh) -> None:
     fh.write(b"ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)\n")
     for i in range(n):
         fh.write(b"ggml_metal_init: error: load pipeline error %d\n" % i)
+
+
+def inference_compute(n: int, fh, plain: bool = False) -> None:
+    """``n`` lines of 1 MiB (the reader's cap): ollama's slog 'inference compute' record with a 1 MiB quoted
+    description (shlex.split took 41-73 s on one), or, ``plain``, the same line with another message, which
+    the same formats look at and none reads."""
+    msg = b'msg="inference computed"' if plain else b'msg="inference compute"'
+    head = (b"time=2025-05-21T11:35:57.935-03:00 level=INFO source=types.go:130 " + msg + b" id=0 library=metal "
+            b'name="Apple Paravirtual device" description="')
+    body = b"M2 Max " * (((1 << 20) - 200) // 7)
+    for _ in range(n):
+        fh.write(head + body + b'" total="16.0 GiB"\n')
 
 
 def ordinary(size: int, fh) -> None:
@@ -148,6 +162,16 @@ def main() -> int:
         ratios.append((label, th / tp, rh / rp))
         print(f"  ratio to the ordinary log: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
               f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
+    hostile, peer = out / "hostile.log", out / "peer.log"
+    for path, plain in ((hostile, False), (peer, True)):
+        with open(path, "wb") as fh:
+            inference_compute(32 // q, fh, plain)
+    run("ollama inference compute, 1 MiB lines", f"{32 // q}", ["ingest", str(hostile)])
+    run("  the same lines, another msg", f"{32 // q}", ["ingest", str(peer)])
+    (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
+    ratios.append(("inference compute lines", th / tp, rh / rp))
+    print(f"  ratio to the other message: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
+          f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
     worst = max(r[3] for r in rows)
     print(f"peak RSS at most {worst:.1f} MB: {'PASS' if worst < TARGET_RSS_MB else 'FAIL'} (< {TARGET_RSS_MB:.0f} MB)")
     in_ratio = all(t <= 2 and r <= 2 for _, t, r in ratios)
