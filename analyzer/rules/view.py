@@ -179,12 +179,30 @@ class RunView:
         if self._hardware_overview_virtual is False:
             signs.append((f"the Hardware Overview names the Mac's chip, {f.host_chip_line}",
                           self.lines("host.chip", limit=1)))
+        plain = self._plain_apple_cpu
+        if plain is not None:
+            signs.append((f"a CPU brand string names an Apple chip without \"(Virtual)\" ({plain[0]}), as a Mac's "
+                          "own does", plain[1]))
         if not self.paravirtual and f.shim is None and f.device.name is None and f.metal_era is not None:
             never = [c for c in self.families if 1006 <= c <= 1999 or 5001 <= c <= 5999]
             if never:
                 signs.append((f"the Metal device reports {chips.family_name(max(never))}, which a paravirtual GPU "
                               "never does", self.lines("metal.family", contains=str(max(never)), limit=1)))
         return signs
+
+    @cached_property
+    def _plain_apple_cpu(self) -> tuple[str, list[dict[str, Any]]] | None:
+        """The first CPU name (a brand string, capscan-probe's cpu_brand, llama-bench's cpu_info, a compare
+        table's CPU column, from any machine's lines) that names an Apple chip without "(Virtual)", which a
+        guest's always carries: a Mac's own (the Hardware Overview's Chip: is read apart)."""
+        f = self.facts
+        if f.observations:
+            named = [(str(o.value), [self.line_of(o)]) for o in self.readings.of("host.cpu") if o.kind != "host.chip"]
+        else:  # a run stored before observations
+            named = [(c, self.lines("bench.device", "host.processor", "probe.cpu_brand", contains=c, limit=1))
+                     for c in (f.cpu_info, *f.host_cpus) if c]
+        return next(((text, lines) for text, lines in named
+                     if chips.apple_chip(text) and "(virtual)" not in text.lower()), None)
 
     @cached_property
     def environment(self) -> str | None:

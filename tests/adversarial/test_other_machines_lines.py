@@ -52,6 +52,70 @@ def test_the_blocks_alone_are_clamped_guests_with_no_host_proof():
         never_fixable(runs)
 
 
+# -- (a) a bare-metal brand string, cpu_info or CPU line without "(Virtual)" -------------------------------
+
+BRAND_STRINGS = {
+    "sysctl M2 Max": "machdep.cpu.brand_string: Apple M2 Max\n",
+    "sysctl M3 Pro": "machdep.cpu.brand_string: Apple M3 Pro\n",
+    "sysctl M4 Pro, tab": "machdep.cpu.brand_string:\tApple M4 Pro\n",
+    "sysctl M1, CRLF": "machdep.cpu.brand_string: Apple M1\r\n",
+}
+
+
+@pytest.mark.parametrize("order", ["before", "after"])
+@pytest.mark.parametrize("block", sorted(BLOCKS))
+@pytest.mark.parametrize("brand", sorted(BRAND_STRINGS))
+def test_a_macs_own_brand_string_beside_a_paravirtual_block_is_a_contradiction(brand, block, order):
+    runs = diagnose(_around(BRAND_STRINGS[brand], BLOCKS[block], order))
+    never_fixable(runs)
+
+
+PROBE = _without_unified_memory((FIXTURES / "probe" / "capscan-probe-guest.txt").read_text())
+
+
+@pytest.mark.parametrize("where", ["after the header", "at the end"])
+@pytest.mark.parametrize("chip", ["Apple M4", "Apple M2 Max"])
+def test_a_probes_cpu_brand_without_virtual_is_no_guests(chip, where):
+    """capscan-probe's own output: a guest's cpu_brand always reads '(Virtual)'; a plain one is a Mac's."""
+    head, _, rest = PROBE.partition("\n")
+    text = (head + f"\ncpu_brand={chip}\n" + rest if where == "after the header" else PROBE + f"cpu_brand={chip}\n")
+    runs = diagnose(text)
+    never_fixable(runs)
+
+
+def test_the_brand_string_is_named_as_bare_metal_in_the_contradiction():
+    [d] = diagnose(BLOCKS["m4-era"] + "machdep.cpu.brand_string: Apple M2 Max\n" + RESULT)
+    assert "contradicts itself" in d["fixable_reason"] and "Apple M2 Max" in d["fixable_reason"]
+    contra = next(f for f in d["findings"] if f["rule"] == "contradictory-evidence")
+    assert any("machdep.cpu.brand_string: Apple M2 Max" in e["text"] for e in contra["evidence"])
+
+
+def _bench_json(cpu_info: str, gpu_info: str = "Apple Paravirtual device") -> str:
+    row = json.loads((FIXTURES.parents[0] / "rules" / "fixable" / "guest-bench.json").read_text())[0]
+    row.update(cpu_info=cpu_info, gpu_info=gpu_info)
+    return json.dumps([row], indent=2) + "\n"
+
+
+BENCH_CPU = {
+    "json M2 Max": _bench_json("Accelerate, Apple M2 Max"),
+    "json M4": _bench_json("Apple M4"),
+    "csv M3 Pro": ("build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_type,model_size,"
+                   "model_n_params,n_batch,n_ubatch,n_threads,n_gpu_layers,n_prompt,n_gen,avg_ns,stddev_ns,avg_ts,"
+                   "stddev_ts\n"
+                   '"ee3d1b54c","10167","Accelerate, Apple M3 Pro","Apple Paravirtual device","MTL,BLAS",'
+                   '"/Users/admin/models/tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf","llama 1B Q4_K - Medium",'
+                   '"667078656","1100048384","2048","512","8","99","0","128","10134665208","970000000","12.63",'
+                   '"1.21"\n'),
+}
+
+
+@pytest.mark.parametrize("order", ["before", "after"])
+@pytest.mark.parametrize("bench", sorted(BENCH_CPU))
+def test_llama_bench_cpu_info_without_virtual_beside_a_paravirtual_block_is_not_host_proof(bench, order):
+    runs = diagnose(_around(BENCH_CPU[bench], BLOCKS["m4-era"], order))
+    never_fixable(runs)
+
+
 # -- (c) "cpu_type" anywhere in a line --------------------------------------------------------------------
 
 ECHOES = {
