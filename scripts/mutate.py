@@ -194,6 +194,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("view-bare-no-plain-apple-cpu", V, "        plain = self._plain_apple_cpu\n        if plain is not None:\n",
            "        plain = self._plain_apple_cpu\n        if False:\n",
            "bare-metal sign removed: a brand string, cpu_info or CPU column naming an Apple chip without (Virtual)"),
+    Mutant("view-host-chip-any-provenance", V, "if chip and (said is None or text in said):", "if chip:",
+           "host chip read from any machine's lines (a compare table's CPU column), not only the guest's own"),
     Mutant("view-bare-family-threshold", V, "never = [c for c in self.families if 1006 <= c <= 1999",
            "never = [c for c in self.families if 1007 <= c <= 1999",
            "bare-metal sign narrowed: an unnamed device reporting Apple6 no longer shows bare metal",
@@ -220,17 +222,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if self.host_family is not None:", "host proof read on runs not shown to be a VM guest",
            equivalent="for fixable and remedies: host_proof is read only after remedy_decision's environment check and in the gave-up app's branch, which checks environment 'vm' first"),
     Mutant("view-host-proof-unified-memory", V,
-           '**self.line_of(mac[0])}]\n        return []',
-           '**self.line_of(mac[0])}]\n        if self.facts.device.unified_memory:\n'
-           '            return [{"sign": "unified memory", "line": None, "text": ""}]\n        return []',
+           '**self.line_of(mac[0]), **self.cite(mac[0])}])\n        return []',
+           '**self.line_of(mac[0]), **self.cite(mac[0])}])\n        if self.facts.device.unified_memory:\n'
+           '            return [{"sign": "unified memory", "line": None, "text": "", "provenance": "guest-process"}]\n'
+           '        return []',
            "host proof widened: unified memory accepted as proof of an Apple-silicon host"),
     Mutant("view-host-proof-any-build", V, 'if chips.isa_of_target(str(o.value)) == "arm64"\n',
            'if chips.isa_of_target(str(o.value)) is not None\n',
            "host proof widened: any build target (x86_64, riscv64 too) accepted as the guest being arm64",
            equivalent="the target must still be a macOS one (os_of_target == 'darwin'), and an x86_64 macOS target "
                       "is a contrary sign; no llama.cpp build targets another macOS ISA (powerpc-apple-darwin)"),
-    Mutant("view-host-proof-any-os", V, '                       and chips.os_of_target(str(o.value)) == "darwin"), None)',
-           '                       ), None)',
+    Mutant("view-host-proof-any-os", V, '                       and chips.os_of_target(str(o.value)) == "darwin"\n',
+           '\n',
            "host proof widened: an aarch64 Linux build target accepted as an arm64 macOS guest"),
     Mutant("view-host-proof-arm-features-anywhere", V, "        if mac and self.is_metal:\n",
            "        if mac:\n", "host proof widened: Arm CPU features accepted in a process not shown to be macOS",
@@ -373,10 +376,13 @@ MUTANTS: tuple[Mutant, ...] = (
            '    asm.run.saw_host_cpu(ev.data["name"], ev)\n', "",
            "a named processor (brand string, Processor Name:) is not observed"),
     Mutant("runs-bench-no-cpu-obs", "analyzer/runs/bench.py",
-           '            run.observe("host.cpu", row["cpu_info"], row_ev)\n', "            pass\n",
+           '            run.observe("host.cpu", row["cpu_info"], row_ev, provenance=whose)\n', "            pass\n",
            "llama-bench's cpu_info is not observed"),
+    Mutant("runs-bench-compare-guest", "analyzer/runs/bench.py",
+           'whose: Provenance = "other-machine" if row["format"] == "compare" else GUEST_PROCESS',
+           "whose: Provenance = GUEST_PROCESS", "a compare-llama-bench table's columns read as the guest's own lines"),
     Mutant("runs-bench-no-gpu-obs", "analyzer/runs/bench.py",
-           '            run.observe("gpu.name", row["gpu_info"], row_ev, subject=row["gpu_info"])\n',
+           '            run.observe("gpu.name", row["gpu_info"], row_ev, subject=row["gpu_info"], provenance=whose)\n',
            "            pass\n", "llama-bench's gpu_info is not observed",
            equivalent="for fixable and remedies: facts.gpu_info still names the GPU in view.device_names, so an "
                       "Intel-Mac GPU is still a contrary sign, and an Apple one a bare-metal sign beside the "

@@ -83,6 +83,12 @@ def test_a_probes_cpu_brand_without_virtual_is_no_guests(chip, where):
     never_fixable(runs)
 
 
+def test_a_probes_cpu_brand_with_virtual_proves_its_host():
+    [d] = diagnose(PROBE + "cpu_brand=Apple M1 Ultra (Virtual)\n")
+    assert d["fixable"] is True and d["host_chip"] == "Apple M1 Ultra"
+    assert {p["provenance"] for p in d["proof"]} == {"guest-process"}
+
+
 def test_the_brand_string_is_named_as_bare_metal_in_the_contradiction():
     [d] = diagnose(BLOCKS["m4-era"] + "machdep.cpu.brand_string: Apple M2 Max\n" + RESULT)
     assert "contradicts itself" in d["fixable_reason"] and "Apple M2 Max" in d["fixable_reason"]
@@ -113,6 +119,57 @@ BENCH_CPU = {
 @pytest.mark.parametrize("bench", sorted(BENCH_CPU))
 def test_llama_bench_cpu_info_without_virtual_beside_a_paravirtual_block_is_not_host_proof(bench, order):
     runs = diagnose(_around(BENCH_CPU[bench], BLOCKS["m4-era"], order))
+    never_fixable(runs)
+
+
+def test_the_guests_own_cpu_info_with_virtual_still_proves_its_host():
+    """The control: the guest's own llama-bench row ('(Virtual)') is its host's proof, as before."""
+    runs = diagnose(BLOCKS["m4-era"] + _bench_json("Accelerate, Apple M1 Ultra (Virtual)"))
+    assert any(d["fixable"] for d in runs)
+    d = next(d for d in runs if d["fixable"])
+    assert d["host_chip"] == "Apple M1 Ultra"
+    assert {p["provenance"] for p in d["proof"]} == {"guest-process"}
+
+
+@pytest.mark.parametrize("block", sorted(BLOCKS))
+def test_the_guests_own_brand_string_with_virtual_still_proves_its_host(block):
+    [d] = diagnose(BLOCKS[block] + "machdep.cpu.brand_string: Apple M3 Pro (Virtual)\n" + RESULT)
+    assert d["fixable"] is True and d["actionable"] is True and d["host_chip"] == "Apple M3 Pro"
+    assert all(p["provenance"] == "guest-process" for p in d["proof"])
+
+
+# -- (b) a compare-llama-bench table whose CPU column is a Mac ---------------------------------------------
+
+COMPARE = {
+    "M2 Max, two builds": (
+        "| CPU                      | Model         | Test   |   t/s master |   t/s gg/metal-fa-f16 |   Speedup |\n"
+        "|:-------------------------|:--------------|:-------|-------------:|----------------------:|----------:|\n"
+        "| Accelerate, Apple M2 Max | llama 1B Q8_0 | pp512  |      1911.20 |               1930.11 |      1.01 |\n"
+        "| Accelerate, Apple M2 Max | llama 1B Q8_0 | tg128  |       169.28 |                170.57 |      1.01 |\n"),
+    "M3 Pro with GPU column": (
+        "| CPU          | GPU          | Model          | Test  |   t/s b4000 |   t/s b4100 |   Speedup |\n"
+        "|:-------------|:-------------|:---------------|:------|------------:|------------:|----------:|\n"
+        "| Apple M3 Pro | Apple M3 Pro | qwen2 1.5B Q4_K | tg128 |       61.02 |       63.50 |      1.04 |\n"),
+    # a guest's own compare table ('(Virtual)'): still a table, never the guest's process
+    "M1 (Virtual)": (
+        "| CPU                         | Model         | Test   |   t/s master |   t/s pr |   Speedup |\n"
+        "|:----------------------------|:--------------|:-------|-------------:|---------:|----------:|\n"
+        "| Accelerate, Apple M1 (Virtual) | llama 1B Q8_0 | tg128  |        12.01 |    12.40 |      1.03 |\n"),
+    "M4 Max, flash attention": (
+        "| CPU                      | Model                  | FlashAttention | Test   |   t/s master |   t/s pr |"
+        "   Speedup |\n"
+        "|:-------------------------|:-----------------------|---------------:|:-------|-------------:|---------:|"
+        "----------:|\n"
+        "| Accelerate, Apple M4 Max | llama 8B Q4_K - Medium |             No | tg128  |        83.10 |    84.00 |"
+        "      1.01 |\n"),
+}
+
+
+@pytest.mark.parametrize("order", ["before", "after"])
+@pytest.mark.parametrize("block", sorted(BLOCKS))
+@pytest.mark.parametrize("table", sorted(COMPARE))
+def test_a_compare_tables_cpu_column_never_proves_the_guests_host(table, block, order):
+    runs = diagnose(_around(COMPARE[table], BLOCKS[block], order))
     never_fixable(runs)
 
 

@@ -244,3 +244,12 @@ def test_a_macs_own_brand_string_beside_a_block_without_its_unified_memory_line_
     guest's host."""
     never_fixable(diagnose(NO_UMA + "machdep.cpu.brand_string: Apple M2 Max\n" + RESULT))
 
+
+def test_a_compare_tables_virtual_cpu_column_is_no_host_proof():
+    """Kills view-host-chip-any-provenance and runs-bench-compare-guest: a compare-llama-bench table is a
+    script's summary of results gathered anywhere; its CPU column, '(Virtual)' or not, never names the
+    guest's host."""
+    table = ("| CPU                            | Model         | Test   |   t/s master |   t/s pr |   Speedup |\n"
+             "|:-------------------------------|:--------------|:-------|-------------:|---------:|----------:|\n"
+             "| Accelerate, Apple M1 (Virtual) | llama 1B Q8_0 | tg128  |        12.01 |    12.40 |      1.03 |\n")
+    never_fixable(diagnose(NO_UMA + table + RESULT))
