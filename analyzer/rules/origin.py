@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.model import StoredRun
+from analyzer.model import StoredRun, claim
 from analyzer.rules.engine import RULES_VERSION
 
 RULE = "imported"
@@ -37,7 +37,9 @@ def origin_diagnosis(run: StoredRun) -> dict[str, Any]:
     verdict = report.get("verdict", "unknown")
     return {
         "verdict": verdict, "fixable": fixable, "fixable_reason": report.get("fixable_reason"),
-        "proof": report.get("proof", []) if fixable else [], "proof_missing": [],
+        # the origin's proof, as a report: each item imported from its instance, never this store's own
+        "proof": [{**p, **claim("imported", origin.get("instance"))} for p in report.get("proof", [])] if fixable
+        else [], "proof_missing": [],
         "confidence": report.get("confidence"), "environment": report.get("environment"),
         "host_chip": report.get("host_chip"), "host_family": None,
         "capabilities": report.get("capabilities") or run.facts.capabilities.as_dict(),
