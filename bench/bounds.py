@@ -166,8 +166,8 @@ def main() -> int:
     for path, plain in ((hostile, False), (peer, True)):
         with open(path, "wb") as fh:
             inference_compute(32 // q, fh, plain)
-    run("ollama inference compute, 1 MiB lines", f"{32 // q}", ["ingest", str(hostile)])
-    run("  the same lines, another msg", f"{32 // q}", ["ingest", str(peer)])
+    run("ollama inference compute, 1 MiB", f"{32 // q} lines", ["ingest", str(hostile)])
+    run("  the same lines, another msg", f"{32 // q} lines", ["ingest", str(peer)])
     (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
     ratios.append(("inference compute lines", th / tp, rh / rp))
     print(f"  ratio to the other message: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
