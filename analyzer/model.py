@@ -10,7 +10,7 @@ that read facts import this module (tests/cli/test_import_hygiene.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -122,6 +122,31 @@ class Evidence(_Record):
     text: str
 
 
+# Where a claim comes from (issue 37): the guest's own process (this run's lines), another machine's
+# lines in the same paste (a compare-llama-bench table's columns), a record imported from another
+# capscan (with its origin instance), or this store's database. Only the first may prove a host or
+# make a run fixable (rules.view: host_proof, remedy_decision).
+Provenance = Literal["guest-process", "other-machine", "imported", "database"]
+GUEST_PROCESS: Provenance = "guest-process"
+_PROVENANCE_WORDS: dict[str, str] = {
+    "guest-process": "the guest's own lines", "other-machine": "another machine's lines in the same paste",
+    "imported": "a record imported from another capscan", "database": "a record read from the database",
+}
+
+
+def provenance_words(provenance: str, instance: str | None = None) -> str:
+    """A provenance in words: 'the guest's own lines', 'imported from guest-17'."""
+    if provenance == "imported" and instance:
+        return f"imported from {instance}"
+    return _PROVENANCE_WORDS.get(provenance, provenance)
+
+
+def claim(provenance: Provenance, instance: str | None = None) -> dict[str, str]:
+    """A proof item's provenance fields (``provenance``, and ``instance`` for an imported record)."""
+    return {"provenance": provenance, "instance": instance} if provenance == "imported" and instance else {
+        "provenance": provenance}
+
+
 class Observation(_Record):
     """One reading a parser made, kept as read: which fact, its value, the line that showed it
     and the block it came from. Observations are never overwritten; two of one fact with
@@ -137,6 +162,7 @@ class Observation(_Record):
     kind: str = ""  # the event kind that read it ("metal.flag", "vulkan.device", ...)
     block: int = 0
     subject: str | None = None
+    provenance: Provenance = GUEST_PROCESS
 
 
 class RunFacts(_Record):

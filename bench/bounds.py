@@ -19,6 +19,8 @@ time, and its own peak RSS from ``wait4``) on:
   items (a 30 KB gzip; was 1.0 GB), one whose proof list holds 300k items in under 4 MiB (past the
   decoder's value budget), and a header of 120k keys (a 1.2 MB gzip; was 1.35 GB), each beside an
   ordinary export of the same size (real run objects, one after another).
+- 32 ollama ``msg="inference compute"`` lines of 1 MiB (shlex.split took 41-73 s on one), beside the same
+  lines with another message (read by no pattern).
 
 ``--only TEXT`` runs only the cases whose label contains TEXT (``--only export``).
 
@@ -132,6 +134,18 @@ def ordinary_export(size: int, fh) -> None:
     fh.write(b"\n]}\n")
 
 
+def inference_compute(n: int, fh, plain: bool = False) -> None:
+    """``n`` lines of 1 MiB (the reader's cap): ollama's slog 'inference compute' record with a 1 MiB quoted
+    description (shlex.split took 41-73 s on one), or, ``plain``, the same line with another message, which
+    the same formats look at and none reads."""
+    msg = b'msg="inference computed"' if plain else b'msg="inference compute"'
+    head = (b"time=2025-05-21T11:35:57.935-03:00 level=INFO source=types.go:130 " + msg + b" id=0 library=metal "
+            b'name="Apple Paravirtual device" description="')
+    body = b"M2 Max " * (((1 << 20) - 200) // 7)
+    for _ in range(n):
+        fh.write(head + body + b'" total="16.0 GiB"\n')
+
+
 def ordinary(size: int, fh) -> None:
     """An ordinary log of ``size`` bytes, the peer of an adversarial input: the real field-corpus logs
     (tests/fixtures/field), one after another, repeated."""
@@ -223,6 +237,17 @@ def main() -> int:
         (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
         ratios.append((label, th / tp, rh / rp))
         print(f"  ratio to the ordinary log: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
+              f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
+    if wanted("inference compute"):
+        hostile, peer = out / "hostile.log", out / "peer.log"
+        for path, plain in ((hostile, False), (peer, True)):
+            with open(path, "wb") as fh:
+                inference_compute(32 // q, fh, plain)
+        run("ollama inference compute, 1 MiB", f"{32 // q} lines", ["ingest", str(hostile)])
+        run("  the same lines, another msg", f"{32 // q} lines", ["ingest", str(peer)])
+        (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
+        ratios.append(("inference compute lines", th / tp, rh / rp))
+        print(f"  ratio to the other message: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
               f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
     if not rows:
         print(f"no case matches --only {a.only!r}")

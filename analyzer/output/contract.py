@@ -80,11 +80,17 @@ class FindingJSON(_Closed):
 
 
 class ProofJSON(_Closed):
-    """One positive sign that makes a downgrade fixable, with the line that shows it."""
+    """One positive sign that makes a downgrade fixable, with the line that shows it and whose line it is."""
 
     sign: str
     line: int | None
     text: str
+    provenance: Literal["guest-process", "other-machine", "imported", "database"] | None = Field(
+        default=None, description="where the sign comes from: guest-process (the run's own lines, the only "
+        "provenance that may make a run fixable), other-machine (another machine's lines in the same paste), "
+        "imported (a record imported from another capscan), database (a stored record); null: a record that "
+        "does not say (an older capscan's)")
+    instance: str | None = Field(default=None, description="the origin instance of an imported sign")
 
 
 class ReferenceJSON(_Closed):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from analyzer.model import figure_key, split_figure
+from analyzer.model import GUEST_PROCESS, figure_key, provenance_words, split_figure
 from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps, source_span
 from analyzer.output.headline import confidence_clause, headline
 from analyzer.output.styled import StyledLines
@@ -99,10 +99,15 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
                 "  (" + ", ".join(present) + ")" if present else "")
         out.add("  " + diag.get("summary", ""))
         if diag.get("fixable") and diag.get("proof"):
-            out.add("  proof:")  # each positive sign the fix rests on, with its line (RunView.remedy_decision)
+            # each positive sign the fix rests on, with its line and whose line it is (RunView.remedy_decision):
+            # said once when every sign is the guest's own, else per sign
+            own = all(p.get("provenance") == GUEST_PROCESS for p in diag["proof"])
+            out.add("  proof: (each from the guest's own lines)" if own else "  proof:")
             for p in diag["proof"]:
                 at = f"{p['line']:>6}" if isinstance(p.get("line"), int) else "     -"
-                out.add((f"    {at}  ", "cyan"), clean(str(p.get("sign") or "")))
+                whose = "" if own else "  [" + clean(provenance_words(str(p.get("provenance") or "not stated"),
+                                                                      p.get("instance"))) + "]"
+                out.add((f"    {at}  ", "cyan"), clean(str(p.get("sign") or "")) + whose)
         for fnd in diag.get("findings", [])[1:]:
             if fnd["severity"] in ("error", "warning"):
                 out.add((f"  {fnd['severity']}: ", "yellow"), fnd["message"])

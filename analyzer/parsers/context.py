@@ -15,6 +15,11 @@ def _macos(m: regex.Match) -> dict:
     return {"version": m.group("version")}
 
 
+def _intel_cpu_type(m: regex.Match) -> dict | None:
+    name = m.group("name")
+    return {"name": name} if regex.search(r"\bIntel\b", name) else None
+
+
 def _gpu_layers(m: regex.Match) -> dict:
     return {"layers": int(m.group("layers"))}
 
@@ -44,9 +49,11 @@ CONTEXT = Format(
         Pattern("host.chip", rx(r"^Chip:\s+(?P<chip>Apple \S(?:.*\S)?+)\s*+$")),
         Pattern("host.model_name", rx(r"^Model Name:\s+(?P<name>\S(?:.*\S)?+)\s*+$")),
         # An Intel Mac's Hardware Overview: "Processor Name: 6-Core Intel Core i7" (Apple silicon prints "Chip:");
-        # the same in system_profiler -json ("cpu_type"), and sysctl machdep.cpu.brand_string with its name.
+        # the same in system_profiler -json ("cpu_type", below), and sysctl machdep.cpu.brand_string with its name.
         Pattern("host.processor", rx(r"^(?:Processor Name:|machdep\.cpu\.brand_string:)\s+(?P<name>\S(?:.*\S)?+)\s*+$")),
-        Pattern("host.processor", rx(r'"cpu_type"\s*:\s*"(?P<name>[^"]+)"')),
+        # system_profiler SPHardwareDataType -json prints "cpu_type" on a line of its own, and only on an Intel
+        # Mac (Apple silicon prints "chip_type"): the key quoted anywhere else (an echoed prompt) is no machine's
+        Pattern("host.processor", rx(r'^\s*+"cpu_type"\s*+:\s*+"(?P<name>[^"]++)",?+\s*+$'), _intel_cpu_type),
         # `sysctl -n machdep.cpu.brand_string` on an Intel Mac: the bare brand string, a line of its own
         Pattern("host.processor", rx(r"^(?P<name>Intel\(R\) (?:Core\(TM\)|Xeon\(R\)|Pentium\(R\)|Celeron\(R\))"
                                      r"[^|:]*? CPU @ \d+(?:\.\d+)?GHz)\s*$")),
@@ -86,6 +93,7 @@ CONTEXT = Format(
         Sample("machdep.cpu.brand_string: Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz", "host.processor",
                {"name": "Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz"}),
         Sample('        "cpu_type" : "Quad-Core Intel Core i7",', "host.processor", {"name": "Quad-Core Intel Core i7"}),
+        Sample('      "cpu_type" : "8-Core Intel Xeon W"', "host.processor", {"name": "8-Core Intel Xeon W"}),
         Sample("Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz", "host.processor",
                {"name": "Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz"}),
         Sample("Intel(R) Xeon(R) W-3245 CPU @ 3.20GHz", "host.processor", {"name": "Intel(R) Xeon(R) W-3245 CPU @ 3.20GHz"}),

@@ -3,8 +3,6 @@ target, the model name, layer offload, and ollama's device summary."""
 
 from __future__ import annotations
 
-import shlex
-
 import regex
 
 from analyzer.parsers.base import Event, Format, Pattern, Sample, rx
@@ -71,23 +69,44 @@ class _DeviceListCollector:
         return []
 
 
-def _slog(text: str) -> dict | None:
-    try:
-        parts = shlex.split(text, posix=True)
-    except ValueError:
-        return None
-    data = {}
-    for part in parts:
-        if "=" in part:
-            key, _, value = part.partition("=")
-            data[key] = value
+# One key=value pair of Go's slog text handler: key=bare or key="quoted, with \" escapes". A key starts
+# the line or follows a space. One pass over the line, every quantifier possessive: linear in its
+# length (shlex.split on a whole 1 MiB line took 41-73 s).
+_SLOG_PAIR = regex.compile(r'(?<!\S)([A-Za-z_][\w.]*+)=(?:"((?:[^"\\]++|\\.)*+)"|(\S*+))')
+_SLOG_ESCAPE = regex.compile(r"\\(.)")
+SLOG_VALUE_MAX = 256  # no device name, memory figure or message ollama prints is longer
+
+
+def _slog(text: str, keys: frozenset[str], start: int = 0) -> dict[str, str]:
+    """The values of ``keys`` in the slog record that starts at ``start`` (its msg pair) and ends where the
+    next record's time= begins (records run together on one line in pasted logs): the first of each,
+    quoted values unescaped and cut to SLOG_VALUE_MAX. Only the keys asked for are kept, so a line of
+    any length gives a bounded dict."""
+    data: dict[str, str] = {}
+    for m in _SLOG_PAIR.finditer(text, start):
+        key = m.group(1)
+        if key == "time" and m.start() > start:
+            break  # the next record
+        if key in keys and key not in data:
+            quoted = m.group(2)
+            # (unescaped after the cut: two raw characters at most per character kept)
+            value = _SLOG_ESCAPE.sub(r"\1", quoted[:2 * SLOG_VALUE_MAX]) if quoted is not None else m.group(3)
+            data[key] = value[:SLOG_VALUE_MAX]
+            if len(data) == len(keys):
+                break
     return data
+
+
+_OFFLOAD_KEYS = frozenset({"msg", "library", "layers.offload", "layers.model", "layers.requested"})
+_OFFLOAD_MSG = regex.compile(r'(?<!\S)msg="?offload\b')
+_COMPUTE_KEYS = frozenset({"msg", "library", "name", "description", "total", "available", "type"})
 
 
 def _offload_line(m: regex.Match) -> dict | None:
     """ollama's layer placement: msg="offload to cpu" (2024) or msg=offload library=cpu (2025), layers.offload=N."""
-    data = _slog(m.string)
-    if not data or not (data.get("msg") or "").startswith("offload"):
+    msg = _OFFLOAD_MSG.search(m.string, 0, m.end())
+    data = _slog(m.string, _OFFLOAD_KEYS, msg.start() if msg else 0)
+    if not (data.get("msg") or "").startswith("offload"):
         return None
     library = data.get("library") or (data["msg"][len("offload to "):] if data["msg"].startswith("offload to ") else "")
     try:
@@ -100,8 +119,8 @@ def _offload_line(m: regex.Match) -> dict | None:
 
 def _kv_line(m: regex.Match) -> dict | None:
     """ollama slog: time=... level=INFO source=types.go:130 msg="inference compute" id=0 library=metal ..."""
-    data = _slog(m.string)
-    if not data or data.get("msg") != "inference compute" or "library" not in data:
+    data = _slog(m.string, _COMPUTE_KEYS, m.start())
+    if data.get("msg") != "inference compute" or "library" not in data:
         return None
     out = {"library": data["library"].lower()}
     for key in ("name", "description", "total", "available", "type"):
@@ -232,7 +251,8 @@ OLLAMA = Format(
     name="ollama",
     description="ollama server.log device summary (msg=\"inference compute\" library=metal|cpu|cuda|rocm)",
     literals=("inference compute", "layers.offload=", "msg=\"starting "),
-    patterns=(Pattern("ollama.compute", rx(r"inference compute"), _kv_line),
+    # anchored on its slog shape: the msg pair itself, not the words anywhere in a line
+    patterns=(Pattern("ollama.compute", rx(r'(?<!\S)msg="inference compute"(?!\S)'), _kv_line),
               Pattern("ollama.offload", rx(r"^(?>.*?msg=\"?offload\b).*?layers\.offload=\d"), _offload_line),
               # each model load starts a runner process (0.1.3x-0.5 'starting llama server', 0.9+ 'starting runner')
               Pattern("ollama.runner", rx(r"msg=\"starting (?:llama server|runner)\" cmd=\"(?P<cmd>[^\"]++)"))),

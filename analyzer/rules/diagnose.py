@@ -29,8 +29,12 @@ MAX_PEERS = 200
 
 
 def view_of(run: StoredRun, peers: list[Peer] | None = None) -> RunView:
+    # an imported run's facts are another capscan's record, never the guest's own lines here: they may
+    # veto, never prove (RunView.remedy_decision)
+    instance = (run.origin or {}).get("instance")
     return RunView(id=run.id, facts=run.facts, throughput=run.throughput, evidence=run.evidence, peers=peers or [],
-                   created_at=run.created_at)
+                   created_at=run.created_at, provenance="imported" if run.origin is not None else "guest-process",
+                   instance=str(instance) if instance is not None else None)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.model import StoredRun
+from analyzer.model import StoredRun, claim
 from analyzer.rules.engine import RULES_VERSION
 from analyzer.safe_text import clean
 
@@ -47,16 +47,16 @@ def origin_diagnosis(run: StoredRun) -> dict[str, Any]:
     report = origin.get("report") or {}
     instance = clean(str(origin.get("instance") or "an unnamed instance"))
     verdict = report.get("verdict", "unknown")
-    claim = bool(report.get("fixable")) and verdict == "capability-downgrade"
+    claimed = bool(report.get("fixable")) and verdict == "capability-downgrade"
     conflicts = [c for c in origin.get("conflicts") or [] if isinstance(c, int)]
-    refused = report.get("claim_refused") if claim else None
-    if claim and not refused and conflicts:
+    refused = report.get("claim_refused") if claimed else None
+    if claimed and not refused and conflicts:
         refused = "another report of the same run differs"
-    accepted = claim and not refused
+    accepted = claimed and not refused
     message = (f"Imported: diagnosed on {where(origin)}. This store holds that report, not the log, so it is "
                "shown as diagnosed there, not diagnosed again here, and never acted on here.")
     findings = [*report.get("findings", []), {"rule": RULE, "severity": "info", "message": message, "evidence": []}]
-    if refused and claim:
+    if refused and claimed:
         findings.append({"rule": CLAIM_REFUSED, "severity": "warning", "evidence": [],
                          "message": f"{instance} reported this run fixable; the claim is not accepted: {refused}."})
     if conflicts:
@@ -84,7 +84,8 @@ def origin_diagnosis(run: StoredRun) -> dict[str, Any]:
         "reported": {"by": instance, "fixable": accepted, "claim_refused": refused},
         "basis": "reported",  # the confidence is the origin's (analyzer.output.headline)
         # an accepted claim keeps its origin's proof (chained exports pass it on); never for a refused one
-        "proof": report.get("proof", []) if accepted else [], "proof_missing": [],
+        "proof": [{**p, **claim("imported", origin.get("instance"))} for p in report.get("proof", [])] if accepted
+        else [], "proof_missing": [],
         "confidence": report.get("confidence"), "environment": report.get("environment"),
         "host_chip": report.get("host_chip"), "host_family": None,
         "capabilities": report.get("capabilities") or run.facts.capabilities.as_dict(),

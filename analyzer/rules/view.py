@@ -15,7 +15,18 @@ from functools import cached_property
 from typing import Any
 
 from analyzer import chips
-from analyzer.model import Capabilities, Evidence, Observation, RunFacts, figure_key, figure_parts
+from analyzer.model import (
+    GUEST_PROCESS,
+    Capabilities,
+    Evidence,
+    Observation,
+    Provenance,
+    RunFacts,
+    claim,
+    figure_key,
+    figure_parts,
+    provenance_words,
+)
 from analyzer.rules.observed import Block, Readings, word
 from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
@@ -63,6 +74,10 @@ class RunView:
     evidence: list[Evidence]
     peers: list[Peer] = field(default_factory=list)
     created_at: str | None = None
+    # Whose facts these are: the guest process's own lines (a log read here), or a record imported from
+    # another capscan (``instance``: its origin). Only the guest's own may prove (remedy_decision).
+    provenance: Provenance = GUEST_PROCESS
+    instance: str | None = None
 
     # -- evidence helpers --------------------------------------------------
     def lines(self, *kinds: str, contains: str | None = None, limit: int = 6) -> list[dict[str, Any]]:
@@ -77,6 +92,21 @@ class RunView:
     def line_of(self, o: Observation) -> dict[str, Any]:
         """An observation as an evidence line: its line number and the line's text (when kept)."""
         return self.line_at(o.line)
+
+    def cite(self, o: Observation | None = None) -> dict[str, Any]:
+        """A proof item's provenance: the observation's own, unless the whole run is not the guest's (an
+        imported record), whose provenance then holds for every item."""
+        mine = o.provenance if o is not None else GUEST_PROCESS
+        return claim(mine if self.provenance == GUEST_PROCESS else self.provenance, self.instance)
+
+    @cached_property
+    def guest_said(self) -> frozenset[str] | None:
+        """Every value the guest process's own lines showed (None for a run stored before observations,
+        whose facts were all read from its own lines): a fact another machine's lines filled in
+        (a compare table's CPU column) is not among them."""
+        if not self.facts.observations:
+            return None
+        return frozenset(str(o.value) for o in self.facts.observations if o.provenance == GUEST_PROCESS)
 
     def line_at(self, line: int) -> dict[str, Any]:
         """A line number as an evidence line, with the line's text when it was kept."""
@@ -179,12 +209,30 @@ class RunView:
         if self._hardware_overview_virtual is False:
             signs.append((f"the Hardware Overview names the Mac's chip, {f.host_chip_line}",
                           self.lines("host.chip", limit=1)))
+        plain = self._plain_apple_cpu
+        if plain is not None:
+            signs.append((f"a CPU brand string names an Apple chip without \"(Virtual)\" ({plain[0]}), as a Mac's "
+                          "own does", plain[1]))
         if not self.paravirtual and f.shim is None and f.device.name is None and f.metal_era is not None:
             never = [c for c in self.families if 1006 <= c <= 1999 or 5001 <= c <= 5999]
             if never:
                 signs.append((f"the Metal device reports {chips.family_name(max(never))}, which a paravirtual GPU "
                               "never does", self.lines("metal.family", contains=str(max(never)), limit=1)))
         return signs
+
+    @cached_property
+    def _plain_apple_cpu(self) -> tuple[str, list[dict[str, Any]]] | None:
+        """The first CPU name (a brand string, capscan-probe's cpu_brand, llama-bench's cpu_info, a compare
+        table's CPU column, from any machine's lines) that names an Apple chip without "(Virtual)", which a
+        guest's always carries: a Mac's own (the Hardware Overview's Chip: is read apart)."""
+        f = self.facts
+        if f.observations:
+            named = [(str(o.value), [self.line_of(o)]) for o in self.readings.of("host.cpu") if o.kind != "host.chip"]
+        else:  # a run stored before observations
+            named = [(c, self.lines("bench.device", "host.processor", "probe.cpu_brand", contains=c, limit=1))
+                     for c in (f.cpu_info, *f.host_cpus) if c]
+        return next(((text, lines) for text, lines in named
+                     if chips.apple_chip(text) and "(virtual)" not in text.lower()), None)
 
     @cached_property
     def environment(self) -> str | None:
@@ -335,12 +383,13 @@ class RunView:
         f = self.facts
         if self.environment == "vm":
             # only the guest's own evidence names its host: its CPU name, its Venus device
+            said = self.guest_said
             for text, basis in ((f.cpu_info, "the guest's cpu_info"),
                                 *[(d.get("name"), "the guest's Venus device") for d in f.vulkan_devices],
                                 (f.host_chip_line, "the guest's Hardware Overview"),
                                 *[(c, "the guest's CPU brand string") for c in f.host_cpus]):
                 chip = chips.apple_chip(text)
-                if chip:
+                if chip and (said is None or text in said):  # another machine's line names no guest's host
                     return chip, basis
             if chips.is_intel_cpu(f.cpu_info):
                 return ((f.cpu_info or "").split(",")[-1].replace("(Virtual)", "").strip() or "Intel",
@@ -395,21 +444,30 @@ class RunView:
         if self.environment != "vm":
             return []
         if self.host_family is not None:
-            named = [o for o in self.readings.host_chips if o.value == self.host_chip]
+            named = [o for o in self.readings.host_chips if o.value == self.host_chip and o.provenance == GUEST_PROCESS]
             line = self.line_of(named[0]) if named else next(iter(self.lines(
                 "bench.device", "host.chip", "probe.cpu_brand", "vulkan.device", limit=1)), {"line": None, "text": ""})
-            return [{"sign": f"the guest names its host chip, {self.host_chip} ({self.host_chip_basis})", **line}]
+            return self._guests_own([{"sign": f"the guest names its host chip, {self.host_chip} "
+                                              f"({self.host_chip_basis})", **line, **self.cite(named[0] if named else None)}])
         # an arm64 macOS build target (an aarch64 Linux one proves nothing: Linux arm64 runs on any Arm machine)
         target = next((o for o in self.readings.of("build.target") if chips.isa_of_target(str(o.value)) == "arm64"
-                       and chips.os_of_target(str(o.value)) == "darwin"), None)
+                       and chips.os_of_target(str(o.value)) == "darwin"
+                       and o.provenance == GUEST_PROCESS), None)
         if target is not None:
-            return [{"sign": f"the guest is an arm64 macOS build ({target.value}), and arm64 macOS runs only on "
-                             "Apple-silicon hosts", **self.line_of(target)}]
-        mac = self.readings.of("process.arm64_macos")
+            return self._guests_own([{"sign": f"the guest is an arm64 macOS build ({target.value}), and arm64 macOS "
+                                              "runs only on Apple-silicon hosts", **self.line_of(target),
+                                      **self.cite(target)}])
+        mac = [o for o in self.readings.of("process.arm64_macos") if o.provenance == GUEST_PROCESS]
         if mac and self.is_metal:
-            return [{"sign": "system_info reports Arm CPU features beside Accelerate or Metal, so an arm64 macOS "
-                             "process, and arm64 macOS runs only on Apple-silicon hosts", **self.line_of(mac[0])}]
+            return self._guests_own([{"sign": "system_info reports Arm CPU features beside Accelerate or Metal, so "
+                                              "an arm64 macOS process, and arm64 macOS runs only on Apple-silicon "
+                                              "hosts", **self.line_of(mac[0]), **self.cite(mac[0])}])
         return []
+
+    @staticmethod
+    def _guests_own(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Only the guest's own lines prove its host: an item of any other provenance is dropped."""
+        return [p for p in items if p["provenance"] == GUEST_PROCESS]
 
     @cached_property
     def kernel_results(self) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
@@ -447,7 +505,7 @@ class RunView:
         passed = [KERNEL_WORDS[cap] for cap, r in results.items() if r == "pass"]
         first = next((lines[0] for _, _, lines in self.kernel_results if lines), {"line": None, "text": ""})
         return [{"sign": "the paravirtual device ran " + ", ".join(passed) + " kernels and got the right answers "
-                         "(capscan-probe --kernels)", **first}]
+                         "(capscan-probe --kernels)", **first, **self.cite()}]
 
     @cached_property
     def clamp_proof(self) -> list[dict[str, Any]]:
@@ -463,17 +521,18 @@ class RunView:
             items = []
             if apple is not None:
                 items.append({"sign": f"the paravirtual device's own block reports {chips.family_name(int(apple.value))}"  # type: ignore[arg-type]
-                                      " (below the Apple7 llama.cpp's simdgroup kernels need)", **self.line_of(apple)})
+                                      " (below the Apple7 llama.cpp's simdgroup kernels need)", **self.line_of(apple),
+                              **self.cite(apple)})
             no = b.supports.get(chips.APPLE7)
             if no is not None and no.value is False:
                 items.append({"sign": "the paravirtual device answers supportsFamily(Apple7) = false",
-                              **self.line_of(no)})
+                              **self.line_of(no), **self.cite(no)})
             off = [o for flag in ("simdgroup_reduction", "simdgroup_mm") for o in b.flags.get(flag, [])
                    if o.value is False]
             if off:
                 items.append({"sign": "the paravirtual device's own block reports "
                                       + ", ".join(o.fact[4:].replace("_", " ") + " = false" for o in off),
-                              **self.line_of(off[0])})
+                              **self.line_of(off[0]), **self.cite(off[0])})
             if items:
                 return items
         if not self.facts.observations:
@@ -495,7 +554,8 @@ class RunView:
                                                                                     limit=1)
         what = chips.family_name(fam) if fam else "simdgroup flags false"
         return [{"sign": f"the paravirtual device's block reports {what}", **(lines[0] if lines else
-                                                                                {"line": None, "text": ""})}]
+                                                                                {"line": None, "text": ""}),
+                 **self.cite()}]
 
     @cached_property
     def build_proof(self) -> list[dict[str, Any]]:
@@ -504,7 +564,7 @@ class RunView:
         if not targets or any(chips.isa_of_target(str(o.value)) != "arm64" for o in targets):
             return []
         return [{"sign": "every build target printed is arm64 (" + ", ".join(
-            dict.fromkeys(str(o.value) for o in targets)) + ")", **self.line_of(targets[0])}]
+            dict.fromkeys(str(o.value) for o in targets)) + ")", **self.line_of(targets[0]), **self.cite(targets[0])}]
 
     @cached_property
     def remedy_decision(self) -> tuple[list[dict[str, Any]], str | None, list[str]]:
@@ -515,6 +575,9 @@ class RunView:
         veto = self.vetoes
         if veto:
             return [], veto, ["no-contrary-sign"]
+        if self.provenance != GUEST_PROCESS:
+            return [], (f"these facts are {provenance_words(self.provenance, self.instance)}, not the guest's own "
+                        "lines, and only those may make a run fixable"), ["guest-process"]
         if self.environment != "vm":
             if self.environment == "bare-metal":
                 return [], "this run is on bare metal, where the GPU reports its real family", ["vm-guest"]
@@ -529,7 +592,12 @@ class RunView:
             why = why or NO_HOST_CHIP
         if missing:
             return [], why, missing
-        return self.kernel_proof + clamp + host + self.build_proof, None, []
+        proof = self.kernel_proof + clamp + host + self.build_proof
+        foreign = next((p for p in proof if p["provenance"] != GUEST_PROCESS), None)
+        if foreign is not None:  # only the guest's own lines may make a run fixable
+            return [], (f"the proof comes from {provenance_words(foreign['provenance'], foreign.get('instance'))}, "
+                        "not the guest's own lines"), ["guest-process"]
+        return proof, None, []
 
     @property
     def apple_silicon_host(self) -> tuple[bool, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analyzer.model import Throughput
+from analyzer.model import GUEST_PROCESS, Provenance, Throughput
 from analyzer.parsers.base import Event
 from analyzer.parsers.bench import bench_row_from, md_row_to_bench
 from analyzer.runs.builder import SPILL_AT
@@ -65,10 +65,13 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
         run.bench_key = key  # a row of another configuration or device opened a new run (boundaries)
         # once per configuration (the key holds both): the device and the host this row names
         row_ev = Event("bench.device", ev.line, "")
+        # a compare-llama-bench table is a script's summary of results gathered anywhere, not this process's
+        # own output: its columns may veto, never prove (model.Provenance)
+        whose: Provenance = "other-machine" if row["format"] == "compare" else GUEST_PROCESS
         if row.get("gpu_info"):
-            run.observe("gpu.name", row["gpu_info"], row_ev, subject=row["gpu_info"])
+            run.observe("gpu.name", row["gpu_info"], row_ev, subject=row["gpu_info"], provenance=whose)
         if row.get("cpu_info"):
-            run.observe("host.cpu", row["cpu_info"], row_ev)
+            run.observe("host.cpu", row["cpu_info"], row_ev, provenance=whose)
         if (row.get("cpu_info") or row.get("gpu_info")) and f.cpu_info is None and f.gpu_info is None:
             # The row's device fields are evidence too (a JSON row spans many lines).
             run.touch(Event("bench.device", ev.line, f"llama-bench {row['format']} row: gpu_info "

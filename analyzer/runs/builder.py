@@ -16,7 +16,7 @@ import statistics
 from array import array
 from collections import Counter
 
-from analyzer.model import Evidence, Observation, RunFacts, Throughput
+from analyzer.model import GUEST_PROCESS, Evidence, Observation, Provenance, RunFacts, Throughput
 from analyzer.parsers.base import Event
 
 SPILL_AT = 5000
@@ -96,15 +96,17 @@ class RunBuilder:
         # included) or probe's device; the lines of a block describe that block's device only.
         self.block = 0
         self.kinds: set[str] = set()  # the event kinds that made the run (what a process printed before main)
-        self._observed: set[tuple] = set()  # (fact, subject, value, block) already in facts.observations
+        self._observed: set[tuple] = set()  # (fact, subject, value, block, provenance) already in facts.observations
         self.observations_dropped = 0
 
-    def observe(self, fact: str, value, ev: Event, *, subject: str | None = None, block: int | None = None) -> None:
+    def observe(self, fact: str, value, ev: Event, *, subject: str | None = None, block: int | None = None,
+                provenance: Provenance = GUEST_PROCESS) -> None:
         """Keep one reading as read (see model.Observation); nothing is overwritten. ``block`` defaults to
-        the Metal block being read when the line is one of a Metal block's (``metal.*``), else 0."""
+        the Metal block being read when the line is one of a Metal block's (``metal.*``), else 0.
+        ``provenance``: whose line it is (a compare table's columns are another machine's)."""
         if block is None:
             block = self.block if ev.kind.startswith(("metal.", "probe.")) else 0
-        key = (fact, subject, value, block)
+        key = (fact, subject, value, block, provenance)
         if key in self._observed:
             return
         if len(self._observed) >= MAX_OBSERVATIONS:
@@ -113,7 +115,8 @@ class RunBuilder:
         self._observed.add(key)
         # model_construct: the parsers' own readings, already typed; no validation per line
         self.facts.observations.append(Observation.model_construct(fact=fact, value=value, line=ev.line, kind=ev.kind,
-                                                                   block=block, subject=subject))
+                                                                   block=block, subject=subject,
+                                                                   provenance=provenance))
 
     def registering(self, other: str) -> bool:
         """Is this run a process still registering its backends, so that ``other``'s device list or

@@ -55,7 +55,9 @@ def test_a_fixable_run_carries_its_proof(tmp_path):
         "the paravirtual device's own block reports Apple5 (below the Apple7 llama.cpp's simdgroup kernels need)",
         "the paravirtual device's own block reports simdgroup reduction = false",
         "the guest names its host chip"]
-    assert all(set(p) == {"sign", "line", "text"} and isinstance(p["line"], int) and p["text"] for p in run["proof"])
+    assert all(set(p) == {"sign", "line", "text", "provenance"} and isinstance(p["line"], int) and p["text"]
+               for p in run["proof"])
+    assert {p["provenance"] for p in run["proof"]} == {"guest-process"}  # only the guest's own lines prove
     assert run["fixable_reason"] == "the guest names its host chip, Apple M1 Ultra (the guest's cpu_info)"
 
 

@@ -51,8 +51,13 @@ def test_a_guests_runs_arrive_as_runs_with_their_diagnosis_and_origin(tmp_path):
                     "program", "first_line", "last_line"):
             assert a[key] == b[key], key
         # a report never acts here: its fixable claim is kept as reported, this store's fixable is false
-        assert a["fixable"] is False and a["proof"] == b["proof"]
+        assert a["fixable"] is False
         assert a["origin"]["reported_fixable"] is b["fixable"]
+        # the same proof lines, each now a report imported from the guest, never this store's own proof
+        assert [{k: p[k] for k in ("sign", "line", "text")} for p in a["proof"]] == [
+            {k: p[k] for k in ("sign", "line", "text")} for p in b["proof"]]
+        assert all(p["provenance"] == "imported" and p["instance"] == "guest-a" for p in a["proof"])
+        assert all(p["provenance"] == "guest-process" for p in b["proof"])
         assert [t["tok_s"] for t in a["throughput"]] == [t["tok_s"] for t in b["throughput"]]
         assert a["origin"]["instance"] == "guest-a" and a["origin"]["run_id"] == b["id"]
         assert a["origin"]["sha256"] == hashlib.sha256(Path(b["source"]).read_bytes()).hexdigest()

@@ -231,3 +231,25 @@ def test_a_build_target_of_no_known_system_is_no_host_proof():
         build = f"build: 6500 (0320ac526) with FreeBSD clang version 18.1.6 for {target}\n"
         [d] = diagnose(build + GUEST_M4 + RESULT)
         assert d["fixable"] is False and "host" in d["proof_missing"], (target, d["proof_missing"])
+
+
+# -- only the guest's own lines prove its host (issue 37) ------------------------------------------------------
+
+NO_UMA = "".join(line for line in GUEST_M4.splitlines(keepends=True) if "unified memory" not in line)
+
+
+def test_a_macs_own_brand_string_beside_a_block_without_its_unified_memory_line_is_not_fixable():
+    """Kills view-bare-no-plain-apple-cpu: 'Apple M2 Max' without '(Virtual)' is a Mac's own brand string
+    (a guest's always reads '(Virtual)'), so beside a paravirtual block it is a second machine, not the
+    guest's host."""
+    never_fixable(diagnose(NO_UMA + "machdep.cpu.brand_string: Apple M2 Max\n" + RESULT))
+
+
+def test_a_compare_tables_virtual_cpu_column_is_no_host_proof():
+    """Kills view-host-chip-any-provenance and runs-bench-compare-guest: a compare-llama-bench table is a
+    script's summary of results gathered anywhere; its CPU column, '(Virtual)' or not, never names the
+    guest's host."""
+    table = ("| CPU                            | Model         | Test   |   t/s master |   t/s pr |   Speedup |\n"
+             "|:-------------------------------|:--------------|:-------|-------------:|---------:|----------:|\n"
+             "| Accelerate, Apple M1 (Virtual) | llama 1B Q8_0 | tg128  |        12.01 |    12.40 |      1.03 |\n")
+    never_fixable(diagnose(NO_UMA + table + RESULT))
