@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ import pytest
 from analyzer.parsers import FORMATS
 from tests.conftest import REPO, run_capscan
 from tests.ingest_util import FIXTURES, count
+from tests.peak_rss import run_with_peak_rss
 
 GUEST = FIXTURES / "metal/m4-2026-08-guest-stock.log"
 HOST = FIXTURES / "metal/m4-2026-08-host-m1-ultra.log"
@@ -446,13 +448,13 @@ def test_nothing_recognised_exits_0_and_stores_a_source_without_runs(db_path):
     assert doc["summary"] == {"verdict": "unknown", "runs": 0, "fixable": False}
 
 
-def _maxrss_kib(cmd: list[str]) -> tuple[int, bytes]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode == 0, err
-    return usage.ru_maxrss, err
+def _maxrss_kib(cmd: list[str], report: Path) -> tuple[int, bytes]:
+    with tempfile.TemporaryFile() as err:
+        proc, rss_mb = run_with_peak_rss(cmd, report=report, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+        err.seek(0)
+        out = err.read()
+    assert proc.returncode == 0, out
+    return int(rss_mb * 1024), out
 
 
 def test_a_50_mb_line_without_newline_is_skipped_and_counted_in_bounded_memory(db_path, tmp_path):
@@ -466,8 +468,8 @@ def test_a_50_mb_line_without_newline_is_skipped_and_counted_in_bounded_memory(d
             fh.write(block)
     assert huge.stat().st_size > 50 << 20
     base = [sys.executable, "-m", "analyzer", "--db", str(db_path), "ingest"]
-    rss_small, _ = _maxrss_kib(base + [str(small)])
-    rss_huge, err = _maxrss_kib(base + [str(huge)])
+    rss_small, _ = _maxrss_kib(base + [str(small)], tmp_path / "small.rss")
+    rss_huge, err = _maxrss_kib(base + [str(huge)], tmp_path / "huge.rss")
     assert b"Traceback" not in err and b"1 overlong line(s) skipped" in err
     # streaming: the 50 MB line never sits in memory (a whole read would cost 50+ MiB more)
     assert rss_huge - rss_small < 30 * 1024, (rss_small, rss_huge)

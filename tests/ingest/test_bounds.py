@@ -3,7 +3,7 @@ inputs that are quadratic for a naive assembler, --keep-raw on a large log,
 a file cut short while it is read, parallel ingests of one content.
 
 Memory is measured on the real CLI in a subprocess (its own peak RSS from
-``wait4``, under an address-space limit); growth in time is checked by ratios
+``wait4`` in a small launcher, tests/peak_rss.py, under an address-space limit); growth in time is checked by ratios
 of CPU time between a small and a four times larger input (linear gives 4,
 quadratic 16), never by absolute timings (those are in bench/bounds.py).
 """
@@ -14,7 +14,6 @@ import base64
 import gzip
 import hashlib
 import os
-import resource
 import sqlite3
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from analyzer.runs.assembler import Assembler
 from analyzer.runs.builder import MAX_UNSUPPORTED_OPS
 from analyzer.store.db import open_db
 from tests.bombs import write_gzip_bomb
+from tests.peak_rss import run_with_peak_rss
 
 REPO = Path(__file__).resolve().parent.parent.parent
 INGEST_BOUND_MB = 150  # the ingest memory bound (README: measured speed and memory)
@@ -40,25 +40,11 @@ AS_LIMIT = 2 << 30  # the address space a child may reserve: far below the 8 GB 
 def run_measured(*args: str, db: Path, as_limit: int = AS_LIMIT, stdin=subprocess.DEVNULL,
                  timeout: float = 600) -> tuple[int, str, float]:
     """The CLI in a subprocess under RLIMIT_AS: (exit status, stderr, its own peak RSS in MB)."""
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
-
     err_path = db.with_suffix(".stderr")
     with open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db), *args], stdin=stdin,
-                                stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, preexec_fn=limit)
-        deadline = time.monotonic() + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError(f"capscan {args} did not finish in {timeout} s")
-            time.sleep(0.05)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    rss_mb = usage.ru_maxrss / 1024  # Linux: KiB
+        proc, rss_mb = run_with_peak_rss([sys.executable, "-m", "analyzer", "--db", str(db), *args],
+                                         report=db.with_suffix(".rss"), as_limit=as_limit, timeout=timeout,
+                                         stdin=stdin, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
     return proc.returncode, err_path.read_text(errors="replace"), rss_mb
 
 
