@@ -1,0 +1,231 @@
+"""Issue 37 item 4: time linear in the input, memory bounded, on the surfaces the issue found.
+
+No test here measures time: work is counted (SQLite virtual-machine steps through
+``set_progress_handler``, statements through ``set_trace_callback``, Python line events of one
+function) and results are bounded (figures kept, records counted). The timings and peak RSS of
+the same inputs, each beside its peer, are in bench/bounds.py."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from analyzer.cli import cli
+from analyzer.ingest import ingest
+from analyzer.read.reader import Input
+from analyzer.rules import diagnose as diagnose_mod
+from analyzer.rules.diagnose import diagnose_runs
+from analyzer.store.db import open_db
+from analyzer.store.queries import load_run
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+
+# llama-bench -o jsonl 2>&1 in a stock guest: the clamped Metal block on stderr, then the rows whose
+# cpu_info names the host ("Apple M1 Ultra (Virtual)"): a fixable run (tests/rules/test_compare.py)
+STOCK_BLOCK = (FIX / "metal/m4-2026-08-guest-stock.log").read_bytes().split(b"| model")[0]
+FIXABLE = STOCK_BLOCK + (FIX / "bench/gemma-12b-stock.jsonl").read_bytes()
+
+
+@contextmanager
+def counted(db) -> Iterator[dict[str, int]]:
+    """SQLite's work on this connection while the block runs: VM instructions, and the
+    statements that read stored diagnosis reports (what a prediction reads)."""
+    n = {"steps": 0, "report_reads": 0, "statements": 0}
+
+    def step() -> int:
+        n["steps"] += 1
+        return 0
+
+    def trace(sql: str) -> None:
+        n["statements"] += 1
+        # the reports of many runs (a prediction's read), not one run's (load_run: WHERE run_id = ?)
+        if (sql.lstrip().upper().startswith("SELECT") and "report" in sql and "diagnoses" in sql
+                and "WHERE run_id = " not in sql):
+            n["report_reads"] += 1
+
+    db.conn.set_progress_handler(step, 1)
+    db.conn.set_trace_callback(trace)
+    try:
+        yield n
+    finally:
+        db.conn.set_progress_handler(None, 0)
+        db.conn.set_trace_callback(None)
+
+
+def _ingest(db, data: bytes, name: str) -> list[int]:
+    return ingest(db, Input(name, io.BytesIO(data)), force=True).run_ids
+
+
+def _store_fixable(path: Path, n: int, baselines: tuple[Path, ...] = ()) -> tuple[object, list[int]]:
+    db = open_db(path)
+    for p in baselines:
+        diagnose_runs(db, _ingest(db, p.read_bytes(), str(p)), refresh_peers=True)
+    ids = _ingest(db, FIXABLE * n, "guests.log")
+    diagnose_runs(db, ids, refresh_peers=True)
+    return db, ids
+
+
+# ---------------------------------------------------------------------------
+# finding 1: predictions read the stored runs once per batch, not once per fixable run
+# ---------------------------------------------------------------------------
+
+
+def test_rediagnosing_stored_fixable_runs_reads_reports_once_per_batch(tmp_path):
+    """All the runs of one chip fixable and stored: diagnosing them again read every stored report
+    once per fixable run (quadratic); now once per batch, and SQLite's work grows with the runs."""
+    work = {}
+    for n in (40, 160):
+        db, ids = _store_fixable(tmp_path / f"r{n}.db", n)
+        assert all(load_run(db, rid).diagnosis["fixable"] for rid in ids[:3])
+        with counted(db) as c:
+            runs = diagnose_runs(db, ids)
+        assert len(runs) == n and all(r.diagnosis["fixable"] for r in runs)
+        assert c["report_reads"] <= 1, c  # one batch: one read of the stored reports
+        work[n] = c["steps"]
+        db.conn.close()
+    assert work[160] <= 6 * work[40], work  # 4x the runs; quadratic was ~16x
+
+
+def test_ingesting_fixable_blocks_beyond_a_batch_stays_linear(tmp_path, monkeypatch):
+    """The issue's 4,000 fixable blocks, scaled down by a small batch: each batch of the ingest reads
+    the stored reports once (those stored by the batches before it), not once per run."""
+    monkeypatch.setattr(diagnose_mod, "BATCH", 20)
+    for n in (40, 160):
+        db = open_db(tmp_path / f"i{n}.db")
+        with counted(db) as c:
+            ids = _ingest(db, FIXABLE * n, "guests.log")
+            diagnose_runs(db, ids, refresh_peers=True)
+        assert len(ids) == n
+        batches = -(-n // 20)
+        # the refresh pass reads once more; each read is one statement over the runs stored so far
+        # (so the work is N * N / BATCH: 8 reads of at most 4,000 runs for the issue's 4,000 blocks)
+        assert c["report_reads"] <= batches + 1, (c, batches)
+        db.conn.close()
+
+
+def test_rediagnosing_beside_real_baselines_predicts_once_per_batch(tmp_path):
+    """The same with a host and a remedied guest stored: every fixable run gets its prediction,
+    from one read of the stored speeds."""
+    work = {}
+    for n in (40, 160):
+        db, ids = _store_fixable(tmp_path / f"b{n}.db", n, tuple(_baselines(tmp_path).values()))
+        with counted(db) as c:
+            runs = diagnose_runs(db, ids)
+        assert all(r.diagnosis["fixable"] and r.diagnosis["prediction"] for r in runs)
+        assert len({json.dumps(r.diagnosis["prediction"]) for r in runs}) == 1
+        assert c["report_reads"] <= 1, c
+        work[n] = c["steps"]
+        db.conn.close()
+    assert work[160] <= 6 * work[40], work
+
+
+def _baselines(tmp_path: Path) -> dict[str, Path]:
+    """The files of a prediction: a remedied (shim) guest and its bare-metal host of one model (llama
+    1B), and the bare-metal host of the model to predict (gemma 12B), all on an M1 Ultra."""
+    out = {}
+    for name, (log, js) in {"shim": ("metal/m4-2026-08-guest-lume-shim.log", "bench/guest-shim.json"),
+                            "host": ("metal/m4-2026-08-host-m1-ultra.log", "bench/host-m1-ultra.json")}.items():
+        out[name] = tmp_path / f"{name}.log"
+        out[name].write_bytes((FIX / log).read_bytes() + (FIX / js).read_bytes())
+    out["gemma-host"] = FIX / "bench/gemma-12b-host.jsonl"
+    return out
+
+
+def _prediction(db_path: Path) -> list[dict] | None:
+    db = open_db(db_path)
+    try:
+        ids = _ingest(db, FIXABLE, "stock.log")
+        run = diagnose_runs(db, ids, refresh_peers=True)[0]
+        assert run.diagnosis["fixable"] is True
+        return run.diagnosis.get("prediction")
+    finally:
+        db.conn.close()
+
+
+def _ingest_files(db_path: Path, *paths: Path) -> None:
+    db = open_db(db_path)
+    try:
+        for p in paths:
+            ids = _ingest(db, p.read_bytes(), str(p))
+            diagnose_runs(db, ids, refresh_peers=True)
+    finally:
+        db.conn.close()
+
+
+def _export(tmp_path: Path, files: list[Path], instance: str, edit=None) -> Path:
+    """Another guest's store of these files, exported by the real CLI (``edit`` changes its runs)."""
+    db = tmp_path / f"{instance}.db"
+    _ingest_files(db, *files)
+    out = tmp_path / f"{instance}.json"
+    res = CliRunner().invoke(cli, ["--db", str(db), "export", "json", "--instance", instance, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    if edit is not None:
+        doc = json.loads(out.read_text())
+        edit(doc)
+        out.write_text(json.dumps(doc))
+    return out
+
+
+def test_local_baselines_predict_the_remedied_speed(tmp_path):
+    """The control: the same files stored here make a prediction (so the imported cases below
+    lose it only because the data is imported)."""
+    files = _baselines(tmp_path)
+    _ingest_files(tmp_path / "local.db", *files.values())
+    pred = _prediction(tmp_path / "local.db")
+    assert pred and {p["test"] for p in pred} >= {"tg128"}
+    assert all(p["from_models"] == ["llama 1B Q4_K - Medium"] for p in pred)
+
+
+def test_imported_runs_do_not_feed_local_predictions(tmp_path):
+    """Another guest's export of the same baselines, imported: reports, not measurements here."""
+    export = _export(tmp_path, list(_baselines(tmp_path).values()), "guest-b")
+    _ingest_files(tmp_path / "central.db", export)
+    assert _prediction(tmp_path / "central.db") is None
+
+
+def _inflate(doc: dict) -> None:
+    """Every figure of the export 20x faster: an edited file (still a plausible speed)."""
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "tok_s" and isinstance(v, (int, float)):
+                    node[k] = v * 20
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(doc)
+
+
+def test_imported_speeds_beside_local_ones_change_no_prediction(tmp_path):
+    """Local baselines and an edited import of the same models: the prediction is the local one."""
+    files = _baselines(tmp_path)
+    _ingest_files(tmp_path / "local.db", *files.values())
+    want = _prediction(tmp_path / "local.db")
+    export = _export(tmp_path, [files["shim"], files["gemma-host"]], "guest-c", edit=_inflate)
+    _ingest_files(tmp_path / "mixed.db", *files.values())
+    _ingest_files(tmp_path / "mixed.db", export)
+    assert want and _prediction(tmp_path / "mixed.db") == want
+
+
+def test_an_imported_fixable_run_gets_no_local_prediction(tmp_path):
+    """An imported fixable run is another guest's report: no remedy here, so no remedied speed."""
+    files = _baselines(tmp_path)
+    stock = tmp_path / "stock.log"
+    stock.write_bytes(FIXABLE)
+    export = _export(tmp_path, [stock], "guest-d")
+    _ingest_files(tmp_path / "central.db", *files.values())
+    db = open_db(tmp_path / "central.db")
+    try:
+        ids = _ingest(db, export.read_bytes(), str(export))
+        runs = diagnose_runs(db, ids, refresh_peers=True)
+        assert runs and all(r.origin is not None for r in runs)
+        assert all("prediction" not in (r.diagnosis or {}) for r in runs)
+    finally:
+        db.conn.close()
