@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from analyzer.cli import cli
 from analyzer.ingest import ingest
+from analyzer.output.run_report import distinguishing_configs
 from analyzer.read.reader import Input
 from analyzer.rules import diagnose as diagnose_mod
 from analyzer.rules.diagnose import diagnose_runs
@@ -229,3 +232,67 @@ def test_an_imported_fixable_run_gets_no_local_prediction(tmp_path):
         assert all("prediction" not in (r.diagnosis or {}) for r in runs)
     finally:
         db.conn.close()
+
+
+# ---------------------------------------------------------------------------
+# finding 2: distinguishing_configs makes one pass per test
+# ---------------------------------------------------------------------------
+
+
+def _lines_run(fn, *args) -> int:
+    """Python line events executed inside ``fn`` (and what it calls in its own module): a count of
+    the work, the same on every machine."""
+    module = fn.__module__
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        if event == "line":
+            count += 1
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_globals.get("__name__") == module else None
+
+    sys.settrace(tracer)
+    try:
+        fn(*args)
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def _builds(n: int, test: str = "tg128", extra: str = "") -> list[dict]:
+    """compare-llama-bench's figures of one test, one per build (``build=bN``)."""
+    return [{"test": test, "tok_s": 10.0 + i % 7, "config": f"{extra} build=b{i}".strip()} for i in range(n)]
+
+
+def _threads(n: int) -> list[dict]:
+    """llama-bench -t 1,2,...,n: one test, a figure per thread count, other parameters alike."""
+    return [{"test": "pp512", "tok_s": 50.0 + i, "config": f"ngl=99 threads={i + 1} fa=1"} for i in range(n)]
+
+
+def _mixed(n: int) -> list[dict]:
+    """Two tests interleaved, some figures stating a parameter the others do not."""
+    out = []
+    for i in range(n // 2):
+        out.append({"test": "pp512", "tok_s": 80.0, "config": f"build=b{i}" + (" fa=1" if i % 3 == 0 else "")})
+        out.append({"test": "tg128", "tok_s": 9.0, "config": f"ub={256 << (i % 3)} build=b{i}"})
+    return out
+
+
+@pytest.mark.parametrize("make", [_builds, _threads, _mixed, lambda n: _builds(n, extra="ngl=99 sm=row")],
+                         ids=["builds", "threads", "two-tests", "builds-with-common-params"])
+def test_distinguishing_configs_is_linear_in_the_figures_of_one_test(make):
+    small, large = _lines_run(distinguishing_configs, make(200)), _lines_run(distinguishing_configs, make(1600))
+    assert large <= 10 * small, (small, large)  # 8x the figures; quadratic was ~64x
+
+
+def test_distinguishing_configs_names_what_tells_figures_apart():
+    """The same answers as before: what varies within a test, None where a test has one figure."""
+    tp = [{"test": "pp512", "config": "threads=4 fa=1"}, {"test": "pp512", "config": "threads=8 fa=1"},
+          {"test": "tg128", "config": "threads=4 fa=1"}, {"test": "pp512", "config": "threads=8"},
+          {"test": "tg32", "config": None}, {"test": "tg32", "config": "fa=1"}]
+    assert distinguishing_configs(tp) == ["threads=4 fa=1", "threads=8 fa=1", None, "threads=8", None, "fa=1"]
+    assert distinguishing_configs(_builds(3)) == ["build=b0", "build=b1", "build=b2"]
+    assert distinguishing_configs(_builds(3, extra="ngl=99")) == ["build=b0", "build=b1", "build=b2"]
