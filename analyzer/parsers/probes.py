@@ -10,6 +10,7 @@ import json
 import regex
 
 from analyzer.parsers.base import (
+    REJECTED_KEY,
     Event,
     Format,
     Pattern,
@@ -50,6 +51,9 @@ def _probe_kv_events(line_no: int, text: str, key: str, value: str) -> list[Even
 KERNEL_CAPABILITIES = ("simdgroup_reduction", "simdgroup_mm", "bfloat")
 KERNEL_RESULTS = ("pass", "fail", "compile-error", "timeout", "not-run")
 MAX_MESSAGE = 300  # the probe prints at most 300 bytes of a compiler message
+# Metal has about 25 GPU families (Apple1-10, Mac1-2, Common1-3, Metal3-4, ...); a probe listing more is
+# hostile: the first MAX_FAMILIES answers are kept, the rest counted (70,000 of them peaked at 236 MB)
+MAX_FAMILIES = 64
 
 
 def _host_and_kernel_events(line_no: int, text: str, key: str, value: str) -> list[Event]:
@@ -153,6 +157,9 @@ def _probe_json(m: regex.Match) -> dict | None:
     if isinstance(sf, dict):  # capscan-probe --json
         out["probe"] = text_field(obj, "probe") or "capscan-probe"
         for code, val in sf.items():
+            if len(out["families"]) >= MAX_FAMILIES:
+                out[REJECTED_KEY] = len(sf) - MAX_FAMILIES  # counted, not kept: memory bounded
+                break
             c = to_int(str(code))
             if c is not None and isinstance(val, bool):
                 out["families"][c] = val

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from analyzer.cli import cli
 from analyzer.ingest import ingest
 from analyzer.output.run_report import distinguishing_configs
+from analyzer.parsers import probes, tables
 from analyzer.read.reader import Input
 from analyzer.rules import diagnose as diagnose_mod
 from analyzer.rules.diagnose import diagnose_runs
@@ -27,6 +28,9 @@ from analyzer.store.db import open_db
 from analyzer.store.queries import load_run
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
+# the budgets (getattr: on the code before them, the tests fail on their assertions, not on an import)
+MAX_BUILDS = getattr(tables, "MAX_BUILDS", 16)
+MAX_FAMILIES = getattr(probes, "MAX_FAMILIES", 64)
 
 # llama-bench -o jsonl 2>&1 in a stock guest: the clamped Metal block on stderr, then the rows whose
 # cpu_info names the host ("Apple M1 Ultra (Virtual)"): a fixable run (tests/rules/test_compare.py)
@@ -296,3 +300,90 @@ def test_distinguishing_configs_names_what_tells_figures_apart():
     assert distinguishing_configs(tp) == ["threads=4 fa=1", "threads=8 fa=1", None, "threads=8", None, "fa=1"]
     assert distinguishing_configs(_builds(3)) == ["build=b0", "build=b1", "build=b2"]
     assert distinguishing_configs(_builds(3, extra="ngl=99")) == ["build=b0", "build=b1", "build=b2"]
+
+
+# ---------------------------------------------------------------------------
+# finding 3: a compare table and a probe JSON keep bounded results, and count what they drop
+# ---------------------------------------------------------------------------
+
+
+def compare_table(builds: int, rows: int, tests: tuple[str, ...] = ("tg128",)) -> bytes:
+    """compare-llama-bench's markdown table with ``builds`` t/s columns (tabulate's layout)."""
+    head = "| CPU                      | Model         | Test   |" + "".join(f" t/s b{i} |" for i in range(builds))
+    sep = "|:-------------------------|:--------------|:-------|" + "-----:|" * builds
+    lines = [head + "   Speedup |", sep + "--------:|"]
+    for r in range(rows):
+        cells = "".join(f" {10 + (i * 7 + r) % 90}.{r % 100:02d} |" for i in range(builds))
+        lines.append(f"| Accelerate, Apple M3 Max | llama 1B Q8_0 | {tests[r % len(tests)]} |{cells}      1.01 |")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("builds,rows,tests", [(5000, 4, ("tg128",)), (2000, 6, ("pp512", "tg128", "pp512+tg128")),
+                                               (MAX_BUILDS + 1, 40, ("tg128", "pp512"))],
+                         ids=["wide-one-test", "wide-three-tests", "one-over-many-rows"])
+def test_a_wide_compare_table_keeps_a_bounded_number_of_builds(tmp_path, builds, rows, tests):
+    db = open_db(tmp_path / "t.db")
+    try:
+        res = ingest(db, Input("compare.md", io.BytesIO(compare_table(builds, rows, tests))), force=True)
+        run = load_run(db, res.run_ids[0])
+        stored = db.conn.execute("SELECT COUNT(*) FROM throughput").fetchone()[0]
+    finally:
+        db.conn.close()
+    assert stored == rows * MAX_BUILDS
+    assert {t["config"] for t in run.throughput} == {f"build=b{i}" for i in range(MAX_BUILDS)}
+    assert res.rejected == rows * (builds - MAX_BUILDS)  # each dropped figure counted
+
+
+def test_a_compare_table_within_the_budget_keeps_every_build(tmp_path):
+    db = open_db(tmp_path / "t.db")
+    try:
+        res = ingest(db, Input("compare.md", io.BytesIO(compare_table(3, 2))), force=True)
+        assert db.conn.execute("SELECT COUNT(*) FROM throughput").fetchone()[0] == 6
+    finally:
+        db.conn.close()
+    assert res.rejected == 0
+
+
+def test_a_wide_compare_table_piped_prints_a_bounded_report(tmp_path):
+    """Pipe mode, the issue's form: the report names the kept builds and says what was skipped."""
+    res = CliRunner().invoke(cli, ["--db", str(tmp_path / "p.db")], input=compare_table(4000, 6))
+    assert res.exit_code == 0, res.output
+    assert "build=b0" in res.output and f"build=b{MAX_BUILDS}" not in res.output
+    assert f"{6 * (4000 - MAX_BUILDS)} malformed record" in res.output
+
+
+def probe_json(families: int, *, first: int = 1000, extra: str = "") -> bytes:
+    fams = ",".join(f'"{first + i}":{"true" if i % 2 == 0 else "false"}' for i in range(families))
+    return (f'{{"probe":"capscan-probe","version":1,"device":"Apple Paravirtual device","supports_family":{{{fams}}},'
+            f'"max_threadgroup_memory":32768,"has_unified_memory":true{extra}}}\n').encode()
+
+
+@pytest.mark.parametrize("data,families,dropped", [
+    (probe_json(70_000), 70_000, 70_000),
+    (probe_json(70_000, first=1001, extra=',"cpu_brand":"Apple M1 Ultra (Virtual)","arch":"arm64"'), 70_000, 70_000),
+    (probe_json(20_000) * 6, 20_000, 6 * 20_000),
+], ids=["one-huge-probe", "huge-probe-with-host-lines", "six-probes"])
+def test_a_probe_json_with_huge_family_lists_keeps_a_bounded_list(tmp_path, data, families, dropped):
+    db = open_db(tmp_path / "p.db")
+    try:
+        res = ingest(db, Input("probe.json", io.BytesIO(data)), force=True)
+        runs = [load_run(db, rid) for rid in res.run_ids]
+    finally:
+        db.conn.close()
+    assert runs
+    for run in runs:
+        assert run.facts.probe is not None and len(run.facts.probe) <= MAX_FAMILIES
+        assert len(run.facts.device.families) <= MAX_FAMILIES
+    assert res.rejected == dropped - len(res.run_ids) * MAX_FAMILIES
+
+
+def test_a_real_probe_json_keeps_every_family(tmp_path):
+    db = open_db(tmp_path / "p.db")
+    try:
+        data = (FIX / "probe/capscan-probe-guest.json").read_bytes()
+        res = ingest(db, Input("probe.json", io.BytesIO(data)), force=True)
+        run = load_run(db, res.run_ids[0])
+    finally:
+        db.conn.close()
+    assert res.rejected == 0
+    assert run.facts.probe == {int(k): v for k, v in json.loads(data)["supports_family"].items()}
