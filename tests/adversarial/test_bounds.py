@@ -387,3 +387,37 @@ def test_a_real_probe_json_keeps_every_family(tmp_path):
         db.conn.close()
     assert res.rejected == 0
     assert run.facts.probe == {int(k): v for k, v in json.loads(data)["supports_family"].items()}
+
+
+def _probe_text(families: int) -> bytes:
+    """capscan-probe's key=value form, its family lines repeated past any real GPU's, then its last lines."""
+    lines = ["probe=capscan-probe 1", "device=Apple Paravirtual device"]
+    lines += [f"supports_family.{1000 + i}={'true' if i % 3 else 'false'}" for i in range(families)]
+    lines += ["max_threadgroup_memory=32768", "has_unified_memory=true"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _four_line(families: int) -> bytes:
+    """The Lume/Tart probe with its family/supports_family pair repeated for many families."""
+    lines = ["device=Apple Paravirtual device"]
+    for i in range(families):
+        lines += [f"family={1000 + i}", "supports_family=true"]
+    lines.append("max_threadgroup_memory=32768")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("data,families", [(_probe_text(20_000), 20_000), (_four_line(5_000), 5_000)],
+                         ids=["capscan-probe-lines", "lume-four-line-pairs"])
+def test_a_text_probe_with_huge_family_lists_keeps_a_bounded_list(tmp_path, data, families):
+    """The line forms of a probe: past the budget each family line is counted, and the probe's
+    other lines are still read."""
+    db = open_db(tmp_path / "p.db")
+    try:
+        res = ingest(db, Input("probe.txt", io.BytesIO(data)), force=True)
+        run = load_run(db, res.run_ids[0])
+    finally:
+        db.conn.close()
+    assert len(res.run_ids) == 1
+    assert run.facts.probe is not None and len(run.facts.probe) == MAX_FAMILIES
+    assert res.rejected == families - MAX_FAMILIES
+    assert run.facts.device.threadgroup_memory == 32768  # the line after the families still read
