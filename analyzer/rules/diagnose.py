@@ -224,20 +224,15 @@ def _store(db: Database, rows: list[tuple]) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _full_caps(report: dict) -> bool:
-    caps = report.get("capabilities") or {}
-    return bool(caps.get("simdgroup_reduction") and caps.get("simdgroup_mm"))
-
-
 Speeds = dict[str, dict[str, dict[str, float]]]
 
 
 def _speeds_by_model(db: Database, host_chip: str) -> Speeds:
-    """model -> {"guest"|"host": {test: best tok/s}} over local runs with full capabilities on this host chip."""
+    """model -> {"guest"|"host": {test: best tok/s}} over local runs with full capabilities on this host chip
+    (the capability flags are read in SQL: diagnoses.full_caps_speeds_on)."""
     out: Speeds = {}
     for model, env, test, tok_s in diagnoses.full_caps_speeds_on(db, host_chip):
-        side = out.setdefault(model, {}).setdefault("guest" if env == "vm" else "host", {})
-        side[test] = max(side.get(test, 0.0), tok_s)
+        out.setdefault(model, {}).setdefault("guest" if env == "vm" else "host", {})[test] = tok_s
     return out
 
 

@@ -98,7 +98,7 @@ def test_rediagnosing_stored_fixable_runs_reads_reports_once_per_batch(tmp_path)
     assert work[160] <= 6 * work[40], work  # 4x the runs; quadratic was ~16x
 
 
-def test_ingesting_fixable_blocks_beyond_a_batch_stays_linear(tmp_path, monkeypatch):
+def test_ingesting_fixable_blocks_beyond_a_batch_reads_reports_once_per_batch(tmp_path, monkeypatch):
     """The issue's 4,000 fixable blocks, scaled down by a small batch: each batch of the ingest reads
     the stored reports once (those stored by the batches before it), not once per run."""
     monkeypatch.setattr(diagnose_mod, "BATCH", 20)
