@@ -2,7 +2,7 @@
 """capscan on hostile input: time and peak memory of the real CLI, each figure
 beside its smaller peer (so growth shows as a ratio, not an absolute).
 
-    python3 bench/bounds.py [--out DIR] [--quick]
+    python3 bench/bounds.py [--out DIR] [--quick] [--cases all|issue37]
 
 Measures ``python -m analyzer --db TMP ingest FILE`` in a subprocess (wall
 time, and its own peak RSS from ``wait4``) on:
@@ -14,7 +14,14 @@ time, and its own peak RSS from ``wait4``) on:
 - a 4 MB gzip of 4 GiB of zeros (was 8.4 GB), and one of 1 GiB of text;
 - ``--keep-raw`` on a 282 MB log (was 890 MB);
 - one llama-bench JSON object of 395 keys of ~1 MB (was 1.66 GB), and 400k ``ggml_metal_init: error``
-  lines (a per-run list; was 1.18 GB at 3.5 M), each beside an ordinary log of the same size.
+  lines (a per-run list; was 1.18 GB at 3.5 M), each beside an ordinary log of the same size;
+- issue 37: 4,000 fixable blocks (was 158 s) beside 4,000 not-fixable ones, and the export of each
+  imported (was 157 s); a 6-line compare table of 40,000 builds piped (was 94 s) and one of 11,000
+  builds (the issue's 211 KB table peaked at 220 MB), and a probe JSON of huge family lists (was
+  236 MB), each beside an ordinary log of
+  the same size; an export whose proof list has 1.4 M items (was 1.0 GB), one with a huge number of
+  header keys (was 1.35 GB) and one 1 MiB ``inference compute`` line piped (was 41-73 s), each beside
+  an ordinary export or log of the same size.
 
 Target: peak RSS < 150 MB everywhere; time ratios near the size ratios (2x).
 This is a script, not a test: the figures depend on the machine.
@@ -23,7 +30,9 @@ This is a script, not a test: the figures depend on the machine.
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -38,11 +47,13 @@ from tests.bombs import write_gzip_bomb  # noqa: E402
 TARGET_RSS_MB = 150.0
 
 
-def measure(args: list[str], db: Path) -> tuple[float, float, int]:
+def measure(args: list[str], db: Path, stdin: Path | None = None) -> tuple[float, float, int]:
+    """Wall time, peak RSS (MB) and exit code of ``capscan --db DB ARGS`` (``stdin``: pipe mode's input)."""
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db), *args], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
+    with open(stdin or os.devnull, "rb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db), *args], cwd=REPO, stdin=fh,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
     return time.monotonic() - start, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
@@ -88,66 +99,212 @@ def ordinary(size: int, fh) -> None:
         size -= len(corpus)
 
 
+# ---------------------------------------------------------------------------
+# issue 37: the surfaces of imports, predictions, compare tables, probes and ollama's slog lines
+# ---------------------------------------------------------------------------
+
+FIX = REPO / "tests/fixtures"
+# llama-bench -o jsonl 2>&1 in a stock guest: the clamped block, then rows whose cpu_info names the host
+STOCK_BLOCK = (FIX / "metal/m4-2026-08-guest-stock.log").read_bytes().split(b"| model")[0]
+FIXABLE = STOCK_BLOCK + (FIX / "bench/gemma-12b-stock.jsonl").read_bytes()
+# its peer, the same block and rows but a cpu_info naming no chip: no host proof, so not fixable
+NOT_FIXABLE = FIXABLE.replace(b"Accelerate, Apple M1 Ultra (Virtual)", b"Accelerate")
+
+
+def compare_table(builds: int, rows: int, fh) -> None:
+    """compare-llama-bench's markdown table with ``builds`` t/s columns, tabulate's layout."""
+    fh.write(b"| CPU | Model | Test |" + b"".join(b" t/s b%d |" % i for i in range(builds)) + b" Speedup |\n")
+    fh.write(b"|:----|:------|:-----|" + b"-----:|" * builds + b"--------:|\n")
+    for r in range(rows):
+        fh.write(b"| Accelerate, Apple M3 Max | llama 1B Q8_0 | " + (b"tg128", b"pp512")[r % 2] + b" |"
+                 + b"".join(b" %d.%02d |" % (10 + (i * 7 + r) % 90, r) for i in range(builds)) + b" 1.01 |\n")
+
+
+def probe_families(lines: int, fh) -> None:
+    """capscan-probe --json lines, each with a supports_family object of ~75,000 entries (~1 MB)."""
+    fams = b",".join(b'"%d":%s' % (1000 + i, (b"true", b"false")[i % 2]) for i in range(75_000))
+    for _ in range(lines):
+        fh.write(b'{"probe":"capscan-probe","version":1,"device":"Apple Paravirtual device","supports_family":{'
+                 + fams + b'},"max_threadgroup_memory":32768,"has_unified_memory":true}\n')
+
+
+def inference_compute(size: int, fh) -> None:
+    """One ollama slog ``inference compute`` line of ``size`` bytes: one long quoted value (a token
+    shlex builds a character at a time)."""
+    head = (b'time=2026-08-10T10:01:44.551Z level=INFO source=types.go:130 msg="inference compute" id=0 '
+            b'library=metal variant="" compute="" driver=0.0 name=Metal description="Apple Paravirtual device" '
+            b'total="11.4 GiB" available="11.4 GiB"')
+    fh.write(head + b' pad="' + b"x y " * ((size - len(head) - 9) // 4) + b'"\n')
+
+
+def export_of(log: Path, out: Path, work: Path) -> Path:
+    """The real ``export json`` of a store holding ``log``'s runs."""
+    db = work / f"export-{log.stem}.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    for args in (["ingest", str(log)], ["export", "json", "--instance", "guest-b", "--out", str(out)]):
+        subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), *args], cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out
+
+
+def _export_parts(export: Path) -> tuple[bytes, bytes]:
+    """A real export's head (up to its runs array) and its first run object, one line each."""
+    lines = export.read_bytes().split(b"\n")
+    return lines[0], lines[1].rstrip(b",")
+
+
+def export_proof_list(items: int, run_line: bytes, head: bytes, fh) -> None:
+    """An export whose one run claims a proof list of ``items`` entries (the issue's 30 KB gzip): empty
+    objects, so the run stays under the reader's 16 MB object budget."""
+    before, _, after = run_line.partition(b'"proof":[')
+    after = after[after.index(b"]") + 1:]
+    fh.write(head + b"\n" + before + b'"proof":[')
+    for _ in range(items // 4096):
+        fh.write(b"{}," * 4096)
+    fh.write(b"{}]" + after + b"\n]}\n")
+
+
+def export_header_keys(keys: int, run_line: bytes, head: bytes, fh) -> None:
+    """An export whose document carries ``keys`` extra keys around its runs (the issue's 1.2 MB gzip)."""
+    fh.write(head.rstrip(b"[").rstrip().rstrip(b'"runs":').rstrip() + b"\n")
+    for i in range(keys // 2):
+        fh.write(b' "k%d": "%d",\n' % (i, i))
+    fh.write(b' "runs": [\n' + run_line + b"\n],\n")
+    for i in range(keys // 2, keys):
+        fh.write(b' "k%d": "%d",\n' % (i, i))
+    fh.write(b' "end": 0}\n')
+
+
+def ordinary_export(size: int, run_line: bytes, head: bytes, fh) -> None:
+    """The peer of a hostile export: a real run object repeated (each a distinct run: its own lines)."""
+    fh.write(head + b"\n")
+    i, written = 0, 0
+    span = re.compile(rb'"first_line":\d+,"last_line":\d+,')
+    while written < size:
+        line = span.sub(b'"first_line":%d,"last_line":%d,' % (1000 + 2 * i, 1001 + 2 * i), run_line, count=1)
+        fh.write((b"," if i else b"") + line + b"\n")
+        written += len(line) + 2
+        i += 1
+    fh.write(b"]}\n")
+
+
+def issue37(out: Path, q: int, run, rows: list) -> list[tuple[str, float, float]]:
+    """Issue 37's cases, each hostile input beside its peer; returns (label, time ratio, RSS ratio)."""
+    ratios: list[tuple[str, float, float]] = []
+
+    def pair(label: str) -> None:
+        (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
+        ratios.append((label, th / tp, rh / rp))
+        print(f"  ratio to its peer: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
+              f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
+
+    n = 4000 // q
+    fixable, peer = out / "fixable.log.gz", out / "not-fixable.log.gz"
+    for path, block in ((fixable, FIXABLE), (peer, NOT_FIXABLE)):
+        with gzip.open(path, "wb") as fh:  # one stream (the issue's 11 KB): blocks compress against each other
+            for _ in range(n):
+                fh.write(block)
+    run(f"fixable blocks ({fixable.stat().st_size >> 10} KB gzip)", f"{n:,}", ["ingest", str(fixable)])
+    run("  not-fixable blocks, same count", f"{n:,}", ["ingest", str(peer)])
+    pair("fixable blocks")
+    exports = [export_of(f, out / f"{f.name}.json", out) for f in (fixable, peer)]
+    run("  import: export of the fixable runs", f"{n:,}", ["ingest", str(exports[0])])
+    run("  import: export of the not-fixable runs", f"{n:,}", ["ingest", str(exports[1])])
+    pair("importing fixable runs")
+
+    def beside_ordinary(label: str, make, args: list[str], piped: bool = False, peer_of=ordinary) -> None:
+        hostile, same = out / "hostile37.log", out / "peer37.log"
+        with open(hostile, "wb") as fh:  # written as made: the child's peak RSS counts what the parent holds
+            make(fh)
+        with open(same, "wb") as fh:
+            peer_of(hostile.stat().st_size, fh)
+        size = f"{hostile.stat().st_size >> 10:,} KB"
+        for name, path in ((label, hostile), ("  its peer, same size", same)):
+            run(name, size, args if piped else [*args, str(path)], stdin=path if piped else None)
+        pair(label)
+
+    beside_ordinary("compare table, 40,000 builds, piped", lambda fh: compare_table(40_000 // q, 4, fh), [],
+                    piped=True)
+    beside_ordinary("compare table, 11,000 builds", lambda fh: compare_table(11_000 // q, 4, fh), ["ingest"])
+    beside_ordinary("probe JSON, huge family lists", lambda fh: probe_families(8 // min(q, 4), fh), ["ingest"])
+    beside_ordinary("1 MiB `inference compute` line, piped", lambda fh: inference_compute(1 << 20, fh), [],
+                    piped=True)
+    head, run_line = _export_parts(exports[0])
+
+    def peer_export(size: int, fh) -> None:
+        ordinary_export(size, run_line, head, fh)
+
+    beside_ordinary("export, proof list of 1.4 M items",
+                    lambda fh: export_proof_list(1_400_000 // q, run_line, head, fh), ["ingest"], peer_of=peer_export)
+    beside_ordinary("export, huge number of header keys",
+                    lambda fh: export_header_keys(4_000_000 // q, run_line, head, fh), ["ingest"], peer_of=peer_export)
+    return ratios
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--quick", action="store_true", help="a quarter of the sizes")
+    ap.add_argument("--cases", choices=("all", "issue37"), default="all", help="issue37: only issue 37's cases")
     a = ap.parse_args()
     out = a.out or Path(tempfile.mkdtemp(prefix="capscan-bounds-"))
     out.mkdir(parents=True, exist_ok=True)
     q = 4 if a.quick else 1
     rows: list[tuple[str, str, float, float, int]] = []
 
-    def run(label: str, size: str, args: list[str]) -> None:
+    def run(label: str, size: str, args: list[str], stdin: Path | None = None) -> None:
         db = out / "bench.db"
         for suffix in ("", "-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
-        t, rss, rc = measure(args, db)
+        t, rss, rc = measure(args, db, stdin)
         rows.append((label, size, t, rss, rc))
         print(f"{label:<34} {size:>10} {t:8.2f} s {rss:8.1f} MB  exit {rc}", flush=True)
 
-    for n in (20_000 // q, 40_000 // q, 80_000 // q):
-        p = out / f"ops{n}.log"
-        p.write_bytes(ops(n))
-        run("distinct unsupported ops", f"{n:,}", ["ingest", str(p)])
-    for n in (15_000 // q, 30_000 // q, 60_000 // q):
-        p = out / f"blocks{n}.log"
-        p.write_bytes(blocks(n))
-        run("tiny device blocks (1 run each)", f"{n:,}", ["ingest", str(p)])
-    for name, make in (("distinct NSLog process names", nslog), ("distinct system_profiler chipsets", chipsets)):
-        for n in (10_000 // q, 20_000 // q, 40_000 // q):
-            p = out / f"{make.__name__}{n}.log"
-            p.write_bytes(make(n))
-            run(name, f"{n:,}", ["ingest", str(p)])
-    bomb = out / "zeros.gz"
-    write_gzip_bomb(bomb, b"\0" * (1 << 20), 4096 // q)
-    run(f"gzip bomb, zeros ({bomb.stat().st_size >> 10} KB)", f"{4096 // q} MiB", ["ingest", str(bomb)])
-    line = b"srv  log_server_r: request: GET /health 127.0.0.1 200\n"
-    text = out / "text.gz"
-    write_gzip_bomb(text, line * ((1 << 20) // len(line)), 1024 // q)
-    run(f"gzip bomb, text ({text.stat().st_size >> 10} KB)", f"{1024 // q} MiB", ["ingest", str(text)])
-    big = out / "big.log"
-    with open(big, "wb") as f:
-        chunk = b"".join(b"llama_model_loader: - tensor %6d: blk.%d.attn_q.weight q4_K [4096, 4096]\n" % (i, i % 32)
-                         for i in range(4096))
-        while f.tell() < (282 << 20) // q:
-            f.write(chunk)
-    run("--keep-raw", f"{big.stat().st_size >> 20} MB", ["ingest", "--keep-raw", str(big)])
     ratios: list[tuple[str, float, float]] = []
-    for label, make, n in (("one 395 MB llama-bench JSON object", huge_object, 395 // q),
-                           ("metal error lines (a per-run list)", metal_errors, 400_000 // q)):
-        hostile, peer = out / "hostile.log", out / "peer.log"
-        # written as they are made: a forked child's peak RSS counts what the parent holds
-        with open(hostile, "wb") as fh:
-            make(n, fh)
-        with open(peer, "wb") as fh:
-            ordinary(hostile.stat().st_size, fh)
-        run(label, f"{hostile.stat().st_size >> 20} MB", ["ingest", str(hostile)])
-        run("  ordinary log, same size", f"{peer.stat().st_size >> 20} MB", ["ingest", str(peer)])
-        (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
-        ratios.append((label, th / tp, rh / rp))
-        print(f"  ratio to the ordinary log: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
-              f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
+    if a.cases == "all":
+        for n in (20_000 // q, 40_000 // q, 80_000 // q):
+            p = out / f"ops{n}.log"
+            p.write_bytes(ops(n))
+            run("distinct unsupported ops", f"{n:,}", ["ingest", str(p)])
+        for n in (15_000 // q, 30_000 // q, 60_000 // q):
+            p = out / f"blocks{n}.log"
+            p.write_bytes(blocks(n))
+            run("tiny device blocks (1 run each)", f"{n:,}", ["ingest", str(p)])
+        for name, make in (("distinct NSLog process names", nslog), ("distinct system_profiler chipsets", chipsets)):
+            for n in (10_000 // q, 20_000 // q, 40_000 // q):
+                p = out / f"{make.__name__}{n}.log"
+                p.write_bytes(make(n))
+                run(name, f"{n:,}", ["ingest", str(p)])
+        bomb = out / "zeros.gz"
+        write_gzip_bomb(bomb, b"\0" * (1 << 20), 4096 // q)
+        run(f"gzip bomb, zeros ({bomb.stat().st_size >> 10} KB)", f"{4096 // q} MiB", ["ingest", str(bomb)])
+        line = b"srv  log_server_r: request: GET /health 127.0.0.1 200\n"
+        text = out / "text.gz"
+        write_gzip_bomb(text, line * ((1 << 20) // len(line)), 1024 // q)
+        run(f"gzip bomb, text ({text.stat().st_size >> 10} KB)", f"{1024 // q} MiB", ["ingest", str(text)])
+        big = out / "big.log"
+        with open(big, "wb") as f:
+            chunk = b"".join(b"llama_model_loader: - tensor %6d: blk.%d.attn_q.weight q4_K [4096, 4096]\n" % (i, i % 32)
+                             for i in range(4096))
+            while f.tell() < (282 << 20) // q:
+                f.write(chunk)
+        run("--keep-raw", f"{big.stat().st_size >> 20} MB", ["ingest", "--keep-raw", str(big)])
+        for label, make, n in (("one 395 MB llama-bench JSON object", huge_object, 395 // q),
+                               ("metal error lines (a per-run list)", metal_errors, 400_000 // q)):
+            hostile, peer = out / "hostile.log", out / "peer.log"
+            # written as they are made: a forked child's peak RSS counts what the parent holds
+            with open(hostile, "wb") as fh:
+                make(n, fh)
+            with open(peer, "wb") as fh:
+                ordinary(hostile.stat().st_size, fh)
+            run(label, f"{hostile.stat().st_size >> 20} MB", ["ingest", str(hostile)])
+            run("  ordinary log, same size", f"{peer.stat().st_size >> 20} MB", ["ingest", str(peer)])
+            (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
+            ratios.append((label, th / tp, rh / rp))
+            print(f"  ratio to the ordinary log: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
+                  f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
+    ratios += issue37(out, q, run, rows)
     worst = max(r[3] for r in rows)
     print(f"peak RSS at most {worst:.1f} MB: {'PASS' if worst < TARGET_RSS_MB else 'FAIL'} (< {TARGET_RSS_MB:.0f} MB)")
     in_ratio = all(t <= 2 and r <= 2 for _, t, r in ratios)
