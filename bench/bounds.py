@@ -2,7 +2,7 @@
 """capscan on hostile input: time and peak memory of the real CLI, each figure
 beside its smaller peer (so growth shows as a ratio, not an absolute).
 
-    python3 bench/bounds.py [--out DIR] [--quick]
+    python3 bench/bounds.py [--out DIR] [--quick] [--only TEXT]
 
 Measures ``python -m analyzer --db TMP ingest FILE`` in a subprocess (wall
 time, and its own peak RSS from ``wait4``) on:
@@ -21,6 +21,10 @@ time, and its own peak RSS from ``wait4``) on:
   ordinary export of the same size (real run objects, one after another).
 - 32 ollama ``msg="inference compute"`` lines of 1 MiB (shlex.split took 41-73 s on one), beside the same
   lines with another message (read by no pattern).
+- issue 37's other surfaces: 4,000 fixable blocks (was 158 s) beside 4,000 not-fixable ones, and the
+  export of each imported (was 157 s); a 6-line compare table of 40,000 builds piped (was 94 s) and one
+  of 11,000 builds (the issue's 211 KB table peaked at 220 MB), and a probe JSON of huge family lists
+  (was 236 MB), each beside an ordinary log of the same size.
 
 ``--only TEXT`` runs only the cases whose label contains TEXT (``--only export``).
 
@@ -31,6 +35,7 @@ This is a script, not a test: the figures depend on the machine.
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import subprocess
 import sys
@@ -46,11 +51,13 @@ from tests.bombs import write_gzip_bomb  # noqa: E402
 TARGET_RSS_MB = 150.0
 
 
-def measure(args: list[str], db: Path) -> tuple[float, float, int]:
+def measure(args: list[str], db: Path, stdin: Path | None = None) -> tuple[float, float, int]:
+    """Wall time, peak RSS (MB) and exit code of ``capscan --db DB ARGS`` (``stdin``: pipe mode's input)."""
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db), *args], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
+    with open(stdin or os.devnull, "rb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(db), *args], cwd=REPO, stdin=fh,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
     return time.monotonic() - start, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
@@ -155,6 +162,95 @@ def ordinary(size: int, fh) -> None:
         size -= len(corpus)
 
 
+# ---------------------------------------------------------------------------
+# issue 37: the surfaces of imports, predictions, compare tables, probes and ollama's slog lines
+# ---------------------------------------------------------------------------
+
+FIX = REPO / "tests/fixtures"
+# llama-bench -o jsonl 2>&1 in a stock guest: the clamped block, then rows whose cpu_info names the host
+STOCK_BLOCK = (FIX / "metal/m4-2026-08-guest-stock.log").read_bytes().split(b"| model")[0]
+FIXABLE = STOCK_BLOCK + (FIX / "bench/gemma-12b-stock.jsonl").read_bytes()
+# its peer, the same block and rows but a cpu_info naming no chip: no host proof, so not fixable
+NOT_FIXABLE = FIXABLE.replace(b"Accelerate, Apple M1 Ultra (Virtual)", b"Accelerate")
+
+
+def compare_table(builds: int, rows: int, fh) -> None:
+    """compare-llama-bench's markdown table with ``builds`` t/s columns, tabulate's layout."""
+    fh.write(b"| CPU | Model | Test |" + b"".join(b" t/s b%d |" % i for i in range(builds)) + b" Speedup |\n")
+    fh.write(b"|:----|:------|:-----|" + b"-----:|" * builds + b"--------:|\n")
+    for r in range(rows):
+        fh.write(b"| Accelerate, Apple M3 Max | llama 1B Q8_0 | " + (b"tg128", b"pp512")[r % 2] + b" |"
+                 + b"".join(b" %d.%02d |" % (10 + (i * 7 + r) % 90, r) for i in range(builds)) + b" 1.01 |\n")
+
+
+def probe_families(lines: int, fh) -> None:
+    """capscan-probe --json lines, each with a supports_family object of ~75,000 entries (~1 MB)."""
+    fams = b",".join(b'"%d":%s' % (1000 + i, (b"true", b"false")[i % 2]) for i in range(75_000))
+    for _ in range(lines):
+        fh.write(b'{"probe":"capscan-probe","version":1,"device":"Apple Paravirtual device","supports_family":{'
+                 + fams + b'},"max_threadgroup_memory":32768,"has_unified_memory":true}\n')
+
+
+def export_of(log: Path, out: Path, work: Path) -> Path:
+    """The real ``export json`` of a store holding ``log``'s runs."""
+    db = work / f"export-{log.stem}.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    for args in (["ingest", str(log)], ["export", "json", "--instance", "guest-b", "--out", str(out)]):
+        subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), *args], cwd=REPO, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return out
+
+
+def issue37(out: Path, q: int, run, rows: list, wanted) -> list[tuple[str, float, float]]:
+    """Issue 37's cases of predictions, compare tables and probes (its imports and slog lines are in
+    main's table), each hostile input beside its peer; returns (label, time ratio, RSS ratio)."""
+    ratios: list[tuple[str, float, float]] = []
+
+    def pair(label: str) -> None:
+        (_, _, th, rh, _), (_, _, tp, rp, _) = rows[-2], rows[-1]
+        ratios.append((label, th / tp, rh / rp))
+        print(f"  ratio to its peer: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
+              f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
+
+    n = 4000 // q
+    fixable, peer = out / "fixable.log.gz", out / "not-fixable.log.gz"
+    if not wanted("fixable blocks"):
+        n = 0
+    for path, block in ((fixable, FIXABLE), (peer, NOT_FIXABLE)) if n else ():
+        with gzip.open(path, "wb") as fh:  # one stream (the issue's 11 KB): blocks compress against each other
+            for _ in range(n):
+                fh.write(block)
+    if n:
+        run(f"fixable blocks ({fixable.stat().st_size >> 10} KB gzip)", f"{n:,}", ["ingest", str(fixable)])
+        run("  not-fixable blocks, same count", f"{n:,}", ["ingest", str(peer)])
+        pair("fixable blocks")
+        exports = [export_of(f, out / f"{f.name}.json", out) for f in (fixable, peer)]
+        run("  import: export of the fixable runs", f"{n:,}", ["ingest", str(exports[0])])
+        run("  import: export of the not-fixable runs", f"{n:,}", ["ingest", str(exports[1])])
+        pair("importing fixable runs")
+
+    def beside_ordinary(label: str, make, args: list[str], piped: bool = False, peer_of=ordinary) -> None:
+        if not wanted(label):
+            return
+        hostile, same = out / "hostile37.log", out / "peer37.log"
+        with open(hostile, "wb") as fh:  # written as made: the child's peak RSS counts what the parent holds
+            make(fh)
+        with open(same, "wb") as fh:
+            peer_of(hostile.stat().st_size, fh)
+        size = f"{hostile.stat().st_size >> 10:,} KB"
+        for name, path in ((label, hostile), ("  its peer, same size", same)):
+            run(name, size, args if piped else [*args, str(path)], stdin=path if piped else None)
+        pair(label)
+
+    beside_ordinary("compare table, 40,000 builds, piped", lambda fh: compare_table(40_000 // q, 4, fh), [],
+                    piped=True)
+    beside_ordinary("compare table, 11,000 builds, piped", lambda fh: compare_table(11_000 // q, 4, fh), [],
+                    piped=True)
+    beside_ordinary("probe JSON, huge family lists", lambda fh: probe_families(16 // q, fh), ["ingest"])
+    return ratios
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
@@ -169,11 +265,11 @@ def main() -> int:
     def wanted(label: str) -> bool:
         return a.only.lower() in label.lower()
 
-    def run(label: str, size: str, args: list[str]) -> None:
+    def run(label: str, size: str, args: list[str], stdin: Path | None = None) -> None:
         db = out / "bench.db"
         for suffix in ("", "-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
-        t, rss, rc = measure(args, db)
+        t, rss, rc = measure(args, db, stdin)
         rows.append((label, size, t, rss, rc))
         print(f"{label:<34} {size:>10} {t:8.2f} s {rss:8.1f} MB  exit {rc}", flush=True)
 
@@ -249,6 +345,7 @@ def main() -> int:
         ratios.append(("inference compute lines", th / tp, rh / rp))
         print(f"  ratio to the other message: time {th / tp:.2f}x, peak RSS {rh / rp:.2f}x "
               f"({'PASS' if th / tp <= 2 and rh / rp <= 2 else 'FAIL'}: within 2x)", flush=True)
+    ratios += issue37(out, q, run, rows, wanted)
     if not rows:
         print(f"no case matches --only {a.only!r}")
         return 2

@@ -84,6 +84,8 @@ class Dispatcher:
                     for ev in got:
                         if not ev.text:
                             ev.text = text
+                        if REJECTED_KEY in ev.data:  # records of the block refused, the rest stand
+                            self.rejected += ev.data.pop(REJECTED_KEY)
                     events.extend(got)
                     self.recognised += 1
                     continue

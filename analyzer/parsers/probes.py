@@ -10,6 +10,7 @@ import json
 import regex
 
 from analyzer.parsers.base import (
+    REJECTED_KEY,
     Event,
     Format,
     Pattern,
@@ -50,6 +51,9 @@ def _probe_kv_events(line_no: int, text: str, key: str, value: str) -> list[Even
 KERNEL_CAPABILITIES = ("simdgroup_reduction", "simdgroup_mm", "bfloat")
 KERNEL_RESULTS = ("pass", "fail", "compile-error", "timeout", "not-run")
 MAX_MESSAGE = 300  # the probe prints at most 300 bytes of a compiler message
+# Metal has about 25 GPU families (Apple1-10, Mac1-2, Common1-3, Metal3-4, ...); a probe listing more is
+# hostile: the first MAX_FAMILIES answers are kept, the rest counted (70,000 of them peaked at 236 MB)
+MAX_FAMILIES = 64
 
 
 def _host_and_kernel_events(line_no: int, text: str, key: str, value: str) -> list[Event]:
@@ -94,26 +98,47 @@ def _json_kernels(obj: dict) -> dict | None:
     return out
 
 
-class _CapscanProbeCollector:
+class _FamilyBudget:
+    """A probe's family answers up to MAX_FAMILIES distinct codes; a line past the budget is refused
+    (counted by the Dispatcher) and the probe's other lines are still read."""
+
+    def __init__(self) -> None:
+        self.codes: set[int] = set()
+        self.survives_rejects = False  # read by the Dispatcher after a Rejected: only the budget's go on
+
+    def check(self, events: list[Event]) -> list[Event]:
+        for ev in events:
+            if ev.kind == "probe.family" and ev.data["code"] not in self.codes:
+                if len(self.codes) >= MAX_FAMILIES:
+                    self.survives_rejects = True
+                    raise Rejected("a probe family past the budget")
+                self.codes.add(ev.data["code"])
+        return events
+
+
+class _CapscanProbeCollector(_FamilyBudget):
     """capscan-probe key=value lines, after 'probe=capscan-probe 1'."""
 
     def feed(self, line_no: int, text: str) -> list[Event] | None:
+        self.survives_rejects = False
         m = _KV.match(text)
         if not m or m.group("key") == "probe":
             return None
-        return _probe_kv_events(line_no, text, m.group("key"), m.group("value"))
+        return self.check(_probe_kv_events(line_no, text, m.group("key"), m.group("value")))
 
     def finish(self) -> list[Event]:
         return []
 
 
-class _FourLineProbeCollector:
+class _FourLineProbeCollector(_FamilyBudget):
     """The Lume/Tart probe: device=, family=, supports_family=, max_threadgroup_memory=."""
 
-    def __init__(self):
+    def __init__(self) -> None:
+        super().__init__()
         self.family: int | None = None
 
     def feed(self, line_no: int, text: str) -> list[Event] | None:
+        self.survives_rejects = False
         m = _KV.match(text)
         if not m or m.group("key") not in ("family", "supports_family", "max_threadgroup_memory"):
             return None
@@ -125,7 +150,7 @@ class _FourLineProbeCollector:
             supported = to_bool(value)
             if self.family is None or supported is None:
                 return []
-            return [Event("probe.family", line_no, text, {"code": self.family, "supported": supported})]
+            return self.check([Event("probe.family", line_no, text, {"code": self.family, "supported": supported})])
         return _probe_kv_events(line_no, text, key, value)
 
     def finish(self) -> list[Event]:
@@ -153,6 +178,9 @@ def _probe_json(m: regex.Match) -> dict | None:
     if isinstance(sf, dict):  # capscan-probe --json
         out["probe"] = text_field(obj, "probe") or "capscan-probe"
         for code, val in sf.items():
+            if len(out["families"]) >= MAX_FAMILIES:
+                out[REJECTED_KEY] = len(sf) - MAX_FAMILIES  # counted, not kept: memory bounded
+                break
             c = to_int(str(code))
             if c is not None and isinstance(val, bool):
                 out["families"][c] = val

@@ -13,7 +13,7 @@ from typing import Any
 
 import regex
 
-from analyzer.parsers.base import Event, Format, Pattern, Sample, rx, to_float, to_int
+from analyzer.parsers.base import REJECTED_KEY, Event, Format, Pattern, Sample, rx, to_float, to_int
 from analyzer.parsers.bench import row_from_fields
 
 # compare-llama-bench's header names (PRETTY_NAMES of every version; compared case-blind) -> the
@@ -34,6 +34,10 @@ _EXTRA = {"use mmap": "mmap", "split mode": "sm", "main gpu": "mg", "embeddings"
 _BACKEND_COLUMNS = {"backends", "cuda", "vulkan", "kompute", "metal", "sycl", "gpu blas", "blas", "opencl"}
 _SIZE_GIB = "model size [gib]"
 _BUILD = "t/s "
+# compare-llama-bench compares a few builds; a table of thousands of t/s columns is hostile: the first
+# MAX_BUILDS are read, the other cells of each row counted as refused records (a 211 KB table of
+# 11,000 builds peaked at 220 MB)
+MAX_BUILDS = 16
 # a build's name goes into a configuration label: one token, no "=" nor the brackets of figure_key
 _BUILD_NAME = regex.compile(r"[^\s=\[\]]{1,32}+")
 _TEST = regex.compile(r"(?:pp(?P<p>\d++))?+\+?+(?:tg(?P<g>\d++))?+(?:@d(?P<d>\d++))?+")
@@ -64,7 +68,7 @@ def _test(cell: str) -> tuple[int, int, int] | None:
 
 def rows_of(columns: list[str], cells: list[str]) -> list[dict]:
     """One llama-bench row per build of a compare-llama-bench row (``Rejected``: a speed no
-    machine can have, counted)."""
+    machine can have, counted), for the first ``MAX_BUILDS`` builds (``dropped_builds`` counts the rest)."""
     if len(cells) != len(columns):
         return []
     fields: dict[str, Any] = {}
@@ -78,7 +82,8 @@ def rows_of(columns: list[str], cells: list[str]) -> list[dict]:
         if name == "Test":
             test = _test(cell)
         elif name.startswith(_BUILD):
-            builds.append((name[len(_BUILD):].strip(), cell))
+            if len(builds) < MAX_BUILDS:
+                builds.append((name[len(_BUILD):].strip(), cell))
         elif low == _SIZE_GIB:
             gib = to_float(cell)
             fields["model_size"] = int(gib * 1024 ** 3) if gib is not None and 0 < gib < 1e6 else None
@@ -111,6 +116,7 @@ class _CompareCollector:
 
     def __init__(self, data: dict[str, Any]):
         self.columns = data["columns"]
+        self.dropped = max(0, sum(c.startswith(_BUILD) for c in self.columns) - MAX_BUILDS)
 
     def feed(self, line_no: int, text: str) -> list[Event] | None:
         stripped = text.strip()
@@ -122,7 +128,10 @@ class _CompareCollector:
         if len(cells) != len(self.columns):
             return None  # another table (a blank line between them may not reach the parser)
         rows = rows_of(self.columns, cells)
-        return [Event("bench.row_list", line_no, text, {"rows": rows})] if rows else []
+        data: dict[str, Any] = {"rows": rows}
+        if rows and self.dropped:
+            data[REJECTED_KEY] = self.dropped  # the cells of the builds past the budget (Dispatcher counts them)
+        return [Event("bench.row_list", line_no, text, data)] if rows else []
 
     def finish(self) -> list[Event]:
         return []
@@ -155,4 +164,4 @@ COMPARE = Format(
     ),
 )
 
-__all__ = ["COMPARE", "rows_of"]
+__all__ = ["COMPARE", "MAX_BUILDS", "rows_of"]

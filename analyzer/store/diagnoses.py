@@ -4,7 +4,8 @@ The rules decide; this module only reads and writes rows."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+import sqlite3
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from analyzer.store.db import Database
@@ -42,15 +43,26 @@ def save_diagnoses(db: Database, rows: list[tuple]) -> None:
             db.conn.executemany(UPSERT_DIAGNOSES, rows)
 
 
-def diagnosed_runs_on(db: Database, host_chip: str) -> list[tuple[int, str, str, str]]:
-    """(run id, model, environment, report JSON) of runs diagnosed on this host chip, in a VM or on bare metal."""
-    return db.conn.execute(
-        "SELECT r.id, r.model, d.environment, d.report FROM runs r JOIN diagnoses d ON d.run_id = r.id "
-        "WHERE d.host_chip = ? AND r.model IS NOT NULL AND d.environment IN ('vm', 'bare-metal')",
-        (host_chip,)).fetchall()
+# One pass over the runs of a chip: the best finite speed per (model, side, test) of local runs
+# whose capabilities are full. json_extract reads the two flags in SQLite, so no report reaches
+# Python; a run with an origin (an import: another machine's report) is never a measurement here.
+_SPEEDS_ON = (
+    "SELECT r.model, d.environment, t.test, MAX(t.tok_s) FROM runs r JOIN diagnoses d ON d.run_id = r.id "
+    "JOIN throughput t ON t.run_id = r.id "
+    "WHERE d.host_chip = ? AND r.model IS NOT NULL AND d.environment IN ('vm', 'bare-metal') "
+    "AND json_extract(d.report, '$.capabilities.simdgroup_reduction') "
+    "AND json_extract(d.report, '$.capabilities.simdgroup_mm') "
+    "AND t.tok_s > 0 AND t.tok_s < 1e308{local} GROUP BY r.model, d.environment, t.test")
+_LOCAL = " AND NOT EXISTS (SELECT 1 FROM run_origins o WHERE o.run_id = r.id)"
 
 
-def best_speed_per_test(db: Database, run_id: int) -> Iterator[tuple[str, float]]:
-    """(test, highest measured tok/s) of one run, for tests with a positive speed."""
-    yield from db.conn.execute(
-        "SELECT test, MAX(tok_s) FROM throughput WHERE run_id = ? AND tok_s > 0 GROUP BY test", (run_id,))
+def full_caps_speeds_on(db: Database, host_chip: str) -> list[tuple[str, str, str, float]]:
+    """(model, environment, test, best tok/s) over the local runs diagnosed on this host chip, in a VM
+    or on bare metal, with full simdgroup capabilities: what a prediction of a remedied guest reads,
+    in one statement whatever the number of runs."""
+    try:
+        return db.conn.execute(_SPEEDS_ON.format(local=_LOCAL), (host_chip,)).fetchall()
+    except sqlite3.OperationalError as exc:  # a database older than m009, opened read-only: no imports in it
+        if "run_origins" not in str(exc):
+            raise
+        return db.conn.execute(_SPEEDS_ON.format(local=""), (host_chip,)).fetchall()
