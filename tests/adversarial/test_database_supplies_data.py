@@ -234,3 +234,184 @@ def test_a_record_capscan_wrote_itself_still_undoes(host):
     assert r.exit_code == 0, r.output
     assert host.value() == "0"
     assert host.changes()[-1] == ["defaults", "write", DOMAIN, KEY, "-bool", "false"]
+
+
+# -- shared: a database with the user's own runs -----------------------------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# The guest's own proof of an Apple-silicon host (an arm64 macOS build line): with it the stock paravirtual
+# guest's run is really fixable, the control every edited run is measured against.
+ARM64_BUILD_LINE = ("build: 10167 (ee3d1b54c) with Apple clang version 17.0.0 (clang-1700.0.13.5) for "
+                    "arm64-apple-darwin25.0.0\n")
+NEVER_FIXABLE = {
+    "intel-mac": FIXTURES / "metal" / "m2-2024-10-amd-egpu-intel-mac.log",
+    "cpu-only": FIXTURES / "backends" / "cpu-only-system-info-2024-10.log",
+    "bare-metal-healthy": FIXTURES / "metal" / "m2-2024-03-m2max.log",
+}
+
+
+def _store(tmp_path: Path, target: Path) -> tuple[Path, int, int]:
+    """A database holding a truly fixable guest run and the user's own ``target`` run: (db, fixable id, target id)."""
+    db = tmp_path / "capscan.db"
+    guest = tmp_path / "guest-stock.log"
+    guest.write_text(ARM64_BUILD_LINE + (FIXTURES / "metal" / "m4-2026-08-guest-stock.log").read_text())
+    for path in (guest, target):
+        r = CliRunner().invoke(cli, ["ingest", "--db", str(db), str(path)])
+        assert r.exit_code == 0, r.output
+    ids = [row["id"] for row in json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).output)]
+    return db, min(ids), max(ids)
+
+
+def _sql(db: Path, *statements: str) -> None:
+    conn = sqlite3.connect(db)
+    with conn:
+        for s in statements:
+            conn.execute(s)
+    conn.close()
+
+
+def _stored(db: Path, run_id: int) -> tuple:
+    conn = sqlite3.connect(db)
+    row = conn.execute("SELECT verdict, fixable FROM diagnoses WHERE run_id = ?", (run_id,)).fetchone()
+    conn.close()
+    return row
+
+
+# -- finding 2: triggers and views are code, refused before anything runs ----------------------------------------
+
+REWRITE = ("UPDATE diagnoses SET fixable = 1, verdict = 'capability-downgrade', "
+           "report = json_set(report, '$.fixable', json('true'), '$.verdict', 'capability-downgrade')")
+FOREIGN_OBJECTS = {
+    "trigger-on-diagnoses": ("diagnoses_fix", f"CREATE TRIGGER diagnoses_fix AFTER INSERT ON diagnoses BEGIN "
+                                              f"{REWRITE}; END"),
+    "trigger-on-runs": ("runs_touch", f"CREATE TRIGGER runs_touch AFTER INSERT ON runs BEGIN {REWRITE}; END"),
+    "capscan-like-name": ("generation_runs_update", "CREATE TRIGGER generation_runs_update AFTER UPDATE ON runs "
+                                                    f"BEGIN {REWRITE}; END"),
+    "temp-like-name": ("temp.fix", f'CREATE TRIGGER "temp.fix" BEFORE DELETE ON runs BEGIN {REWRITE}; END'),
+    "update-trigger": ("on_read", f"CREATE TRIGGER on_read AFTER UPDATE ON remedy_actions BEGIN {REWRITE}; END"),
+    "view": ("fixable_runs", "CREATE VIEW fixable_runs AS SELECT run_id FROM diagnoses WHERE fixable = 1"),
+    "view-shadowing-a-table": ("run_origins", "DROP TABLE run_origins",
+                               "CREATE VIEW run_origins AS SELECT run_id, 'k' || run_id AS key, 'x' AS instance, "
+                               "'x' AS source, NULL AS sha256, NULL AS origin_run_id, NULL AS capscan_version, "
+                               "NULL AS diagnosed_at, report FROM diagnoses"),
+}
+
+
+@pytest.mark.parametrize("kind", list(FOREIGN_OBJECTS))
+def test_a_database_with_foreign_triggers_or_views_is_refused(tmp_path, kind):
+    name, *statements = FOREIGN_OBJECTS[kind]
+    db, _, intel = _store(tmp_path, NEVER_FIXABLE["intel-mac"])
+    before = _stored(db, intel)
+    _sql(db, *statements)  # added after capscan created the database, as a handed-over file holds it
+    more = tmp_path / "more.log"
+    more.write_text((FIXTURES / "metal" / "m2-2024-03-m2max.log").read_text())
+    commands = [("ingest", "--force", str(more)), ("runs",), ("runs", "--json"), ("show", str(intel)),
+                ("remedy", "plan", "--run", str(intel)), ("export", "prometheus"), ("export", "json"),
+                ("db", "stats"), ("remedy", "status")]
+    for args in commands:
+        r = CliRunner().invoke(cli, [*args[:2], "--db", str(db), *args[2:]] if args[0] in ("remedy", "export", "db")
+                               else [args[0], "--db", str(db), *args[1:]])
+        assert r.exit_code == 2, (args, r.output)
+        last = r.output.strip().splitlines()[-1]
+        assert name in last and "capscan did not create" in last, (args, r.output)
+        assert "Traceback" not in r.output
+    assert _stored(db, intel) == before  # nothing fired
+
+
+def test_the_tui_store_refuses_a_foreign_trigger(tmp_path):
+    from analyzer.store.browse import Store
+    from analyzer.store.errors import StoreError
+
+    db, _, _ = _store(tmp_path, NEVER_FIXABLE["intel-mac"])
+    store = Store(db)
+    with store.read() as conn:  # the TUI was started on a clean file; the trigger comes while it runs
+        assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+    _sql(db, FOREIGN_OBJECTS["trigger-on-diagnoses"][1])
+    with pytest.raises(StoreError, match="diagnoses_fix"):
+        with store.read():
+            pass
+    with pytest.raises(StoreError, match="diagnoses_fix"):
+        with store.database():
+            pass
+
+
+def test_connections_do_not_trust_the_schema(tmp_path):
+    """trusted_schema=OFF: functions with side effects are not run from the schema's own SQL."""
+    db, _, _ = _store(tmp_path, NEVER_FIXABLE["cpu-only"])
+    database = open_db(db)
+    assert database.conn.execute("PRAGMA trusted_schema").fetchone()[0] == 0
+    database.conn.close()
+
+
+# -- finding 3: a stored verdict is a claim; today's rules decide it ---------------------------------------------
+
+def _edit_to_fixable(db: Path, run_id: int, *, report_too: bool, stale: bool = False) -> None:
+    sets = "fixable = 1, verdict = 'capability-downgrade'"
+    if report_too:
+        sets += (", report = json_set(report, '$.fixable', json('true'), '$.verdict', 'capability-downgrade', "
+                 "'$.fixable_reason', 'capscan can fix that')")
+    if stale:
+        sets += ", rules_version = '4'"
+    _sql(db, f"UPDATE diagnoses SET {sets} WHERE run_id = {run_id}")
+
+
+EDITS = [pytest.param(name, report_too, stale, id=f"{name}-{'report' if report_too else 'columns'}"
+                      f"{'-stale' if stale else ''}")
+         for name in NEVER_FIXABLE for report_too, stale in ((False, False), (True, False), (True, True))]
+
+
+@pytest.mark.parametrize(("name", "report_too", "stale"), EDITS)
+def test_an_edited_diagnosis_is_decided_again_everywhere(tmp_path, name, report_too, stale):
+    db, fixable, target = _store(tmp_path, NEVER_FIXABLE[name])
+    _edit_to_fixable(db, target, report_too=report_too, stale=stale)
+
+    rows = {r["id"]: r for r in json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).output)}
+    assert rows[fixable]["fixable"] is True  # the control: a real claim stands
+    assert rows[target]["fixable"] is False and rows[target]["verdict"] != "capability-downgrade", rows[target]
+
+    table = CliRunner().invoke(cli, ["runs", "--db", str(db)]).output
+    (line,) = [ln for ln in table.splitlines() if ln.split("\t")[0] == str(target)]
+    assert "capability-downgrade" not in line
+    only = json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json", "--verdict",
+                                               "capability-downgrade"]).output)
+    assert [r["id"] for r in only] == [fixable]
+
+    plan = json.loads(CliRunner().invoke(cli, ["remedy", "plan", "--db", str(db), "--run", str(target),
+                                               "--json"]).output)
+    assert plan["actionable"] is False and plan["fixable"] is False, plan
+    assert json.loads(CliRunner().invoke(cli, ["remedy", "plan", "--db", str(db), "--run", str(fixable),
+                                               "--json"]).output)["fixable"] is True
+
+    from analyzer.store.browse import RunFilter, Store
+    from analyzer.tui.model import page_rows
+
+    with Store(db).read() as conn:
+        tui = {r.id: r for r in page_rows(conn, RunFilter(), before=None, limit=50)}
+    assert tui[target].fixable is False and tui[target].verdict != "capability-downgrade"
+    assert tui[fixable].fixable is True
+
+    prom = CliRunner().invoke(cli, ["export", "prometheus", "--db", str(db)]).output
+    info = [ln for ln in prom.splitlines() if ln.startswith("capscan_run_info{")]
+    assert sum('fixable="true"' in ln for ln in info) == 1, info  # the control only
+    assert all('verdict="capability-downgrade"' not in ln or 'environment="vm"' in ln for ln in info), info
+
+    export = CliRunner().invoke(cli, ["export", "json", "--db", str(db)]).output
+    runs = {r["id"]: r for r in json.loads(export)["runs"]}
+    assert runs[target]["fixable"] is False and runs[target]["verdict"] != "capability-downgrade"
+
+
+def test_a_stale_stored_verdict_is_decided_again_in_the_list(tmp_path):
+    """Runs whose stored rules_version is not today's are decided again: a real downgrade stored as
+    healthy by older rules lists as today's rules see it."""
+    db, fixable, _ = _store(tmp_path, NEVER_FIXABLE["cpu-only"])
+    _sql(db, f"UPDATE diagnoses SET verdict = 'healthy', fixable = 0, rules_version = '1' WHERE run_id = {fixable}")
+    rows = {r["id"]: r for r in json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).output)}
+    assert rows[fixable]["verdict"] == "capability-downgrade" and rows[fixable]["fixable"] is True
+
+
+def test_a_stored_claim_on_the_default_stock_run_is_not_acted_on(tmp_path):
+    """`remedy plan` without --run picks the newest stock run: an edited Intel run there is not actionable."""
+    db, _, intel = _store(tmp_path, NEVER_FIXABLE["intel-mac"])
+    _edit_to_fixable(db, intel, report_too=True)
+    plan = json.loads(CliRunner().invoke(cli, ["remedy", "plan", "--db", str(db), "--json"]).output)
+    assert plan["run_id"] == intel and plan["actionable"] is False and plan["fixable"] is False
