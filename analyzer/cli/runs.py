@@ -59,7 +59,16 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None, ins
     def rows() -> Iterator[dict[str, Any]]:
         if database is None:
             return
-        for row in iter_runs(database, limit=limit or None, verdict=verdict, text=search, instance=instance):
+        from analyzer.rules.today import todays_verdicts
+
+        listed = iter_runs(database, limit=limit or None, verdict=verdict, text=search, instance=instance)
+        # a stored verdict is a claim: today's rules decide each fixable or downgrade row again
+        for row, today in todays_verdicts(database, listed, lambda r: r["id"]):
+            if today is not None:
+                row.update(verdict=today.get("verdict"), fixable=bool(today.get("fixable")),
+                           environment=today.get("environment"))
+                if verdict and row["verdict"] != verdict:
+                    continue  # the stored verdict matched --verdict; today's does not
             seen.append(row["verdict"] or "unknown")
             yield row
 

@@ -22,13 +22,12 @@ EXPORT = "capscan.runs"
 
 
 def _diagnosed(db: Database, run):
-    """The run with its diagnosis: the stored one when current, else the rules' in memory (an
-    export writes nothing to the store)."""
-    from analyzer.rules.diagnose import diagnose_stored_run
-    from analyzer.rules.version import RULES_VERSION
+    """The run with its diagnosis: the stored one when it claims nothing (not fixable, a settled verdict,
+    today's rules), else the rules' in memory (an export writes nothing to the store, and passes on no
+    stored claim it did not decide)."""
+    from analyzer.rules.today import todays_diagnosis
 
-    if not (run.diagnosis and run.diagnosis.get("rules_version") == RULES_VERSION):
-        run.diagnosis = diagnose_stored_run(db, run)
+    run.diagnosis = todays_diagnosis(db, run, keep_settled=True)
     return run
 
 

@@ -120,10 +120,18 @@ def collect(db: Database, recent: int = RECENT_RUNS, *, instance: str | None = N
 
     snap = Snapshot(instance=label_value(instance)) if instance else Snapshot()
     oldest = None if max_age_s is None else (time.time() if now is None else now) - max_age_s
+    from analyzer.rules.today import todays_verdicts
+
     rows = recent_diagnosed_runs(db, recent)
     groups: set[tuple[str, str, str]] = set()
-    for (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip,
-         report) in rows:  # newest first: the first of each key wins
+    # a stored verdict is a claim: each fixable, downgrade or older-rules row is decided again today
+    for row, today in todays_verdicts(db, rows, lambda r: r[0], among=[r[0] for r in rows]):
+        (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip, report) = row
+        if today is not None:
+            verdict, fixable, env, host_chip = (today.get("verdict"), bool(today.get("fixable")),
+                                                today.get("environment"), today.get("host_chip"))
+            report = json.dumps({"paired": today.get("paired")})
+        # newest first: the first of each key wins
         when = _epoch(created)
         if oldest is not None and when is not None and when < oldest:
             snap.dropped_old += 1

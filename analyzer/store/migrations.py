@@ -316,3 +316,12 @@ def m010_drop_diagnosis_stamps(db: Database) -> None:
     for name in names:
         db.execute(f'DROP TRIGGER IF EXISTS "{name}"')
     db.executescript("DROP TABLE IF EXISTS diagnosis_inputs; DROP TABLE IF EXISTS store_generation;")
+
+
+@MIGRATIONS()
+def m011_diagnoses_claims(db: Database) -> None:
+    """A stored verdict is a claim that today's rules decide again before a command shows or acts on it
+    (analyzer.rules.today.todays_verdicts): this covering index finds the claims (fixable, a verdict
+    that is not settled, older rules) without reading the diagnoses' reports, as diagnoses_list does for
+    the listing."""
+    db.executescript("CREATE INDEX IF NOT EXISTS diagnoses_claims ON diagnoses(rules_version, fixable, verdict);")

@@ -8,11 +8,15 @@ every value after it. Adding a listed column: a field here, its column in
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from analyzer.safe_text import clean
 from analyzer.store.stored_text import SOURCE_NAME_SQL, exact_text
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 _BEST = "(SELECT MAX(t.tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE '{p}%' OR t.test = '{name}'))"
 
@@ -76,3 +80,29 @@ class RunRow:
         """``row["device"]``, as for the listing's dicts: one cell function serves both."""
         return getattr(self, name)
 
+
+
+def claims(db: Database, rules_version: str, settled: Sequence[str], among: Sequence[int] | None = None) -> set[int]:
+    """The runs whose stored diagnosis claims what only the rules may decide: fixable (any value but 0), a
+    verdict not in ``settled`` (the capability-downgrade, or a word capscan never wrote), or rules other
+    than ``rules_version``. ``among``: only those runs (a page); else every run, from the covering index
+    ``diagnoses_claims`` (m011), without reading a report."""
+    marks = ", ".join("?" * len(settled))
+    cond = f"(fixable IS NOT 0 OR verdict IS NULL OR verdict NOT IN ({marks}) OR rules_version IS NOT ?)"
+    args: list[Any] = [*settled, rules_version]
+    if among is None:
+        try:
+            rows = db.conn.execute(f"SELECT run_id FROM diagnoses INDEXED BY diagnoses_claims WHERE {cond}", args)
+            return {r[0] for r in rows}
+        except sqlite3.OperationalError as exc:  # a database without the index (dropped by hand): slower, same answer
+            if "no such index" not in str(exc):
+                raise
+            return {r[0] for r in db.conn.execute(f"SELECT run_id FROM diagnoses WHERE {cond}", args)}
+    out: set[int] = set()
+    ids = list(among)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        out.update(r[0] for r in db.conn.execute(
+            f"SELECT run_id FROM diagnoses WHERE run_id IN ({', '.join('?' * len(chunk))}) AND {cond}",
+            [*chunk, *args]))
+    return out

@@ -395,8 +395,9 @@ def test_an_edited_diagnosis_is_decided_again_everywhere(tmp_path, name, report_
     assert sum('fixable="true"' in ln for ln in info) == 1, info  # the control only
     assert all('verdict="capability-downgrade"' not in ln or 'environment="vm"' in ln for ln in info), info
 
-    export = CliRunner().invoke(cli, ["export", "json", "--db", str(db)]).output
-    runs = {r["id"]: r for r in json.loads(export)["runs"]}
+    out = tmp_path / "export.json"
+    assert CliRunner().invoke(cli, ["export", "json", "--db", str(db), "--out", str(out)]).exit_code == 0
+    runs = {r["id"]: r for r in json.loads(out.read_text())["runs"]}
     assert runs[target]["fixable"] is False and runs[target]["verdict"] != "capability-downgrade"
 
 
