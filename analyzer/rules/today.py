@@ -48,21 +48,27 @@ def todays_diagnosis(db: Database, run: StoredRun, *, keep_settled: bool = False
 def todays_verdicts(db: Database, rows: Iterable[R], run_id: Callable[[R], int], *,
                     among: Sequence[int] | None = None) -> Iterator[tuple[R, dict | None]]:
     """Each listed row with today's diagnosis when its stored one is a claim (analyzer.store.run_list.claims:
-    fixable, a verdict not settled, older rules), else None: the stored values stand. ``among``: the ids
-    of a bounded listing (a page, the recent runs); else the claims of the whole store are found first,
-    from an index. Rows stream BATCH at a time; the claims of a batch share one pass's peers."""
+    fixable, a verdict not settled, older rules) that this installation did not stamp itself on the same
+    facts (analyzer.store.stamp), else None: the stored values stand. ``among``: the ids of a bounded
+    listing (a page, the recent runs); else the claims of the whole store are found first, from an index.
+    Rows stream BATCH at a time; stamps are checked, and the claims of a batch diagnosed (sharing one
+    pass's peers), a batch at a time, so memory stays bounded."""
     claimed = run_list.claims(db, RULES_VERSION, SETTLED, among)
     if not claimed:  # the common case: nothing to decide, and the rules are never imported
         for row in rows:
             yield row, None
         return
-    from analyzer.rules.diagnose import diagnose_in_memory
-
     batch: list[R] = []
 
     def flush() -> Iterator[tuple[R, dict | None]]:
-        wanted = [run_id(r) for r in batch if run_id(r) in claimed]
-        today = diagnose_in_memory(db, wanted) if wanted else {}
+        here = {rid: claimed[rid] for r in batch if (rid := run_id(r)) in claimed}
+        # a claim this installation stamped itself on unchanged facts stands; the rest are decided again
+        wanted = run_list.unstamped(db, here, RULES_VERSION) if here else []
+        today: dict[int, dict] = {}
+        if wanted:
+            from analyzer.rules.diagnose import diagnose_in_memory
+
+            today = diagnose_in_memory(db, wanted)
         for r in batch:
             yield r, today.get(run_id(r))
         batch.clear()

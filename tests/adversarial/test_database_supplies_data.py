@@ -416,3 +416,51 @@ def test_a_stored_claim_on_the_default_stock_run_is_not_acted_on(tmp_path):
     _edit_to_fixable(db, intel, report_too=True)
     plan = json.loads(CliRunner().invoke(cli, ["remedy", "plan", "--db", str(db), "--json"]).output)
     assert plan["run_id"] == intel and plan["actionable"] is False and plan["fixable"] is False
+
+
+def test_a_lying_diagnosis_stamped_by_another_installation_is_decided_again(tmp_path, monkeypatch):
+    """The database comes from another machine whose capscan stamped its own (edited) diagnoses with its
+    own key: nothing this installation's key verifies, so every claim is decided again here."""
+    from analyzer.store import stamp
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "theirs"))
+    db, fixable, intel = _store(tmp_path, NEVER_FIXABLE["intel-mac"])
+    conn = sqlite3.connect(db)
+    facts = conn.execute("SELECT CAST(facts AS BLOB) FROM runs WHERE id = ?", (intel,)).fetchone()[0]
+    env = conn.execute("SELECT environment FROM diagnoses WHERE run_id = ?", (intel,)).fetchone()[0]
+    theirs = stamp.key(create=False)
+    assert theirs is not None
+    with conn:
+        conn.execute("UPDATE diagnoses SET fixable = 1, verdict = 'capability-downgrade', stamp = ? WHERE run_id = ?",
+                     (stamp.stamp(theirs, intel, "capability-downgrade", 1, env, "5", facts), intel))
+    conn.close()
+    # on their machine the forged row verifies (the stamp only says who wrote it) ...
+    assert intel not in _claims(db)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "ours"))  # ... here it does not
+    rows = {r["id"]: r for r in json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).output)}
+    assert rows[intel]["fixable"] is False and rows[intel]["verdict"] == "hardware-limit"
+    assert rows[fixable]["fixable"] is True
+
+
+def test_a_stamped_claim_moved_onto_other_facts_is_decided_again(tmp_path):
+    """The stamp covers the run's facts: the fixable guest's stamped diagnosis over an Intel Mac's facts
+    (the facts copied over the guest's run) no longer verifies."""
+    db, fixable, intel = _store(tmp_path, NEVER_FIXABLE["intel-mac"])
+    assert _claims(db) == set()  # this installation's own diagnoses, facts unchanged: nothing to decide again
+    _sql(db, f"UPDATE runs SET facts = (SELECT facts FROM runs WHERE id = {intel}) WHERE id = {fixable}")
+    assert _claims(db) == {fixable}
+    rows = {r["id"]: r for r in json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).output)}
+    assert rows[fixable]["fixable"] is False
+
+
+def _claims(db: Path) -> set[int]:
+    """The stored claims the listings decide again (not stamped here, on other facts, or older rules)."""
+    from analyzer.rules.today import SETTLED
+    from analyzer.rules.version import RULES_VERSION
+    from analyzer.store.run_list import claims, unstamped
+
+    database = open_db(db)
+    try:
+        return set(unstamped(database, claims(database, RULES_VERSION, SETTLED), RULES_VERSION))
+    finally:
+        database.conn.close()

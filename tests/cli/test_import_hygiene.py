@@ -157,11 +157,21 @@ def test_runs_and_db_stats_import_only_what_they_use(tmp_path):
         assert _offenders(mods, unused + _HEAVY) == [], argv
 
 
-def test_runs_decides_a_stored_downgrade_with_the_rules(tmp_path):
-    """The other side of the listings above: a stored downgrade is a claim, decided again with today's
-    rules (which read the facts), so the same listing imports them."""
+def test_runs_decides_a_stored_downgrade_with_the_rules_unless_this_capscan_stamped_it(tmp_path):
+    """The other side of the listings above: a stored downgrade is a claim. One this installation stored
+    (its stamp verifies) is listed as stored, without the rules; the same row without its stamp (a
+    database from elsewhere, or an older capscan's) is decided again with today's rules, which read the
+    facts."""
+    import sqlite3
+
     db = tmp_path / "c.db"
     proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
                            str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+    mods = _imported("--db", str(db), "runs")
+    assert "analyzer.store.stamp" in mods and _offenders(mods, _HEAVY) == []
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE diagnoses SET stamp = NULL")
+    conn.close()
     assert {"analyzer.rules.diagnose", "analyzer.model"} <= _imported("--db", str(db), "runs")
