@@ -77,8 +77,8 @@ def open_db(path: str | os.PathLike[str]) -> Database:
         _retry(lambda: _enable_wal(conn))
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        _refuse_newer(db, path)  # (first: a newer capscan's schema may hold objects this one does not know)
         guard(conn, path)
-        _refuse_newer(db, path)
         conn.execute("PRAGMA recursive_triggers = ON")  # as sqlite-utils' Database sets it
         _retry(lambda: _migrate(db, path))
     except sqlite3.OperationalError as exc:
@@ -125,8 +125,8 @@ def _open_read_only(path: str) -> Database:
             continue
         db = Database(conn)
         try:
-            guard(conn, path)
             _refuse_newer(db, path)
+            guard(conn, path)
             if MIGRATIONS.pending_names(conn):
                 raise StoreError(f"{path}: read-only, and written by an older capscan: it needs an upgrade that "
                                  "cannot be written here (open it once where it is writable)")

@@ -464,3 +464,34 @@ def _claims(db: Path) -> set[int]:
         return set(unstamped(database, claims(database, RULES_VERSION, SETTLED), RULES_VERSION))
     finally:
         database.conn.close()
+
+
+@pytest.mark.parametrize("name", ["intel-mac", "cpu-only"])
+async def test_the_tui_detail_and_copy_key_decide_an_edited_diagnosis_again(tmp_path, name):
+    """The TUI's detail screen shows today's verdict, and its copy key (y) copies no remedy command."""
+    from textual.widgets import DataTable
+
+    from analyzer.tui.app import CapscanApp
+    from analyzer.tui.screens.detail import DetailScreen
+
+    db, fixable, target = _store(tmp_path, NEVER_FIXABLE[name])
+    _edit_to_fixable(db, target, report_too=True)
+    app = CapscanApp(db, run_id=target, poll_interval=None)
+    async with app.run_test(size=(140, 45)) as pilot:
+        for _ in range(3):
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+        assert isinstance(app.screen, DetailScreen)
+        assert app.screen.run is not None and app.screen.run.diagnosis["fixable"] is False
+        assert app.screen.run.diagnosis["verdict"] != "capability-downgrade"
+        assert app.screen.plan is not None and app.screen.plan["actionable"] is False
+        await pilot.press("y")
+        await pilot.pause()
+        assert app.clipboard == ""
+        await pilot.press("escape")
+        for _ in range(2):
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+        rows = app.runs_screen.rows
+        assert rows[target].fixable is False and rows[fixable].fixable is True
+        assert app.runs_screen.query_one("#runs", DataTable).row_count == 2
