@@ -159,6 +159,22 @@ def guard(conn: sqlite3.Connection, path: str) -> None:
                          f"(sqlite3 COPY.db 'DROP {kind.upper()} {quoted}') and use --db COPY.db")
 
 
+def guard_file(path: str) -> None:
+    """``guard`` for a file another program will open (``db serve``: Datasette), read-only."""
+    from pathlib import Path
+
+    try:
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot open the database ({exc})") from None
+    try:
+        guard(conn, path)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a capscan database or corrupt ({exc})") from None
+    finally:
+        conn.close()
+
+
 def _migration_triggers() -> dict[str, str]:
     """The triggers capscan's migrations create (m007's, which m010 drops), as sqlite_master holds their SQL."""
     global _OWN_TRIGGERS

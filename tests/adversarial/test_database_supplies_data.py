@@ -318,6 +318,23 @@ def test_a_database_with_foreign_triggers_or_views_is_refused(tmp_path, kind):
     assert _stored(db, intel) == before  # nothing fired
 
 
+@pytest.mark.parametrize("kind", ["trigger-on-diagnoses", "view"])
+def test_db_serve_refuses_a_foreign_trigger_or_view(tmp_path, kind, monkeypatch):
+    """Datasette opens the file itself: the same check runs first, and nothing is served (the server is
+    replaced by a recorder, so a missing check fails here instead of serving)."""
+    pytest.importorskip("datasette")
+    from analyzer.fleet import dbserve
+
+    served: list[object] = []
+    monkeypatch.setattr(dbserve, "serve", lambda *a, **k: served.append(a))
+    name, *statements = FOREIGN_OBJECTS[kind]
+    db, _, _ = _store(tmp_path, NEVER_FIXABLE["cpu-only"])
+    _sql(db, *statements)
+    r = CliRunner().invoke(cli, ["db", "serve", "--db", str(db), "--port", "0"])
+    assert r.exit_code == 2 and name in r.output and "capscan did not create" in r.output, r.output
+    assert served == []
+
+
 def test_the_tui_store_refuses_a_foreign_trigger(tmp_path):
     from analyzer.store.browse import Store
     from analyzer.store.errors import StoreError
