@@ -45,6 +45,23 @@ def todays_diagnosis(db: Database, run: StoredRun, *, keep_settled: bool = False
     return diagnose_stored_run(db, run)
 
 
+def todays_reports(db: Database, runs: list[StoredRun]) -> None:
+    """For readers of every run's whole report (export json), a batch at a time: each run's diagnosis set
+    to today's. A stored report is kept when it claims nothing and its row does not either, or when its
+    row is a claim this installation stamped and the report says what the stamped row says; any other
+    run is diagnosed again in memory."""
+    claimed = run_list.claims(db, RULES_VERSION, SETTLED, [r.id for r in runs])
+    wanted = set(run_list.unstamped(db, claimed, RULES_VERSION)) if claimed else set()
+    for run in runs:
+        d, row = run.diagnosis, claimed.get(run.id)
+        if d is not None and run.id not in wanted and (
+                claims_nothing(d) if row is None else
+                (d.get("verdict"), d.get("fixable"), d.get("environment"), d.get("rules_version"))
+                == (row[0], bool(row[1]) if row[1] in (0, 1) else None, row[2], row[3])):
+            continue
+        run.diagnosis = todays_diagnosis(db, run)
+
+
 def todays_verdicts(db: Database, rows: Iterable[R], run_id: Callable[[R], int], *,
                     among: Sequence[int] | None = None) -> Iterator[tuple[R, dict | None]]:
     """Each listed row with today's diagnosis when its stored one is a claim (analyzer.store.run_list.claims:

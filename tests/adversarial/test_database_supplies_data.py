@@ -512,3 +512,20 @@ async def test_the_tui_detail_and_copy_key_decide_an_edited_diagnosis_again(tmp_
         rows = app.runs_screen.rows
         assert rows[target].fixable is False and rows[fixable].fixable is True
         assert app.runs_screen.query_one("#runs", DataTable).row_count == 2
+
+
+@pytest.mark.parametrize("name", list(NEVER_FIXABLE))
+def test_an_edited_report_under_an_untouched_row_is_decided_again(tmp_path, name):
+    """Only the report JSON says fixable (the row's columns, and their stamp, are capscan's own): the
+    readers of whole reports (export json, remedy plan) decide it again too."""
+    db, fixable, target = _store(tmp_path, NEVER_FIXABLE[name])
+    _sql(db, "UPDATE diagnoses SET report = json_set(report, '$.fixable', json('true'), '$.verdict', "
+             f"'capability-downgrade') WHERE run_id = {target}")
+    out = tmp_path / "export.json"
+    assert CliRunner().invoke(cli, ["export", "json", "--db", str(db), "--out", str(out)]).exit_code == 0
+    runs = {r["id"]: r for r in json.loads(out.read_text())["runs"]}
+    assert runs[target]["fixable"] is False and runs[target]["verdict"] != "capability-downgrade"
+    assert runs[fixable]["fixable"] is True
+    plan = json.loads(CliRunner().invoke(cli, ["remedy", "plan", "--db", str(db), "--run", str(target),
+                                               "--json"]).output)
+    assert plan["actionable"] is False
