@@ -120,8 +120,15 @@ def build_db(path: Path, n_runs: int, seed: int = 6) -> dict:
                      "unrecognised_lines, overlong_lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", sources)
     conn.executemany("INSERT INTO runs (id, source_id, seq, first_line, last_line, program, backend, device_name, "
                      "apple_family, model, created_at, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", runs)
+    # stamped as capscan's writer stamps what it stores (analyzer.store.stamp): a copied claim lists as stored
+    from analyzer.store import stamp
+
+    secret = stamp.key(create=True)
+    facts_of = {r[0]: r[11] for r in runs}
+    diags = [(*d, stamp.stamp(secret, d[0], d[1], int(d[2]), d[4], d[7], facts_of[d[0]].encode()) if secret else None)
+             for d in diags]
     conn.executemany("INSERT INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, "
-                     "rules_version, diagnosed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", diags)
+                     "rules_version, diagnosed_at, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", diags)
     conn.executemany("INSERT INTO throughput (run_id, line, test, tok_s, stddev, model, kind, n_prompt, n_gen, "
                      "n_depth) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tps)
     conn.executemany("INSERT INTO evidence (run_id, line, kind, text) VALUES (?, ?, ?, ?)", evs)

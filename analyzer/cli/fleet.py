@@ -430,7 +430,12 @@ def db_serve(opts: Options, host: str, port: int, with_raw: bool) -> None:
     except ImportError:
         raise CapscanError("db serve needs Datasette: pip install 'capscan[datasette]'") from None
     from analyzer.fleet import dbserve
+    from analyzer.store.db import StoreError, guard_file
 
+    try:
+        guard_file(str(path))  # a trigger or view in the file is code: never served
+    except StoreError as exc:
+        raise CapscanError(str(exc)) from None
     raw = "" if with_raw else "; raw logs hidden (--with-raw serves them)"
     click.echo(f"capscan: serving {path} read-only at http://{host}:{port}/{raw} (Ctrl-C stops)", err=True)
     dbserve.serve(Path(path), host=host, port=port, with_raw=with_raw)

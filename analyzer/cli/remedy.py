@@ -319,7 +319,7 @@ def host_default_cmd(opts, mode, apply_, undo_) -> Result:
     if why_not and (apply_ or undo_):
         raise CapscanError(f"not changing it: {why_not}")
     current = hd.read(runner) if not why_not else None
-    mine = [a for a in records.actions(db, hd.ACTION)] if db is not None else []
+    mine = [hd.public_record(a) for a in records.actions(db, hd.ACTION)] if db is not None else []
     pending = [a for a in records.undoable(db) if a["action"] == hd.ACTION] if db is not None else []
     doc: dict[str, Any] = {"domain": hd.DOMAIN, "key": hd.KEY, "host": why_not is None, "why_not_host": why_not,
                            "current": current.to_json() if current else None, "records": mine,
@@ -329,14 +329,17 @@ def host_default_cmd(opts, mode, apply_, undo_) -> Result:
             doc["undo"] = {"done": False, "message": "capscan has not changed this default (nothing recorded)."}
         else:
             a = pending[0]
+            plan = hd.undo_plan(a)  # capscan's own command, rebuilt from the record: its stored argv never runs
             if apply_:
                 ok, msg = hd.undo_action(runner, db, a)
-                doc["undo"] = {"done": ok, "message": msg, "action_id": a["id"]}
+                doc["undo"] = {"done": ok, "message": msg, "action_id": a["id"], "argv": plan.argv}
+            elif plan.refused or plan.argv is None or plan.previous is None:
+                doc["undo"] = {"done": False, "dry_run": True, "argv": None, "action_id": a["id"],
+                               "message": plan.refused or "refusing this record"}
             else:
-                previous = hd.Value(**{k: a["args"]["previous"][k] for k in ("state", "value")}, detail="")
-                doc["undo"] = {"done": False, "dry_run": True, "argv": a["undo"]["argv"],
-                               "message": f"would run `{shlex.join(a['undo']['argv'])}` (restores "
-                                          f"{previous.describe()}); add --apply to do it"}
+                doc["undo"] = {"done": False, "dry_run": True, "argv": plan.argv, "action_id": a["id"],
+                               "message": f"would run `{shlex.join(plan.argv)}` (restores "
+                                          f"{plan.previous.describe()}); add --apply to do it"}
     elif apply_:
         ok, msg, aid = hd.apply(runner, db)
         doc["apply"] = {"done": ok, "message": msg, "action_id": aid}
@@ -347,8 +350,9 @@ def host_default_cmd(opts, mode, apply_, undo_) -> Result:
             out.write(f"{hd.DOMAIN} {hd.KEY}: {current.describe() if current else 'unknown'}\n")
         for a in mine:
             state = f"undone {a['undone_at']}" if a["undone_at"] else a["result"]
-            out.write(f"  capscan action {a['id']} at {a['at']}: set it (was "
-                      f"{a['args']['previous'].get('value') or 'not set'}); {state}\n")
+            prev = a["args"].get("previous")
+            was = prev.get("value") if isinstance(prev, dict) else None
+            out.write(f"  capscan action {a['id']} at {a['at']}: set it (was {was or 'not set'}); {state}\n")
         for key in ("apply", "undo"):
             if key in doc:
                 out.write(doc[key]["message"] + "\n")
@@ -358,7 +362,7 @@ def host_default_cmd(opts, mode, apply_, undo_) -> Result:
         out.write(hd.SUFFICIENT + "\n")
 
     failed = (apply_ and not doc.get("apply", {}).get("done", True)) or (
-        undo_ and apply_ and pending and not doc["undo"]["done"])
+        undo_ and bool(pending) and not doc["undo"]["done"] and (apply_ or doc["undo"]["argv"] is None))
     return Result(human=human, doc=doc, exit_code=EXIT_UNVERIFIED if failed else 0)
 
 
@@ -383,21 +387,23 @@ def undo_cmd(opts, apply_, action_id) -> Result:
         if not todo:
             a = records.get(db, action_id) if db is not None else None
             raise CapscanError(f"action {action_id} " + ("does not exist" if a is None else
-                         "has nothing to undo" if not (a["undo"] or {}).get("argv") else "is already undone"))
+                         "is already undone" if a["undone_at"] else "has nothing to undo"))
     results = []
     for a in todo:
-        entry = {"action_id": a["id"], "action": a["action"], "argv": a["undo"]["argv"]}
-        if not apply_:
-            entry.update(done=False, dry_run=True, message=f"would run `{shlex.join(a['undo']['argv'])}`")
-        elif a["action"] == hd.ACTION:
+        # the record is data: the command is capscan's own, rebuilt from it (hd.undo_plan); its argv never runs
+        plan = hd.undo_plan(a)
+        entry: dict[str, Any] = {"action_id": a["id"], "action": str(a["action"]), "argv": plan.argv}
+        if plan.refused or plan.argv is None:
+            entry.update(done=False, refused=True, message=plan.refused or "refusing this record; nothing runs")
+        elif not apply_:
+            entry.update(done=False, dry_run=True, message=f"would run `{shlex.join(plan.argv)}`")
+        else:
             why_not = hd.why_not_host(runner)
             if why_not:
                 entry.update(done=False, message=f"skipped: {why_not}")
             else:
                 ok, msg = hd.undo_action(runner, db, a)
                 entry.update(done=ok, message=msg)
-        else:
-            entry.update(done=False, message=f"capscan does not know how to undo {a['action']!r}")
         results.append(entry)
     def human(out: TextIO) -> None:
         if not results:
@@ -408,7 +414,7 @@ def undo_cmd(opts, apply_, action_id) -> Result:
         if results and not apply_:
             out.write("dry run: add --apply to do it.\n")
 
-    failed = apply_ and any(not r["done"] for r in results)
+    failed = any(r.get("refused") for r in results) or (apply_ and any(not r["done"] for r in results))
     return Result(human=human, doc={"apply": apply_, "undo": results}, exit_code=EXIT_UNVERIFIED if failed else 0)
 
 
@@ -425,7 +431,9 @@ def status_cmd(opts) -> Result:
         from analyzer.remedy.launch import reconcile
 
         reconcile(db)  # a record a capscan that died left 'running' says 'lost' from now on
-    acts = records.actions(db) if db is not None else []
+    from analyzer.remedy import hostdefault as hd
+
+    acts = [hd.public_record(a) for a in records.actions(db)] if db is not None else []
     links = records.links(db) if db is not None else []
     injected = {v: os.environ[v] for v in plat.all_injection_vars() if os.environ.get(v)}
     shim_vars = {v: os.environ[v] for v in (plat.FAMILY_VAR, *plat.ALIAS_FAMILY_VARS) if v in os.environ}
@@ -433,12 +441,16 @@ def status_cmd(opts) -> Result:
     def human(out: TextIO) -> None:
         if not acts:
             out.write("capscan remedy has done nothing yet.\n")
-        for a in acts:
-            undo = ("undone " + a["undone_at"]) if a["undone_at"] else (
-                "undo: " + shlex.join(a["undo"]["argv"]) if (a["undo"] or {}).get("argv") else
-                (a["undo"] or {}).get("why", "nothing to undo"))
-            what = shlex.join(a["args"].get("argv") or []) if a["action"] != "dylib-checksum" else a["args"].get("path")
-            out.write(f"{a['id']:>4}  {a['at']}  {a['action']:<15} {a['result']:<24} {what}\n      {undo}\n")
+        for a in acts:  # hd.public_record: an undo is capscan's rebuilt command, or why the record is refused
+            u = a["undo"] or {}
+            undo = ("undone " + str(a["undone_at"])) if a["undone_at"] else (
+                "undo: " + shlex.join(u["argv"]) if u.get("argv") else
+                "undo " + u["refused"] if u.get("refused") else u.get("why", "nothing to undo"))
+            argv = a["args"].get("argv")
+            what = (shlex.join(str(x) for x in argv) if isinstance(argv, list) else "") \
+                if a["action"] != "dylib-checksum" else a["args"].get("path")
+            out.write(f"{a['id']:>4}  {a['at']}  {str(a['action']):<15} {str(a['result']):<24} {what}\n"
+                      f"      {undo}\n")
         for link in links:
             action = "" if link["action_id"] is None else f", action {link['action_id']}"  # selftest: no action
             out.write(f"run {link['run_id']} <- stock run {link['stock_run_id']} ({link['relation']}{action})\n")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterator, TextIO
+from typing import Any, Callable, Iterable, Iterator, TextIO
 
 import click
 
@@ -59,7 +59,21 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None, ins
     def rows() -> Iterator[dict[str, Any]]:
         if database is None:
             return
-        for row in iter_runs(database, limit=limit or None, verdict=verdict, text=search, instance=instance):
+        from analyzer.rules.today import todays_verdicts
+
+        listed: Iterable[dict[str, Any]] = iter_runs(database, limit=limit or None, verdict=verdict, text=search,
+                                                     instance=instance)
+        among = None
+        if limit and limit <= 2000:  # a short list: look up the claims of its own rows, not the whole store's
+            listed = list(listed)
+            among = [r["id"] for r in listed]
+        # a stored verdict is a claim: today's rules decide each fixable or downgrade row again
+        for row, today in todays_verdicts(database, listed, lambda r: r["id"], among=among):
+            if today is not None:
+                row.update(verdict=today.get("verdict"), fixable=bool(today.get("fixable")),
+                           environment=today.get("environment"))
+                if verdict and row["verdict"] != verdict:
+                    continue  # the stored verdict matched --verdict; today's does not
             seen.append(row["verdict"] or "unknown")
             yield row
 

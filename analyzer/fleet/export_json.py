@@ -9,6 +9,7 @@ diagnosed it. A run this store imported keeps its first origin, so exports can b
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from typing import TYPE_CHECKING, TextIO
 
@@ -22,21 +23,21 @@ EXPORT = "capscan.runs"
 
 
 def _diagnosed(db: Database, run):
-    """The run with its diagnosis: the stored one when current, else the rules' in memory (an
-    export writes nothing to the store)."""
-    from analyzer.rules.diagnose import diagnose_stored_run
-    from analyzer.rules.version import RULES_VERSION
+    """The run with its diagnosis: the stored one when it claims nothing (not fixable, a settled verdict,
+    today's rules), else the rules' in memory (an export writes nothing to the store, and passes on no
+    stored claim it did not decide)."""
+    from analyzer.rules.today import todays_diagnosis
 
-    if not (run.diagnosis and run.diagnosis.get("rules_version") == RULES_VERSION):
-        run.diagnosis = diagnose_stored_run(db, run)
+    run.diagnosis = todays_diagnosis(db, run, keep_settled=True)
     return run
 
 
-def run_object(db: Database, run, instance: str) -> dict:
+def run_object(db: Database, run, instance: str, *, decided: bool = False) -> dict:
+    """A run as the export holds it; ``decided``: its diagnosis is today's already (``todays_reports``)."""
     from analyzer.output.runjson import run_to_json
     from analyzer.store.queries import source_sha256
 
-    obj = run_to_json(_diagnosed(db, run))
+    obj = run_to_json(run if decided else _diagnosed(db, run))
     if obj.get("origin") is None:
         obj["origin"] = {"instance": instance, "source": run.source, "sha256": source_sha256(db, run.source_id),
                          "run_id": run.id, "capscan_version": __version__, "diagnosed_at": run.created_at or None}
@@ -51,15 +52,19 @@ def write_export(db: Database, out: TextIO, *, instance: str, since: str | None)
               "exported_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "since": since}
     head = json.dumps(header, ensure_ascii=True)
     out.write(head[:-1] + ', "runs": [')
+    from analyzer.rules.today import todays_reports
+
     n = 0
-    for rid in run_ids_since(db, since):
-        run = load_run(db, rid)
-        if run is None:
-            continue
-        out.write(",\n" if n else "\n")
-        # ASCII with escapes: a log's newline or bidi override stays inside its JSON string
-        out.write(json.dumps(run_object(db, run, instance), ensure_ascii=True, separators=(",", ":")))
-        n += 1
+    ids = run_ids_since(db, since)
+    while batch := list(itertools.islice(ids, 100)):  # a few loaded runs at a time: their claims decided together
+        runs = [run for rid in batch if (run := load_run(db, rid)) is not None]
+        todays_reports(db, runs)
+        for run in runs:
+            out.write(",\n" if n else "\n")
+            # ASCII with escapes: a log's newline or bidi override stays inside its JSON string
+            out.write(json.dumps(run_object(db, run, instance, decided=True), ensure_ascii=True,
+                                 separators=(",", ":")))
+            n += 1
     out.write("\n]}\n")
     return n
 

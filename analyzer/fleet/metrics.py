@@ -157,6 +157,7 @@ def collect(db: Database, recent: int = RECENT_RUNS, *, instance: str | None = N
     import time
 
     from analyzer.chips import vendor
+    from analyzer.rules.today import todays_verdicts
     from analyzer.store.origins import origin_instances
     from analyzer.store.queries import _throughput as run_throughput
     from analyzer.store.queries import last_remedy_outcome, recent_diagnosed_runs
@@ -168,8 +169,14 @@ def collect(db: Database, recent: int = RECENT_RUNS, *, instance: str | None = N
     groups: set[tuple[str, str, str, str]] = set()
     instances: set[str] = set()
     imported_speeds = 0
-    for (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip,
-         report) in rows:  # newest first: the first of each key wins
+    # a stored verdict is a claim: each fixable, downgrade or older-rules row is decided again today
+    for row, today in todays_verdicts(db, rows, lambda r: r[0], among=[r[0] for r in rows]):
+        (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip, report) = row
+        if today is not None:
+            verdict, fixable, env, host_chip = (today.get("verdict"), bool(today.get("fixable")),
+                                                today.get("environment"), today.get("host_chip"))
+            report = json.dumps({"paired": today.get("paired")})
+        # newest first: the first of each key wins
         when = _epoch(created)
         if oldest is not None and when is not None and when < oldest:
             snap.dropped_old += 1

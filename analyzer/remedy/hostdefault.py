@@ -58,11 +58,83 @@ def read(runner: Runner) -> Value:
     return Value("error", None, result.output.strip() or f"exit status {result.returncode}")
 
 
+TRUE_SPELLINGS = ("1", "true", "yes")
+FALSE_SPELLINGS = ("0", "false", "no")
+
+
 def undo_argv(previous: Value) -> list[str]:
     if previous.state == "missing":
         return DELETE
     v = (previous.value or "").strip().lower()
-    return ["defaults", "write", DOMAIN, KEY, "-bool", "true" if v in ("1", "true", "yes") else "false"]
+    return ["defaults", "write", DOMAIN, KEY, "-bool", "true" if v in TRUE_SPELLINGS else "false"]
+
+
+@dataclass
+class UndoPlan:
+    """What `remedy undo` does for one record: capscan's own `defaults` command, rebuilt from the value
+    the record says was replaced (``argv``), and the value capscan set (``expect``: left alone when it
+    has changed since); or why the record is refused (``refused``), and then nothing runs."""
+
+    argv: list[str] | None
+    previous: Value | None
+    expect: str | None
+    refused: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.refused:
+            return {"refused": self.refused}
+        return {"argv": self.argv, "expect": self.expect}
+
+
+def _refused(why: str) -> UndoPlan:
+    return UndoPlan(None, None, None, f"refusing this record: {why}; nothing runs")
+
+
+def undo_plan(action: dict[str, Any]) -> UndoPlan:
+    """The undo of a stored record, rebuilt. The database is data, never code: a database handed over
+    (--db, $CAPSCAN_DB, a shared folder) can hold any record, so the stored undo argv is never run or
+    shown as a command; only a record that fits what ``apply`` writes gets capscan's own command."""
+    if action.get("action") != ACTION:
+        return _refused(f"capscan does not know how to undo {str(action.get('action'))[:40]!r}")
+    args, undo = action.get("args"), action.get("undo")
+    if not isinstance(args, dict) or not isinstance(undo, dict):
+        return _refused("its arguments or its undo are not what capscan records")
+    if args.get("domain") != DOMAIN or args.get("key") != KEY:
+        return _refused(f"it names another default than {DOMAIN} {KEY}")
+    prev = args.get("previous")
+    if not isinstance(prev, dict) or prev.get("state") not in ("missing", "set"):
+        return _refused("the value it replaced is not recorded as missing or set")
+    value = prev.get("value")
+    if prev["state"] == "missing" and value is not None:
+        return _refused("the value it replaced is both missing and set")
+    if prev["state"] == "set" and not (isinstance(value, str)
+                                       and value.strip().lower() in TRUE_SPELLINGS + FALSE_SPELLINGS):
+        return _refused("the value it replaced is not a boolean as `defaults read` prints one")
+    shown = undo.get("argv")  # never run: only its type is checked, as any field of the record
+    if shown is not None and not (isinstance(shown, list) and all(isinstance(x, str) for x in shown)):
+        return _refused("its undo is not what capscan records")
+    expect = undo.get("expect")
+    if expect is not None and not (isinstance(expect, str) and expect.strip().lower() in TRUE_SPELLINGS):
+        return _refused("the value it says capscan set is not the 1 capscan sets")
+    previous = Value(prev["state"], value, "")
+    return UndoPlan(undo_argv(previous), previous, expect, None)
+
+
+def public_record(action: dict[str, Any]) -> dict[str, Any]:
+    """A stored record as status and host-default show it: its undo is the rebuilt command (or why it is
+    refused), never the stored argv; a host-default record's command is capscan's own."""
+    out = dict(action)
+    if action.get("action") == ACTION:
+        out["args"] = {**(action["args"] if isinstance(action.get("args"), dict) else {}), "argv": WRITE_TRUE}
+        if action.get("undo") is not None:
+            out["undo"] = undo_plan(action).to_json()
+    elif action.get("undo") is not None:
+        undo = action["undo"]
+        why = undo.get("why") if isinstance(undo, dict) else None
+        out["undo"] = {"why": why} if isinstance(why, str) else {"refused": "not an undo capscan records"}
+    if not isinstance(out.get("args"), dict):
+        out["args"] = {}
+    return out
 
 
 def apply(runner: Runner, db: Database) -> tuple[bool, str, int | None]:
@@ -97,18 +169,20 @@ def apply(runner: Runner, db: Database) -> tuple[bool, str, int | None]:
 
 
 def undo_action(runner: Runner, db: Database, action: dict[str, Any]) -> tuple[bool, str]:
-    """Put back the value an earlier apply replaced, unless someone changed it since."""
+    """Put back the value an earlier apply replaced, unless someone changed it since; with capscan's own
+    command rebuilt from the record (``undo_plan``), never the argv the record holds."""
+    plan = undo_plan(action)
+    if plan.refused or plan.argv is None:
+        return False, plan.refused or "refusing this record; nothing runs"
     now_ = read(runner)
-    expect = (action["undo"] or {}).get("expect")
-    if expect is not None and not (now_.state == "set" and now_.value == expect):
-        return False, (f"the default is now {now_.describe()}, not the {expect} capscan set, so someone changed it "
-                       "since; capscan leaves it alone")
-    argv = action["undo"]["argv"]
-    result = runner.run(argv)
+    if plan.expect is not None and not (now_.state == "set" and now_.value == plan.expect):
+        return False, (f"the default is now {now_.describe()}, not the {plan.expect} capscan set, so someone "
+                       "changed it since; capscan leaves it alone")
+    result = runner.run(plan.argv)
     if not result.ok:
-        return False, f"`{' '.join(argv)}` failed: {result.output.strip()[:200]}"
+        return False, f"`{' '.join(plan.argv)}` failed: {result.output.strip()[:200]}"
     records.mark_undone(db, action["id"])
-    return True, f"ran `{' '.join(argv)}`; the default is now {read(runner).describe()}."
+    return True, f"ran `{' '.join(plan.argv)}`; the default is now {read(runner).describe()}."
 
 
 def why_not_host(runner: Runner) -> str | None:

@@ -35,18 +35,15 @@ REFUSALS = {
 
 
 def load_diagnosis(db: Database, run_id: int) -> tuple[Any, dict[str, Any] | None]:
-    """The run and its diagnosis: the stored one, else computed in memory (nothing written)."""
-    from analyzer.rules.diagnose import diagnose_stored_run
-    from analyzer.rules.engine import RULES_VERSION
+    """The run and its diagnosis, decided again in memory from its stored facts with today's rules (nothing
+    written): the stored one is a claim, and a plan acts on it."""
+    from analyzer.rules.today import todays_diagnosis
     from analyzer.store.queries import load_run
 
     run = load_run(db, run_id)
     if run is None:
         return None, None
-    diag = run.diagnosis
-    if diag is None or diag.get("rules_version") != RULES_VERSION:
-        diag = diagnose_stored_run(db, run)
-        run.diagnosis = diag
+    run.diagnosis = diag = todays_diagnosis(db, run)
     return run, diag
 
 

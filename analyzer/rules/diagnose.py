@@ -133,6 +133,20 @@ def diagnose_stored_run(db: Database, run: StoredRun) -> dict:
     return _diagnose_one(db, run, lambda: _peers(db, run, _Pass()))
 
 
+def diagnose_in_memory(db: Database, ids: list[int]) -> dict[int, dict]:
+    """The runs diagnosed again, sharing one pass's peers (as ``_diagnose_and_store``), nothing written
+    (analyzer.rules.today decides stored claims with it). A run that is gone meanwhile is unknown, never
+    its stored claim."""
+    loaded = {rid: run for rid in ids if (run := load_run(db, rid)) is not None}
+    shared = _Pass(loaded)
+    out = {}
+    for rid in ids:
+        run = loaded.get(rid)
+        out[rid] = (_diagnose_one(db, run, partial(_peers, db, run, shared)) if run is not None else
+                    {"verdict": "unknown", "fixable": False, "environment": None, "host_chip": None})
+    return out
+
+
 def diagnose_for_reading(db: Database, run: StoredRun) -> StoredRun:
     """The run diagnosed in memory with its peers and its predicted speed, as `diagnose` would show
     it; writes nothing (`show` is a reading command: the database file stays byte-identical)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from analyzer.store.db import guard
 from analyzer.store.run_list import SELECT_FIELDS, RunRow
 from analyzer.store.stored_text import install as clean_reads
 
@@ -292,6 +293,11 @@ class Store:
         conn = clean_reads(sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
                                            isolation_level=None))
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        try:
+            guard(conn, str(self.path))  # every connection, not only the first open: a trigger added since
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     @contextmanager

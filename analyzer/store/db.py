@@ -77,7 +77,8 @@ def open_db(path: str | os.PathLike[str]) -> Database:
         _retry(lambda: _enable_wal(conn))
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        _refuse_newer(db, path)
+        _refuse_newer(db, path)  # (first: a newer capscan's schema may hold objects this one does not know)
+        guard(conn, path)
         conn.execute("PRAGMA recursive_triggers = ON")  # as sqlite-utils' Database sets it
         _retry(lambda: _migrate(db, path))
     except sqlite3.OperationalError as exc:
@@ -125,6 +126,7 @@ def _open_read_only(path: str) -> Database:
         db = Database(conn)
         try:
             _refuse_newer(db, path)
+            guard(conn, path)
             if MIGRATIONS.pending_names(conn):
                 raise StoreError(f"{path}: read-only, and written by an older capscan: it needs an upgrade that "
                                  "cannot be written here (open it once where it is writable)")
@@ -132,6 +134,66 @@ def _open_read_only(path: str) -> Database:
             raise StoreError(f"{path}: not a capscan database or corrupt ({exc})") from None
         return db
     raise StoreError(f"{path}: cannot open the read-only database ({last})")
+
+
+def guard(conn: sqlite3.Connection, path: str) -> None:
+    """The database supplies data, never code: the schema's own SQL is not trusted with functions that
+    have side effects (``trusted_schema``), and a trigger or view capscan's migrations did not create
+    is refused before anything reads or writes (a handed-over file's trigger rewrote a run's verdict).
+    Refused rather than dropped: capscan never changes a file it was only asked to read, and the user
+    decides, on a copy, whether to keep what the objects guarded."""
+    conn.execute("PRAGMA trusted_schema = OFF")
+    own = _migration_triggers() if MIGRATIONS.pending_names(conn) else {}
+    for kind, name, table, sql in conn.execute(  # the SQL exactly as stored (reads of TEXT are cleaned)
+            "SELECT type, name, tbl_name, CAST(sql AS BLOB) FROM sqlite_master WHERE type IN ('trigger', 'view') "
+            "ORDER BY rowid"):
+        if kind == "trigger" and name in own and own[name].encode() == sql:
+            continue  # m007's own, until m010 drops them in the migrations about to run
+        from analyzer.safe_text import clean
+
+        shown = clean(str(name))[:80]
+        on = f" on {clean(str(table))[:80]}" if kind == "trigger" else ""
+        quoted = '"' + shown.replace('"', '""') + '"'
+        raise StoreError(f"{path}: holds the {kind} {shown!r}{on}, which capscan did not create: a database "
+                         f"supplies data, never code, so capscan refuses it. To keep its runs, drop it from a copy "
+                         f"(sqlite3 COPY.db 'DROP {kind.upper()} {quoted}') and use --db COPY.db")
+
+
+def guard_file(path: str) -> None:
+    """``guard`` for a file another program will open (``db serve``: Datasette), read-only."""
+    from pathlib import Path
+
+    try:
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot open the database ({exc})") from None
+    try:
+        guard(conn, path)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a capscan database or corrupt ({exc})") from None
+    finally:
+        conn.close()
+
+
+def _migration_triggers() -> dict[str, str]:
+    """The triggers capscan's migrations create (m007's, which m010 drops), as sqlite_master holds their SQL."""
+    global _OWN_TRIGGERS
+    if _OWN_TRIGGERS is None:
+        from analyzer.store.migrations import m007_diagnosis_inputs
+
+        conn = sqlite3.connect(":memory:")
+        try:
+            conn.executescript("CREATE TABLE runs (id); CREATE TABLE throughput (run_id); CREATE TABLE evidence "
+                               "(run_id); CREATE TABLE diagnoses (run_id, report, verdict, fixable, confidence, "
+                               "environment, host_chip); CREATE TABLE sources (id, raw_gzip);")
+            m007_diagnosis_inputs(conn)  # it only calls executescript, which sqlite3 has
+            _OWN_TRIGGERS = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+        finally:
+            conn.close()
+    return _OWN_TRIGGERS
+
+
+_OWN_TRIGGERS: dict[str, str] | None = None
 
 
 def _refuse_newer(db: Database, path: str) -> None:

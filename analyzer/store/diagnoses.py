@@ -29,18 +29,35 @@ def same_hardware_run_ids(db: Database, model: str, host_chip: str, limit: int) 
 # An upsert: an unchanged diagnosis stays the same row (INSERT OR REPLACE would delete it first).
 UPSERT_DIAGNOSES = (
     "INSERT INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, rules_version, "
-    "diagnosed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
+    "diagnosed_at, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
     "verdict = excluded.verdict, fixable = excluded.fixable, confidence = excluded.confidence, "
     "environment = excluded.environment, host_chip = excluded.host_chip, report = excluded.report, "
-    "rules_version = excluded.rules_version, diagnosed_at = excluded.diagnosed_at")
+    "rules_version = excluded.rules_version, diagnosed_at = excluded.diagnosed_at, stamp = excluded.stamp")
 
 
 def save_diagnoses(db: Database, rows: list[tuple]) -> None:
     """(run_id, verdict, fixable, confidence, environment, host_chip, report JSON, rules_version,
-    diagnosed_at) rows, in one short write transaction."""
-    if rows:
-        with db.conn:
-            db.conn.executemany(UPSERT_DIAGNOSES, rows)
+    diagnosed_at) rows, in one short write transaction; each stamped (analyzer.store.stamp) over what it
+    says and its run's facts as stored."""
+    if not rows:
+        return
+    from analyzer.store import stamp
+
+    secret = stamp.key(create=True)
+    with db.conn:
+        facts = _facts_bytes(db, [r[0] for r in rows]) if secret is not None else {}
+        db.conn.executemany(UPSERT_DIAGNOSES, [
+            (*r, stamp.stamp(secret, r[0], r[1], int(r[2]), r[4], r[7], facts.get(r[0])) if secret else None)
+            for r in rows])
+
+
+def _facts_bytes(db: Database, run_ids: list[int]) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    for i in range(0, len(run_ids), 500):
+        chunk = run_ids[i:i + 500]
+        out.update(db.conn.execute(f"SELECT id, CAST(facts AS BLOB) FROM runs WHERE id IN "
+                                   f"({', '.join('?' * len(chunk))})", chunk).fetchall())
+    return out
 
 
 # One pass over the runs of a chip: the best finite speed per (model, side, test) of local runs

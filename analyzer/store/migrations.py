@@ -316,3 +316,16 @@ def m010_drop_diagnosis_stamps(db: Database) -> None:
     for name in names:
         db.execute(f'DROP TRIGGER IF EXISTS "{name}"')
     db.executescript("DROP TABLE IF EXISTS diagnosis_inputs; DROP TABLE IF EXISTS store_generation;")
+
+
+@MIGRATIONS()
+def m011_diagnoses_claims(db: Database) -> None:
+    """A stored verdict is a claim that today's rules decide again before a command shows or acts on it
+    (analyzer.rules.today.todays_verdicts). ``stamp``: this installation's HMAC over what a diagnosis
+    says and its run's facts (analyzer.store.stamp); rows stored before have none, and their claims are
+    decided again. The covering index finds the claims (fixable, a verdict that is not settled, older
+    rules) with what their stamps cover, without reading the diagnoses' reports."""
+    if "stamp" not in {r[1] for r in db.execute("PRAGMA table_info(diagnoses)").fetchall()}:
+        db.execute("ALTER TABLE diagnoses ADD COLUMN stamp TEXT")
+    db.executescript("CREATE INDEX IF NOT EXISTS diagnoses_claims ON diagnoses(rules_version, fixable, verdict, "
+                     "environment, stamp);")

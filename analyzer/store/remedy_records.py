@@ -55,9 +55,20 @@ def mark_undone(db: Database, action_id: int) -> None:
         db.conn.execute("UPDATE remedy_actions SET undone_at = ? WHERE id = ?", (now(), action_id))
 
 
+def _decoded(text: Any) -> Any:
+    """A stored JSON column, decoded and cleaned; text that is not JSON comes back as that text, so the
+    reader that checks the record's shape refuses it (a handed-over database can hold anything)."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return clean_json(json.loads(text))
+    except ValueError:
+        return text
+
+
 def _row(r: tuple) -> dict[str, Any]:
-    return {"id": r[0], "at": r[1], "action": r[2], "args": clean_json(json.loads(r[3])), "result": r[4],
-            "undo": clean_json(json.loads(r[5])) if r[5] else None, "undone_at": r[6]}
+    return {"id": r[0], "at": r[1], "action": r[2], "args": _decoded(r[3]), "result": r[4],
+            "undo": _decoded(r[5]) if r[5] else None, "undone_at": r[6]}
 
 
 def actions(db: Database, action: str | None = None) -> list[dict[str, Any]]:
@@ -80,8 +91,9 @@ def get(db: Database, action_id: int) -> dict[str, Any] | None:
 
 
 def undoable(db: Database) -> list[dict[str, Any]]:
-    """Applied actions with something to put back, newest first."""
-    return [a for a in reversed(actions(db)) if a["undo"] and a["undo"].get("argv") and not a["undone_at"]
+    """Applied actions with an undo record, newest first. The record is data only: what it says is
+    checked, and the command rebuilt, by analyzer.remedy.hostdefault (``undo_plan``)."""
+    return [a for a in reversed(actions(db)) if a["undo"] is not None and not a["undone_at"]
             and a["result"] == "applied"]
 
 

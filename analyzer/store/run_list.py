@@ -8,11 +8,15 @@ every value after it. Adding a listed column: a field here, its column in
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from analyzer.safe_text import clean
 from analyzer.store.stored_text import SOURCE_NAME_SQL, exact_text
+
+if TYPE_CHECKING:
+    from analyzer.store.db import Database
 
 _BEST = "(SELECT MAX(t.tok_s) FROM throughput t WHERE t.run_id = r.id AND (t.test LIKE '{p}%' OR t.test = '{name}'))"
 
@@ -76,3 +80,62 @@ class RunRow:
         """``row["device"]``, as for the listing's dicts: one cell function serves both."""
         return getattr(self, name)
 
+
+
+Claim = tuple  # (verdict, fixable, environment, rules_version, stamp) as stored
+
+
+def claims(db: Database, rules_version: str, settled: Sequence[str], among: Sequence[int] | None = None
+           ) -> dict[int, Claim]:
+    """The runs whose stored diagnosis claims what only the rules may decide (fixable: any value but 0; a
+    verdict not in ``settled``: the capability-downgrade, or a word capscan never wrote; rules other than
+    ``rules_version``), with what their stamp covers (``unstamped`` checks it). ``among``: only those runs
+    (a page); else every run, from the covering index ``diagnoses_claims`` (m011), without reading a
+    report."""
+    marks = ", ".join("?" * len(settled))
+    cond = f"(fixable IS NOT 0 OR verdict IS NULL OR verdict NOT IN ({marks}) OR rules_version IS NOT ?)"
+    args: list[Any] = [*settled, rules_version]
+    cols = "run_id, verdict, fixable, environment, rules_version, stamp"
+    if among is None:
+        try:
+            rows = db.conn.execute(f"SELECT {cols} FROM diagnoses INDEXED BY diagnoses_claims WHERE {cond}", args)
+            return {r[0]: r[1:] for r in rows}
+        except sqlite3.OperationalError as exc:  # a database without the index (dropped by hand): slower, same answer
+            if "no such index" not in str(exc):
+                raise
+            return {r[0]: r[1:] for r in db.conn.execute(f"SELECT {cols} FROM diagnoses WHERE {cond}", args)}
+    out: dict[int, Claim] = {}
+    ids = list(among)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        out.update((r[0], r[1:]) for r in db.conn.execute(
+            f"SELECT {cols} FROM diagnoses WHERE run_id IN ({', '.join('?' * len(chunk))}) AND {cond}",
+            [*chunk, *args]))
+    return out
+
+
+def unstamped(db: Database, claimed: dict[int, Claim], rules_version: str) -> list[int]:
+    """The claims to decide again: all but those this installation stamped itself, under today's rules, on
+    facts unchanged since (analyzer.store.stamp). Reads the facts of the stamped ones only."""
+    stamped = [rid for rid, c in claimed.items() if c[4] is not None and c[3] == rules_version]
+    trusted: set[int] = set()
+    if stamped:
+        from analyzer.store import stamp
+
+        secret = stamp.key(create=False)
+        if secret is not None:
+            facts = _facts_of(db, stamped)
+            for rid in stamped:
+                verdict, fixable, environment, version, given = claimed[rid]
+                if stamp.verified(secret, rid, verdict, fixable, environment, version, facts.get(rid), given):
+                    trusted.add(rid)
+    return [rid for rid in claimed if rid not in trusted]
+
+
+def _facts_of(db: Database, run_ids: list[int]) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    for i in range(0, len(run_ids), 500):
+        chunk = run_ids[i:i + 500]
+        out.update(db.conn.execute(f"SELECT id, CAST(facts AS BLOB) FROM runs WHERE id IN "
+                                   f"({', '.join('?' * len(chunk))})", chunk).fetchall())
+    return out

@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from analyzer import chips
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from analyzer.model import StoredRun
+    from analyzer.store.browse import RunFilter, RunRow, TextIndex
 
 # Shared with analyzer.output.report through analyzer.output.display, which imports nothing
 # heavy (analyzer.output.report itself would cost the first screen ~300 ms).
@@ -228,4 +231,31 @@ def fit_columns(available: int, id_width: int = 2, pp_width: int = 0, tg_width: 
         spare = max(0, available - used())
         flex = cols[FLEX]
         out[shown.index(FLEX)] = Column(flex.key, flex.label, min(FLEX_MAX, flex.width + spare))
+    return out
+
+
+# -- the runs list's rows ---------------------------------------------------------------------
+
+
+def page_rows(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None, limit: int,
+              index: TextIndex | None = None) -> list[RunRow]:
+    """One page of the runs list, each stored verdict that claims something (fixable, the downgrade, older
+    rules) decided again with today's rules (analyzer.rules.today.todays_verdicts), as `capscan runs`
+    lists it. A row keeps its place in a filtered page even when today's verdict differs from the filter's:
+    the page is shown as it is today, and paging by id goes on unchanged."""
+    from dataclasses import replace
+
+    from analyzer.rules.today import todays_verdicts
+    from analyzer.safe_text import clean
+    from analyzer.store.browse import page
+    from analyzer.store.db import Database
+
+    rows = page(conn, flt, before=before, limit=limit, index=index)
+    out = []
+    for row, today in todays_verdicts(Database(conn), rows, lambda r: r.id, among=[r.id for r in rows]):
+        if today is not None:
+            env = today.get("environment")
+            row = replace(row, verdict=clean(str(today.get("verdict") or "unknown")), fixable=bool(today.get("fixable")),
+                          environment=clean(env) if isinstance(env, str) else None)
+        out.append(row)
     return out

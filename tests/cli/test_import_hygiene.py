@@ -66,8 +66,12 @@ def _imported(*argv: str) -> set[str]:
     return set(proc.stdout.split())
 
 
+# The rules' light entry for listings (a stored claim is decided by importing the rest only when there is one)
+_LIGHT = ("analyzer.rules", "analyzer.rules.today", "analyzer.rules.version")
+
+
 def _offenders(mods: set[str], banned: tuple[str, ...]) -> list[str]:
-    return sorted(m for m in mods if any(m == b or m.startswith(b + ".") for b in banned))
+    return sorted(m for m in mods if m not in _LIGHT and any(m == b or m.startswith(b + ".") for b in banned))
 
 
 def test_version_imports_neither_click_nor_any_command():
@@ -92,10 +96,15 @@ def test_version_fast_path_prints_what_the_click_group_prints():
     assert proc.returncode == 2 and "--bogus" in proc.stderr
 
 
+# The listings below hold a settled run (healthy bare metal): a stored downgrade or fixable verdict is a
+# claim that today's rules decide again (analyzer.rules.today), which needs the facts model.
+SETTLED_LOG = "metal/m2-2024-03-m2max.log"
+
+
 def test_runs_and_db_stats_import_neither_the_facts_model_nor_sqlite_utils(tmp_path):
     db = tmp_path / "c.db"
     proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
-                           str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
+                           str(FIX / SETTLED_LOG)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     for argv in (["runs"], ["runs", "--json"], ["db", "stats"]):
         mods = _imported("--db", str(db), *argv)
@@ -108,7 +117,7 @@ def test_commands_that_read_no_facts_never_import_pydantic(tmp_path):
     that list, count or describe what capscan knows never pay for it, in any output form."""
     db = tmp_path / "c.db"
     proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
-                           str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
+                           str(FIX / SETTLED_LOG)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     for argv in (["--version"], ["runs"], ["runs", "--json"], ["db", "stats"], ["db", "stats", "--json"],
                  ["formats"], ["formats", "--json"], ["sources"], ["sources", "--all", "--json"]):
@@ -134,10 +143,11 @@ _UNUSED = ("pathlib", "urllib", "csv", "platformdirs", "tempfile", "unicodedata"
 def test_runs_and_db_stats_import_only_what_they_use(tmp_path):
     db = tmp_path / "c.db"
     proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
-                           str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
+                           str(FIX / SETTLED_LOG)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     listing = _RUNS_MODULES | {"analyzer.cli.runs", "analyzer.output.display", "analyzer.output.run_columns",
-                               "analyzer.verdicts"}
+                               "analyzer.verdicts", "analyzer.rules", "analyzer.rules.today",
+                               "analyzer.rules.version"}
     for argv, ours, unused in ((["runs"], listing, _UNUSED + ("json",)),
                                (["runs", "--json"], listing, _UNUSED),
                                (["db", "stats"], _RUNS_MODULES | {"analyzer.cli.db"}, _UNUSED + ("json",)),
@@ -145,3 +155,23 @@ def test_runs_and_db_stats_import_only_what_they_use(tmp_path):
         mods = _imported("--db", str(db), *argv)
         assert {m for m in mods if m == "analyzer" or m.startswith("analyzer.")} == ours, argv
         assert _offenders(mods, unused + _HEAVY) == [], argv
+
+
+def test_runs_decides_a_stored_downgrade_with_the_rules_unless_this_capscan_stamped_it(tmp_path):
+    """The other side of the listings above: a stored downgrade is a claim. One this installation stored
+    (its stamp verifies) is listed as stored, without the rules; the same row without its stamp (a
+    database from elsewhere, or an older capscan's) is decided again with today's rules, which read the
+    facts."""
+    import sqlite3
+
+    db = tmp_path / "c.db"
+    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
+                           str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    mods = _imported("--db", str(db), "runs")
+    assert "analyzer.store.stamp" in mods and _offenders(mods, _HEAVY) == []
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE diagnoses SET stamp = NULL")
+    conn.close()
+    assert {"analyzer.rules.diagnose", "analyzer.model"} <= _imported("--db", str(db), "runs")

@@ -316,7 +316,7 @@ async def test_paging_loads_more_rows_at_the_end(tui_db):
                          "program, backend, device_name, apple_family, model, created_at, facts FROM runs WHERE id = 1",
                          (rid,))
             conn.execute("INSERT INTO diagnoses SELECT ?, verdict, fixable, confidence, environment, host_chip, report, "
-                         "rules_version, diagnosed_at FROM diagnoses WHERE run_id = 1", (rid,))
+                         "rules_version, diagnosed_at, stamp FROM diagnoses WHERE run_id = 1", (rid,))
             conn.execute("INSERT INTO throughput SELECT ?, line, test, tok_s, stddev, model, kind, n_prompt, n_gen, "
                          "n_depth FROM throughput WHERE run_id = 1", (rid,))
     conn.close()

@@ -26,6 +26,7 @@ from analyzer.tui.model import (
     fit_columns,
     fmt_tps,
     is_file_path,
+    page_rows,
     short,
     source_name,
 )
@@ -137,7 +138,7 @@ class RunsScreen(CapscanScreen):
         try:
             with self.capscan.store.read() as conn:
                 interruptible(conn)
-                rows = queries.page(conn, flt, before=before, limit=limit, index=self.text_index)
+                rows = page_rows(conn, flt, before=before, limit=limit, index=self.text_index)
         except sqlite3.OperationalError:
             if get_current_worker().is_cancelled:
                 return
