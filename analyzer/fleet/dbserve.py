@@ -70,7 +70,7 @@ def make_datasette(path: Path, *, with_raw: bool = False):
     ``with_raw``, the denied functions refused either way (raises ImportError without the extra)."""
     from datasette.app import Datasette
 
-    from analyzer.store.served import distrust_schema
+    from analyzer.store.db import guard
 
     ds = Datasette(files=[str(path)], metadata=metadata(db_name_of(path)),
                    settings={"default_page_size": 50, "sql_time_limit_ms": 3000, "allow_download": False})
@@ -82,7 +82,7 @@ def make_datasette(path: Path, *, with_raw: bool = False):
 
         def guarded(write: bool = False, _connect=connect):
             conn = _connect(write=False)  # never a writable connection, whatever asks
-            distrust_schema(conn)
+            guard(conn, str(path))  # trusted_schema off; a trigger or view added since start is refused too
             conn.set_authorizer(check)
             return conn
 
