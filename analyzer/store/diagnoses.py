@@ -45,13 +45,14 @@ def save_diagnoses(db: Database, rows: list[tuple]) -> None:
 
     secret = stamp.key(create=True)
     with db.conn:
-        facts = _facts_bytes(db, [r[0] for r in rows]) if secret is not None else {}
+        facts = facts_bytes(db, [r[0] for r in rows]) if secret is not None else {}
         db.conn.executemany(UPSERT_DIAGNOSES, [
             (*r, stamp.stamp(secret, r[0], r[1], int(r[2]), r[4], r[7], facts.get(r[0])) if secret else None)
             for r in rows])
 
 
-def _facts_bytes(db: Database, run_ids: list[int]) -> dict[int, bytes]:
+def facts_bytes(db: Database, run_ids: list[int]) -> dict[int, bytes]:
+    """Each run's stored facts as bytes, what a stamp covers (analyzer.store.stamp)."""
     out: dict[int, bytes] = {}
     for i in range(0, len(run_ids), 500):
         chunk = run_ids[i:i + 500]

@@ -121,21 +121,14 @@ def unstamped(db: Database, claimed: dict[int, Claim], rules_version: str) -> li
     trusted: set[int] = set()
     if stamped:
         from analyzer.store import stamp
+        from analyzer.store.diagnoses import facts_bytes
 
         secret = stamp.key(create=False)
         if secret is not None:
-            facts = _facts_of(db, stamped)
+            facts = facts_bytes(db, stamped)
             for rid in stamped:
                 verdict, fixable, environment, version, given = claimed[rid]
                 if stamp.verified(secret, rid, verdict, fixable, environment, version, facts.get(rid), given):
                     trusted.add(rid)
     return [rid for rid in claimed if rid not in trusted]
 
-
-def _facts_of(db: Database, run_ids: list[int]) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
-    for i in range(0, len(run_ids), 500):
-        chunk = run_ids[i:i + 500]
-        out.update(db.conn.execute(f"SELECT id, CAST(facts AS BLOB) FROM runs WHERE id IN "
-                                   f"({', '.join('?' * len(chunk))})", chunk).fetchall())
-    return out
