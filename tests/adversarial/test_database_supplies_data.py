@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from analyzer.cli import cli
 from analyzer.store import open_db
+from tests.remedy.conftest import stand_in_calls
 
 BIN = Path(__file__).resolve().parents[1] / "remedy" / "bin"
 DOMAIN, KEY = "com.apple.gpusw.ParavirtualizedGraphics", "ForceUnrestrictedDeviceFeatureLevel"
@@ -46,15 +47,7 @@ class Host:
         return self.value_file.read_text().strip() if self.value_file.exists() else None
 
     def calls(self) -> list[list[str]]:
-        if not self.log.exists():
-            return []
-        data = self.log.read_bytes().split(b"\0")
-        out, i = [], 0
-        while i < len(data) - 1:
-            n = int(data[i])
-            out.append([x.decode() for x in data[i + 1:i + 2 + n]])
-            i += 2 + n
-        return out
+        return stand_in_calls(self.log)
 
     def changes(self) -> list[list[str]]:
         """Every call that could change something: anything but `defaults read` and `sysctl`."""

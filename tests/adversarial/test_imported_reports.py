@@ -14,12 +14,9 @@ import json
 import sqlite3
 from pathlib import Path
 
-import click
 import pytest
-from click.testing import CliRunner
 
-from analyzer.cli import cli
-from analyzer.cli.exits import FailOn
+from tests.cli.test_cli_output import invoke
 from tests.conftest import REPO
 from tests.ingest_util import EXPECTED
 
@@ -32,19 +29,6 @@ CLAMP_PROOF = [{"sign": "the paravirtual GPU reports MTLGPUFamilyApple5", "line"
                 "text": "ggml_metal_init: GPU family: MTLGPUFamilyApple5  (1005)"},
                {"sign": "simdgroup reduction is off", "line": 4,
                 "text": "ggml_metal_init: simdgroup reduction   = false"}]
-
-
-def invoke(*args: str, input: bytes | None = None) -> tuple[int, str, str]:
-    r = CliRunner().invoke(cli, list(args), input=input)
-    if isinstance(r.exception, FailOn):
-        code = 1
-    elif isinstance(r.exception, click.ClickException):
-        code = r.exception.exit_code
-    elif r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    else:
-        code = r.exit_code
-    return code, r.stdout, r.stderr
 
 
 def export_of(tmp_path: Path, name: str, *logs: Path, check: bool = True) -> dict:

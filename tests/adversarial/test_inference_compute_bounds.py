@@ -6,8 +6,6 @@ Timing lives in bench/bounds.py (beside a plain line of the same size); these as
 from __future__ import annotations
 
 import io
-import tempfile
-from pathlib import Path
 
 import pytest
 

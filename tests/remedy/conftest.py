@@ -72,6 +72,19 @@ def mac_library(macos_build, tmp_path_factory) -> Path:
                                          tmp_path_factory.mktemp("macos-native"))
 
 
+def stand_in_calls(log: Path) -> list[list[str]]:
+    """The calls a stand-in logged (each: its argc, then its argv, NUL-separated), as argv lists."""
+    if not log.exists():
+        return []
+    data = log.read_bytes().split(b"\0")
+    out, i = [], 0
+    while i < len(data) - 1:
+        n = int(data[i])
+        out.append([x.decode() for x in data[i + 1:i + 2 + n]])
+        i += 2 + n
+    return out
+
+
 class Env:
     """The environment of one test: a db, stand-ins on PATH, their argv log."""
 
@@ -109,15 +122,7 @@ class Env:
 
     def calls(self) -> list[list[str]]:
         """Every stand-in call, as its argv (name first)."""
-        if not self.log.exists():
-            return []
-        data = self.log.read_bytes().split(b"\0")
-        out, i = [], 0
-        while i < len(data) - 1:
-            n = int(data[i])
-            out.append([x.decode() for x in data[i + 1:i + 2 + n]])
-            i += 2 + n
-        return out
+        return stand_in_calls(self.log)
 
 
 @pytest.fixture
