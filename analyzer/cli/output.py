@@ -64,7 +64,7 @@ def notice(result) -> None:
     if result.overlong:
         msg += f", {result.overlong} overlong line(s) skipped"
     if getattr(result, "rejected", 0):
-        msg += f", {result.rejected} malformed record(s) skipped (wrong types or impossible values)"
+        msg += f", {result.rejected} record(s) skipped (wrong types, impossible values or past a budget)"
     if result.size == 0:
         msg = f"capscan: {path}: empty input, nothing recognised"
     click.echo(msg, err=True)

@@ -79,7 +79,7 @@ def test_the_refused_rows_are_counted_where_the_user_sees_them(tmp_path):
     out = run_capscan("--json", "ingest", str(host), db=tmp_path / "c.db", check=True)
     doc = json.loads(out.stdout)[0]
     assert doc["malformed_records"] == 1 and len(doc["run_ids"]) == 1
-    assert b"1 malformed record(s) skipped" in out.stderr
+    assert b"1 record(s) skipped (wrong types" in out.stderr
     conn = sqlite3.connect(str(tmp_path / "c.db"))
     try:
         assert conn.execute("SELECT test, tok_s FROM throughput").fetchall() == [("tg128", 286.71)]
