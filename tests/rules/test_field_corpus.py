@@ -106,6 +106,57 @@ EXPECTED_FAILURES: dict[str, str] = {
     "240-koboldcpp-m2-ultra-metal-library-not-found-2024":
         ("a failed Metal library load (ggml-metal.metal not found, \"llama_new_context_with_model: failed to "
          "initialize Metal backend\") is read as CPU-only; the context fails and nothing runs, so the label is unknown"),
+    # issue 38: real logs of 2025-2026 (260-329)
+    "260-llama-bench-json-gh-runner-macos15-qwen-3b-fa1-q8kv-2026":
+        ("JSON-only guest read healthy: llama-bench -o json of a GitHub runner (gpu_info 'Apple Paravirtual device', "
+         "cpu_info 'Apple M1 (Virtual)', fa 1, KV q8_0) has tg128 5.31 t/s, 16% of the Apple M1 bandwidth ceiling, "
+         "above the 1-5% band assumed for a downgraded guest, so capscan says healthy (low confidence); the runner is "
+         "Apple5 (label capability-downgrade, unknown accepted)"),
+    "263-llama-bench-gh-runner-macos15-3b-apple5-stderr-tail-2026":
+        ("host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... "
+         "libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner "
+         "stays not fixable (as its 1.5B twin 100)"),
+    "264-llama-opt-inferna-gh-runner-paravirtual-adamw-abort-2026":
+        ("host proof outside the log: the four prefix-stripped capability lines (MTL0 Apple Paravirtual device, "
+         "Apple5, reduction/mm false) give the downgrade, but the arm64 runner is named only in the draft's prose, so "
+         "not fixable; the OPT_STEP_ADAMW abort line (\"pre-allocated tensor ... in a buffer (MTL0) that cannot run "
+         "the operation\") is not read as a crash or a training signature either"),
+    "266-whisper-screenpipe-m4-max-no-gpu-found-blas-2026":
+        ("runs merged, whisper.cpp's CPU fallback not read: the first model load (GPU name Apple M4 Max, Apple9) "
+         "decides healthy, while the later \"whisper_backend_init: using BLAS backend\" and "
+         "\"whisper_backend_init_gpu: no GPU found\" lines (every later transcription on the CPU) are not recognised "
+         "(label no-gpu-offload)"),
+    "271-llama-bench-vulkan-mali-g610-panvk-crash-2026":
+        ("a device line read as GPU use: \"ggml_vulkan: 0 = Mali-G610 (panvk)\" makes the run healthy (high "
+         "confidence) although llama-bench aborts with a ggml_print_backtrace backtrace before any row; the backtrace "
+         "is not read as a crash (label unknown)"),
+    "280-ollama-0-7-0-vs-0-6-8-eval-rate-ps-cpu-gpu-2025":
+        ("figures in markdown bold not read: \"eval rate:            **13.08 tokens/s**\" and \"**36.02 "
+         "tokens/s**\" (the reporter's bold, two ollama versions) give no figure, only the eval count lines are "
+         "recognised; the ollama ps lines (\"11%/89% CPU/GPU\", \"100% GPU\") are not read either (verdict unknown, "
+         "accepted)"),
+    "281-mlx-lm-generate-causal-mask-pre-post-m2-ultra-2025":
+        ("figures averaged: the before/after mlx_lm runs (\"Prompt: 33898 tokens, 676.212\" and \"869.279 "
+         "tokens-per-sec\") become one run and one figure, prompt 772.75 t/s (n=2), printed nowhere"),
+    "282-mlx-lm-benchmark-ssm-pre-post-averages-2025":
+        ("figures averaged: the Pre and Post \"Averages:\" lines of two mlx_lm.benchmark runs become one run with "
+         "prompt 470.12 and generation 85.09 t/s (n=2), printed nowhere"),
+    "283-obench-ollama-m1-max-fastfetch-header-eval-rates-2025":
+        ("program unknown and environment not read from a header: obench's markdown eval-rate table (\"| 1 | 80.32 "
+         "tokens/s |\" ... \"|**Average Eval Rate**| 80.20 tokens/second |\") and the fastfetch header (Host: "
+         "MacBookPro18,4, CPU/GPU: Apple M1 Max) are not recognised: no run, no speed"),
+    "284-llama-cli-version-vulkan-arc-a770-windows-2026":
+        ("a device line read as GPU use: llama-cli --version (\"ggml_vulkan: 0 = Intel(R) Arc(TM) A770\", "
+         "\"version: 8051 (badba8932)\") runs nothing, yet is stored as a run and read healthy (high confidence) "
+         "(label unknown)"),
+    "286-lmstudio-llama-print-timing-streaming-running-tg-2026":
+        ("running totals not read: the 2026 llama-server streaming lines \"slot print_timing: id  0 | task 0 | "
+         "n_decoded =   1238, tg =   3.62 t/s\" (LM Studio debug log) give no figure; the last running rate 3.62 is "
+         "the measurement"),
+    "288-llama-server-b10595-macos26-metal-compile-fail-2026":
+        ("a failed Metal library compile (program_source errors, \"failed to initialize Metal backend\", "
+         "\"failed to create context\") is read as no-gpu-offload (high confidence); the context fails and nothing "
+         "runs, so the label is unknown (as 240)"),
 }
 
 
