@@ -157,6 +157,35 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("a failed Metal library compile (program_source errors, \"failed to initialize Metal backend\", "
          "\"failed to create context\") is read as no-gpu-offload (high confidence); the context fails and nothing "
          "runs, so the label is unknown (as 240)"),
+    # real logs of llama.cpp 0c1e570 (2026-10-01) made here by scripts/real-llama-logs (issue 38 item 7)
+    "330-llama-bench-cpu-md-ngl-0-99-2026":
+        ("rows of different configurations averaged into one figure: a CPU build's markdown table has no ngl column, "
+         "so the -ngl 0 and -ngl 99 rows (pp64 2235.64 and 39527.97, tg16 223.88 and 132.89, lines 3-6) become one "
+         "pp64 20881.805 and one tg16 178.385, with stddev null"),
+    "331-llama-bench-cpu-md-ngl-0-99-verbose-2026":
+        ("rows of different configurations averaged into one figure: as 330 with -v (rows apart, among the loader and "
+         "llama_perf lines): pp64 89749.80 and 103772.88 become 96761.34, tg16 195.24 and 2756.54 become 1475.89"),
+    "333-llama-bench-cpu-csv-ngl-0-99-verbose-2026":
+        ("CSV rows apart from their header not read: with -v the stderr lines (llama_perf_context_print, loader) "
+         "fall between the CSV rows, and only the row right after the header (line 320, ngl 0 pp64 82384.506809) is "
+         "read; the rows of lines 466, 791 and 937 are not"),
+    "343-llama-cli-single-turn-lv4-cpu-device-info-2026":
+        ("one measurement printed twice at different precision becomes their mean: the slot print_timing eval line "
+         "(73.93 t/s, line 213) and llama-cli's summary `[ Prompt: 1871.4 t/s | Generation: 73.9 t/s ]` (line 222) "
+         "give generation 73.915 and prompt 1871.39 (printed 1871.38), neither printed"),
+    "344-llama-completion-default-system-info-only-2026":
+        ("CPU-only from absence: at default verbosity only `system_info: ... | CPU : SSE3 = 1 | ...` (line 5) names a "
+         "backend; capscan says no-gpu-offload (\"A CPU-only build: no GPU backend is compiled in\"), the label is "
+         "unknown (a Vulkan/SYCL/OpenCL build's system_info looks the same)"),
+    "347-llama-simple-cpu-layers-decoded-speed-2026":
+        ("llama-simple's `main: decoded 16 tokens in 0.03 s, speed: 512.33 t/s` is not read: it follows the "
+         "generated text on the same line (line 315); the perf prompt/eval figures are read"),
+    "348-llama-simple-ngl0-cpu-layers-2026":
+        ("llama-simple's `main: decoded 16 tokens in 0.02 s, speed: 932.13 t/s` is not read: it follows the "
+         "generated text on the same line (line 315); the perf prompt/eval figures are read"),
+    "353-llama-unified-completion-default-2026":
+        ("CPU-only from absence: `llama completion` at default verbosity, only `system_info: ... | CPU : ...` "
+         "(line 5) names a backend; capscan says no-gpu-offload, the label is unknown (as 344)"),
 }
 
 
