@@ -15,7 +15,7 @@ from typing import Any, Callable
 from analyzer import chips
 from analyzer.model import like_pairs
 from analyzer.rules import baseline
-from analyzer.rules.advice import CONFIRM_HOST, evidence_advice
+from analyzer.rules.advice import CONFIRM_HOST, device_advice, evidence_advice
 from analyzer.rules.view import KERNEL_WORDS, RunView, kernel_failure
 from analyzer.verdicts import NO_HOST_CHIP
 
@@ -68,6 +68,8 @@ def _environment(v: RunView) -> Finding | None:
         return finding(f"Runs on bare metal ({v.host_chip or why}).", lines)
     if v.contradictions:
         return None  # contradictory-evidence says what the run shows
+    if v.on_a_mac is False:
+        return None  # only a macOS guest's Metal GPU is clamped: elsewhere the question does not arise
     return finding("Whether this ran in a VM or on bare metal is not shown; " + ENVIRONMENT_DECIDERS + " would decide "
                    "it.", [])
 
@@ -175,19 +177,36 @@ def _intel_host_vm(v: RunView) -> Finding | None:
 
 
 def _no_metal_device(v: RunView) -> Finding | None:
+    """A Mac's log with no Metal device: an empty device list, or an x86_64 build under Rosetta."""
     f = v.facts
     x86 = v.x86_build is not None
-    if f.listed_devices == [] and not v.device_names:
+    if f.listed_devices == [] and not v.device_names and v.on_a_mac:
         why = ""
         if x86:
             why = (" (an x86_64 build: under Rosetta on Apple silicon it cannot use Metal, install an arm64 build; on an "
                    "Intel Mac it lists the AMD or Intel GPU when it has Metal)")
-        return finding("No GPU device was found: everything ran on the CPU" + why + ".",
+        if v.device_listing:  # --list-devices ran nothing
+            return finding("No Metal device is listed" + why + ": llama.cpp would run on the CPU only.",
+                           v.lines("devices.header", "build.target", limit=2))
+        return finding("No Metal device was found: everything ran on the CPU" + why + ".",
                        v.lines("devices.header", "build.target", limit=2))
     if x86 and not v.device_names and f.metal_era is None and v.apple_silicon_signs and not v.intel_mac_signs:
         return finding(f"An x86_64 build on Apple silicon ({v.apple_silicon_signs[0]}): it runs under Rosetta, where "
                        "Metal is unavailable, so everything ran on the CPU. Install an arm64 build.",
                        v.lines("build.target", limit=1))
+    return None
+
+
+def _no_gpu_device(v: RunView) -> Finding | None:
+    """No GPU device where the log does not show a Mac: an empty device list (`--list-devices`, or a
+    device_info block naming only the CPU), a CUDA backend that found none, or a software rasterizer."""
+    f = v.facts
+    if f.listed_devices == [] and not v.device_names and not v.on_a_mac:
+        lines = v.lines("devices.header", "device_info.device", "backend.loaded", limit=2)
+        if v.device_listing:
+            return finding("The device listing (`--list-devices`) names no GPU: this build sees none, so a run would "
+                           "use only the CPU.", lines)
+        return finding("The device list names no GPU, only the CPU: the model ran on the CPU.", lines)
     if f.cuda_failed and not v.device_names:
         return finding(f"The CUDA backend found no device ({f.cuda_failed}): everything ran on the CPU.",
                        v.lines("cuda.failed", limit=1))
@@ -195,6 +214,14 @@ def _no_metal_device(v: RunView) -> Finding | None:
         return finding("The only Vulkan device is a software rasterizer (llvmpipe/lavapipe): the GPU is not used.",
                        v.lines("vulkan.device", "vulkan.cpu_device", limit=2))
     return None
+
+
+def _device_listing(v: RunView) -> Finding | None:
+    if not v.device_listing:
+        return None
+    listed = ", ".join(v.facts.listed_devices or []) or "no GPU"
+    return finding(f"A device listing (`--list-devices`: {listed}): no model ran, so the verdict says what llama.cpp "
+                   "would use.", v.lines("devices.header", "devices.item", limit=3))
 
 
 def _x86_build(v: RunView) -> Finding | None:
@@ -313,19 +340,37 @@ _CPU_BUILD_CELL = re.compile(r"CPU [A-Z][A-Z0-9_]*")
 
 
 def _cpu_only_build(v: RunView) -> Finding | None:
+    """llama-bench's backend column lists every registered backend (CPU only when there is no other): a
+    positive sign. system_info is not (see _cpu_features_only)."""
     f = v.facts
     bench_cpu = f.bench_backends is not None and all(
         p.strip().upper() in ("CPU", "BLAS", "ACCELERATE") or _CPU_BUILD_CELL.fullmatch(p.strip().upper())
         for p in f.bench_backends.split(","))
-    sys_cpu = f.system_backends is not None and f.system_backends and all(
-        b.upper() in ("CPU", "BLAS", "ACCELERATE") for b in f.system_backends)
     # an x86_64 build not shown to be an Intel Mac's: no-metal-device or x86-build says why (Rosetta, or
     # which machine it is), not "no backend"; on an Intel Mac a CPU-only build is one
     rosetta = v.x86_build is not None and not v.intel_mac_signs
-    if (bench_cpu or sys_cpu) and not v.device_names and f.metal_era is None and not rosetta:
-        return finding("A CPU-only build: no GPU backend is compiled in.",
-                       v.lines("system_info", "bench.device", limit=1))
+    if bench_cpu and not v.device_names and f.metal_era is None and not rosetta:
+        return finding("A CPU-only build: llama-bench's backend column names no GPU backend.",
+                       v.lines("bench.device", limit=1))
     return None
+
+
+def _cpu_features_only(v: RunView) -> Finding | None:
+    """system_info lists the features of the CPU, CUDA (HIP, MUSA), Metal and zDNN backends only: a Vulkan,
+    SYCL, OpenCL, CANN or WebGPU build that offloaded everything prints the same line as a CPU-only build."""
+    f = v.facts
+    sys_cpu = bool(f.system_backends) and all(b.upper() in ("CPU", "BLAS", "ACCELERATE") for b in f.system_backends or [])
+    rosetta = v.x86_build is not None and not v.intel_mac_signs
+    # (a device list, GPU or none, says more: its own rules read it)
+    if not sys_cpu or v.device_names or f.listed_devices is not None or f.metal_era is not None or rosetta:
+        return None
+    return finding("system_info lists CPU features only, but it never names Vulkan, SYCL, OpenCL, CANN or WebGPU: a "
+                   "build with one of those that offloaded everything prints the same line as a CPU-only build, so "
+                   "whether a GPU was used is not shown.", v.lines("system_info", limit=1))
+
+
+def _cpu_features_step(v: RunView, verdict: str) -> list[str] | None:
+    return [device_advice(v)] if verdict == "unknown" else None
 
 
 # ---------------------------------------------------------------------------
@@ -700,8 +745,10 @@ RULES: tuple[Rule, ...] = (
     Rule("intel-host-vm", "hardware-limit", "error", _intel_host_vm),
     Rule("x86-build", None, "info", _x86_build, explains_unknown=True),
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
+    Rule("no-gpu-device", "no-gpu-offload", "error", _no_gpu_device),
     Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
+    Rule("cpu-features-only", None, "info", _cpu_features_only, explains_unknown=True, next_step=_cpu_features_step),
     Rule("gpu-disabled", "no-gpu-offload", "error", _gpu_disabled),
     Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed, next_step=_metal_library_step),
     Rule("crashed", None, "error", _crashed,
@@ -716,6 +763,7 @@ RULES: tuple[Rule, ...] = (
     Rule("near-bare-metal", None, "info", _near_bare_metal, explains_unknown=True),
     Rule("already-remedied", None, "info", _remedied),
     Rule("device-probe", None, "info", _device_probe, headline={"runtime": "llama.cpp", "mood": "would"}),
+    Rule("device-listing", None, "info", _device_listing, headline={"runtime": "llama.cpp", "mood": "would"}),
     Rule("capability-overclaim", None, "warning", _shim_overclaim),
     Rule("mlx-unaffected", None, "info", _mlx, explains_unknown=True,
          headline={"unknown": "{rt} is not slowed by a VM's capability clamp, so capscan has nothing to fix here."}),

@@ -10,7 +10,7 @@ from tests.ingest_util import diagnosed
 
 @pytest.mark.parametrize("fixture, says, never", [
     # Linux x86_64 builds (build: ... for x86_64-linux-gnu): the CUDA/ROCm/Vulkan way
-    ("rules/cpu-only-build-2025.log", "-DGGML_CUDA=ON", "arm64"),
+    ("rules/cpu-buffers-only-2025-server.log", "-DGGML_CUDA=ON", "arm64"),
     ("field/080-ggml-ci-x86-cpu-no-usable-gpu-pythia-q4-0-2025.log", "-DGGML_VULKAN=ON", "Metal"),
     # Windows (build target x64, C:\\ paths)
     ("field/052-llama-cli-windows-not-compiled-gpu-offload-2024.log", "-DGGML_CUDA=ON", "arm64"),

@@ -52,10 +52,19 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("metal/m2-2024-10-amd-egpu-intel-mac.log",), "hardware-limit", False),
         (("metal/m3-2025-03-intel-iris.log",), "hardware-limit", False),
     ],
-    "no-metal-device": [
+    "no-metal-device": [  # a Mac's log (here an x86_64 macOS build under Rosetta)
         (("metal/no-metal-rosetta-x86.log",), "no-gpu-offload", False),
+    ],
+    # no GPU where the log does not show a Mac: Linux/Windows words (issue 38)
+    "no-gpu-device": [
         (("backends/cuda-failed-init-vm.log",), "no-gpu-offload", False),
         (("backends/vulkan-llvmpipe-cpu-warning.log",), "no-gpu-offload", False),
+        (("rules/device-info-cpu-only-2026.log",), "no-gpu-offload", False),  # a device_info block of the CPU only
+        (("rules/list-devices-none-linux-2026.log",), "no-gpu-offload", False),
+        (("rules/list-devices-none-windows-2025.log",), "no-gpu-offload", False),
+    ],
+    "device-listing": [  # --list-devices ran nothing: what llama.cpp would use
+        (("rules/list-devices-none-bare-2026.log",), "no-gpu-offload", False),
     ],
     "zero-layers-offloaded": [
         (("backends/cpu-only-system-info-2024-10.log",), "no-gpu-offload", False),
@@ -103,12 +112,14 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
     "macos14-mmap": [
         (("shapes/macos14-guest-mmap.log",), "healthy", False),
     ],
+    "cpu-features-only": [  # system_info alone is no evidence of a CPU-only build (issue 38)
+        (("rules/cpu-only-build-2025.log",), "unknown", False),
+        (("rules/cpu-features-only-vulkan-llama-cli-2026.log",), "unknown", False),
+    ],
     "cpu-only-build": [
-        (("rules/cpu-only-build-2025.log",), "no-gpu-offload", False),
         # a hand-edited llama-bench backend cell naming the CPU build by its instruction set (field/142's rows)
         (("rules/cpu-only-build-bench-cpu-avx2-2024.md",), "no-gpu-offload", False),
         (("rules/cpu-only-build-bench-cpu-avx512-2024.md",), "no-gpu-offload", False),
-        (("rules/device-info-cpu-only-2026.log",), "no-gpu-offload", False),  # a device_info block of the CPU only
     ],
     "gpu-disabled": [
         (("rules/gpu-disabled-2023-main.log",), "no-gpu-offload", False),
