@@ -171,11 +171,17 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("field/023-cua-gemma4-stock-guest-bench-json.log",), "capability-downgrade", False),
         (("field/028-cua-muse30b-stock-guest-tg-json.log",), "capability-downgrade", False),
         (("bench/guest-stock.json",), "capability-downgrade", False),
+        # a GitHub M1 runner's JSON (issue 38): 9.5% of the ceiling, a stock guest's CPUs
+        (("rules/bench-json-gh-runner-m1-stock-3b-t2-fa1-f16-2026.json",), "capability-downgrade", False),
     ],
     "speed-of-full-kernels": [
         (("field/015-cua-tinyllama-broad-shim-guest-bench-json.log",), "healthy", False),
         (("field/026-cua-gemma4-safe-shim-guest-bench-json.log",), "healthy", False),
         (("bench/guest-shim.json",), "healthy", False),
+    ],
+    # a speed a stock guest's CPUs reach (issue 38): neither band
+    "speed-undecided": [
+        (("rules/bench-json-gh-runner-m1-stock-tinyllama-fast-cpu-2026.json",), "unknown", False),
     ],
     "near-bare-metal": [
         (("bench/host-m1-ultra.json", "bench/guest-shim.json"), "unknown", False),
