@@ -638,18 +638,19 @@ def _virtualization_overhead(v: RunView) -> Finding | None:
 # against the host chip's bandwidth ceiling (RunView.generation_share). A stock guest runs its matrix work on
 # the guest's CPUs, so its speed is the CPUs' and depends on the configuration (fa, KV types, threads): the
 # band is the one measured on stock guests across configurations. Stock: the field corpus's M1 Ultra guests
-# 1.0, 2.9, 4.7%; a GitHub macos-15 M1 runner's llama-bench sweep (edge-inference-bench, fa 0/1, KV f16/q8_0,
-# 2-3 threads) 7.2, 7.8, 9.5%. With full capabilities: the shim guests 16.7, 16.8, 42%; bare-metal
-# TinyLlama's 286.7 t/s is 23%. Below CLAMPED_SHARE the speed reads as the clamp; a share of FULL_SHARE and
-# more reads as the fast kernels only if the weights streamed faster than a stock guest's CPUs stream them
-# (STOCK_TOP_BYTES_S): on a low-bandwidth host (an M1 runner) a CPU-run guest reaches 15% of the ceiling.
-# In between the speed decides nothing. A speed never makes a run fixable, and a stored bare-metal
-# baseline (gap-to-bare-metal, near-bare-metal) outranks it.
+# 1.0, 2.9, 4.7% of the ceiling (at most 38.7 GB/s of weights: Muse 30B, 2.31 tok/s x 16.7 GB); a GitHub
+# macos-15 M1 runner's llama-bench sweep (edge-inference-bench: fa 0/1, KV f16/q8_0, 2-3 threads) 7.2 to
+# 16.3% (at most 11.2 GB/s). With full capabilities: the shim guests 16.7, 16.8, 42% (138-392 GB/s);
+# bare-metal TinyLlama's 286.7 t/s is 23%. The clamp: below CLAMPED_SHARE, or below STOCK_SHARE and
+# STOCK_BYTES_S together (a low-bandwidth host's CPU-run guest). The fast kernels: FULL_SHARE and more, with
+# the weights streamed at twice the fastest stock guest's rate (fa and KV types move it by 2x). In between
+# the speed decides nothing. A speed never makes a run fixable, and a stored bare-metal baseline
+# (gap-to-bare-metal, near-bare-metal) outranks it.
 CLAMPED_SHARE = 0.11
+STOCK_SHARE = 0.20
+STOCK_BYTES_S = 39e9
 FULL_SHARE = 0.15
-# The fastest stock guest measured, in weight bytes per second (tok/s x model size): the M1 Ultra guest's
-# Gemma 12B Q4_0, 3.41 tok/s x 6.9 GB = 23.5 GB/s; doubled, because fa and KV types move it by 2x.
-STOCK_TOP_BYTES_S = 47e9
+STOCK_TOP_BYTES_S = 2 * STOCK_BYTES_S
 # Below this, a model's generation is bound by the per-token dispatch cost, not by bandwidth
 SPEED_MIN_BYTES = 512 * 2**20
 
@@ -673,15 +674,22 @@ def _stock_reach(v: RunView, tok_s: float) -> bool:
     return tok_s * (v.facts.model_size_bytes or 0) < STOCK_TOP_BYTES_S
 
 
+def _stock_band(v: RunView, tok_s: float, frac: float) -> bool:
+    """Within the speeds measured on stock guests: a low share of the ceiling, or a share stock guests reach
+    with the weights streamed no faster than the fastest stock guest's CPUs streamed them."""
+    return frac < CLAMPED_SHARE or (frac < STOCK_SHARE and tok_s * (v.facts.model_size_bytes or 0) < STOCK_BYTES_S)
+
+
 def _slow_as_clamped(v: RunView) -> Finding | None:
     found = _speed_share(v)
-    if found is None or found[2] >= CLAMPED_SHARE:
+    if found is None or not _stock_band(v, found[1], found[2]):
         return None
     name, tok_s, frac, ceiling, basis = found
-    return finding(f"No capability block, but {name} at {tok_s:.2f} tok/s is {frac:.1%} of the {ceiling:.0f} tok/s that "
-                   f"{basis} allows: the speed of a stock paravirtual guest, whose matrix work runs on its CPUs "
-                   f"(measured stock guests: 1-10% across fa, KV types and threads), not of the fast kernels (15% and "
-                   f"more). " + _PROOF_LOG,
+    rate = tok_s * (v.facts.model_size_bytes or 0) / 1e9
+    return finding(f"No capability block, but {name} at {tok_s:.2f} tok/s ({frac:.1%} of the {ceiling:.0f} tok/s that "
+                   f"{basis} allows, {rate:.1f} GB/s of weights) is the speed of a stock paravirtual guest, whose matrix "
+                   "work runs on its CPUs (measured stock guests, across fa, KV types and threads: 1-16% of the "
+                   "ceiling), not of the fast kernels (16.7% and more, at 138 GB/s and more). " + _PROOF_LOG,
                    v.vm_evidence[:1] + v.lines("bench.device", "timing", limit=1), share=frac)
 
 
@@ -693,14 +701,14 @@ def _fast_as_full(v: RunView) -> Finding | None:
     name, tok_s, frac, ceiling, basis = found
     return finding(f"No capability block, but {name} at {tok_s:.2f} tok/s is {frac:.1%} of the {ceiling:.0f} tok/s that "
                    f"{basis} allows, faster than a stock guest's CPUs stream the weights: a speed only llama.cpp's fast "
-                   "kernels reach (a stock guest's run at 1-10%), so nothing points to a capability clamp.",
+                   "kernels reach, so nothing points to a capability clamp.",
                    v.vm_evidence[:1] + v.lines("bench.device", "timing", limit=1), share=frac)
 
 
 def _speed_undecided(v: RunView) -> Finding | None:
     """Between the two bands, or fast only for a guest whose CPUs could be that fast: the speed decides nothing."""
     found = _speed_share(v)
-    if found is None or found[2] < CLAMPED_SHARE:
+    if found is None or _stock_band(v, found[1], found[2]):
         return None
     name, tok_s, frac, ceiling, basis = found
     if found[2] >= FULL_SHARE and not v.mixture_of_experts and not _stock_reach(v, tok_s):

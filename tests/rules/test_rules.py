@@ -181,7 +181,7 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
     ],
     # a speed a stock guest's CPUs reach (issue 38): neither band
     "speed-undecided": [
-        (("rules/bench-json-gh-runner-m1-stock-tinyllama-fast-cpu-2026.json",), "unknown", False),
+        (("rules/bench-json-gh-runner-m1-tinyllama-undecided-2026.json",), "unknown", False),
     ],
     "near-bare-metal": [
         (("bench/host-m1-ultra.json", "bench/guest-shim.json"), "unknown", False),
