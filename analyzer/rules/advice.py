@@ -12,6 +12,8 @@ def evidence_advice(view: RunView) -> str:
     f = view.facts
     program = f.program or ""
     kinds = {e.kind for e in view.evidence}
+    if view.on_a_mac is False:
+        return device_advice(view)  # no Metal block to ask for on a Linux, Windows or Android log
     if program == "koboldcpp":
         return ("koboldcpp prints llama.cpp's device lines in its console while it loads the model: copy the "
                 "console from the start (`koboldcpp --model MODEL 2>&1 | capscan`, `--debugmode` for more), not only "

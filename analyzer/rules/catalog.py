@@ -69,7 +69,7 @@ def _environment(v: RunView) -> Finding | None:
     if v.contradictions:
         return None  # contradictory-evidence says what the run shows
     if v.on_a_mac is False:
-        return None  # only a macOS guest's Metal GPU is clamped: elsewhere the question does not arise
+        return None  # only a macOS guest's Metal GPU is clamped: on another system the question does not arise
     return finding("Whether this ran in a VM or on bare metal is not shown; " + ENVIRONMENT_DECIDERS + " would decide "
                    "it.", [])
 
@@ -245,11 +245,29 @@ def _x86_build(v: RunView) -> Finding | None:
 
 def _metal_library_failed(v: RunView) -> Finding | None:
     f = v.facts
-    if not f.metal_library_failed:
+    if not f.metal_library_failed or not _ran_on(v):
         return None
     return finding(f"The Metal library did not load ({f.metal_library_failed}): Metal was never used, whatever the GPU. "
                    "This is a packaging or toolchain problem, not a capability one.",
                    v.lines("metal.library_failed", limit=3))
+
+
+def _ran_on(v: RunView) -> bool:
+    """Did anything run after the Metal failure? llama.cpp's context fails with its Metal backend
+    (`llama_new_context_with_model: failed to initialize Metal backend`), so without a speed nothing ran: the
+    GPU is then not shown unused, only never reached. whisper.cpp falls back to the CPU and runs on."""
+    context_failed = v.lines("metal.library_failed", contains="llama_new_context_with_model", limit=1) or v.lines(
+        "metal.library_failed", contains="failed to initialize the context", limit=1)
+    return bool(v.throughput) or not context_failed
+
+
+def _metal_failed_nothing_ran(v: RunView) -> Finding | None:
+    f = v.facts
+    if not f.metal_library_failed or _ran_on(v):
+        return None
+    return finding(f"The Metal backend failed to start ({f.metal_library_failed}) and nothing ran after it: the GPU is "
+                   "neither shown unused nor shown slow. This is a packaging or toolchain problem, not a capability "
+                   "one.", v.lines("metal.library_failed", limit=3))
 
 
 def _crashed(v: RunView) -> Finding | None:
@@ -719,6 +737,10 @@ def _speed_undecided(v: RunView) -> Finding | None:
                    v.vm_evidence[:1] + v.lines("bench.device", "timing", limit=1), share=frac)
 
 
+# llama-bench backend cells of GPU backends no capability clamp touches (OpenCL: Adreno, Mali; CANN: Ascend)
+_GPU_BENCH_BACKENDS = frozenset({"CUDA", "ROCM", "HIP", "MUSA", "VULKAN", "SYCL", "OPENCL", "CANN"})
+
+
 def _healthy(v: RunView) -> Finding | None:
     f = v.facts
     if not v.gpu_offload or f.unsupported_ops or f.metal_library_failed or f.model_load_failed:
@@ -729,7 +751,8 @@ def _healthy(v: RunView) -> Finding | None:
     if v.is_metal and v.full_caps and not (MAC_DISCRETE & v.vendors):
         return finding("Full capabilities: simdgroup reduction and matrix multiply are on.",
                        v.lines("metal.flag", contains="simdgroup", limit=2) or v.lines("metal.family", limit=1))
-    if f.cuda_devices or (f.vulkan_devices and "software" not in v.vendors):
+    # (a device list alone, a `--version` output or an abort before the first row, shows a GPU, not a run)
+    if (f.cuda_devices or (f.vulkan_devices and "software" not in v.vendors)) and v.work_begun:
         return finding(f"The GPU ({v.device_names[0]}) is used; no capability clamp applies to this backend.",
                        v.lines("cuda.device", "vulkan.device", limit=1))
     # no device list in the cut, but every layer offloaded into a CUDA/ROCm/Vulkan/SYCL device's buffer
@@ -739,15 +762,16 @@ def _healthy(v: RunView) -> Finding | None:
         return finding(f"Every layer ({f.offload[0]}/{f.offload[1]}) was offloaded into {', '.join(gpus)}: the GPU is "
                        "used; no capability clamp applies to this backend.", v.lines("offload", "model.buffer", limit=2))
     # llama-bench rows of a CUDA/ROCm/Vulkan/SYCL build with layers on the GPU, no device list in the cut
-    if (f.backend in ("cuda", "rocm", "vulkan", "sycl") and f.bench_backends and f.n_gpu_layers not in (None, 0)
-            and v.throughput and "software" not in v.vendors):
+    gpu_backend = {b.strip().upper() for b in (f.bench_backends or "").split(",")} & _GPU_BENCH_BACKENDS
+    if ((f.backend in ("cuda", "rocm", "vulkan", "sycl") or gpu_backend) and f.bench_backends
+            and f.n_gpu_layers not in (None, 0) and v.throughput and "software" not in v.vendors):
         return finding(f"The rows ran on the {f.bench_backends} backend with layers on the GPU (ngl {f.n_gpu_layers}); "
                        "no capability clamp applies to this backend.", v.lines("bench.device", "bench.row", limit=1))
     return None
 
 
 def _metal_library_step(v: RunView, verdict: str) -> list[str] | None:
-    if verdict != "no-gpu-offload":
+    if verdict not in ("no-gpu-offload", "unknown"):
         return None
     return ["The Metal library did not load: use a build with the library embedded (GGML_METAL_EMBED_LIBRARY=ON, "
             "the default of release builds), or set GGML_METAL_PATH_RESOURCES to the folder holding "
@@ -790,6 +814,8 @@ RULES: tuple[Rule, ...] = (
     Rule("cpu-features-only", None, "info", _cpu_features_only, explains_unknown=True, next_step=_cpu_features_step),
     Rule("gpu-disabled", "no-gpu-offload", "error", _gpu_disabled),
     Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed, next_step=_metal_library_step),
+    Rule("metal-failed-nothing-ran", None, "error", _metal_failed_nothing_ran, explains_unknown=True,
+         next_step=_metal_library_step),
     Rule("crashed", None, "error", _crashed,
          headline={"prefix": "{who} crashed before it finished (the evidence has the line).",
                    "how": "until it crashed on an op its Metal fallback paths do not support"}),

@@ -167,6 +167,13 @@ class RunView:
             return "linux-windows"
         if f.cuda_devices or f.vulkan_devices or f.cuda_failed:
             return "linux-windows"
+        # backends macOS has no build of (Vulkan has one, through MoltenVK)
+        backends = {b.strip().upper() for b in (f.bench_backends or "").split(",") + (f.system_backends or [])}
+        if backends & _NON_MAC_BACKENDS:
+            return "linux-windows"
+        # a CPU no Mac has: device_info's CPU entry, a brand string (AMD Ryzen, EPYC, Threadripper)
+        if any(_NON_MAC_CPU.search(e.text) for e in self.evidence if e.kind in ("device_info.device", "host.processor")):
+            return "linux-windows"
         if chips.is_intel_cpu(f.cpu_info) and "mac" in (f.cpu_info or "").lower():
             return "mac-intel"
         if self.is_metal or f.metal_errors:
@@ -184,6 +191,15 @@ class RunView:
         """True when the log shows macOS, False when it shows another system, None when it does not say."""
         p = self.platform
         return None if p is None else p.startswith("mac")
+
+    @property
+    def work_begun(self) -> bool:
+        """The program did more than start: a speed, a model, layers, buffers or its system_info line. A device
+        list alone (a `--version` output, a benchmark that aborted before its first row) shows a GPU exists,
+        not that it ran anything."""
+        f = self.facts
+        return bool(self.throughput or f.model or f.offload or f.weight_buffers or f.kv_buffers or f.whisper_weights
+                    or f.system_backends is not None or f.n_gpu_layers is not None)
 
     @property
     def device_listing(self) -> bool:
@@ -860,4 +876,6 @@ REFERENCE_MIN_BYTES = 256 * 2**20
 LLAMA2_7B_Q4_0_BYTES = 3_825_065_984  # llama-bench's model_size of Llama 2 7B Q4_0 (3.56 GiB)
 # build targets of other systems than macOS (common_init's 'for x86_64-linux-gnu', MSVC's 'x64')
 _OTHER_TARGETS = ("linux", "windows", "mingw", "msvc", "win64", "win32", "android")
+_NON_MAC_BACKENDS = frozenset({"CUDA", "ROCM", "HIP", "MUSA", "SYCL", "CANN", "OPENCL", "ZDNN"})
+_NON_MAC_CPU = re.compile(r"\bAMD (?:Ryzen|EPYC|Athlon)|Threadripper|\bQualcomm|\bSnapdragon|\bCortex-A", re.IGNORECASE)
 _MOE = re.compile(r"moe|\bA\d+(?:\.\d+)?B\b|\d+x\d+B|experts", re.IGNORECASE)

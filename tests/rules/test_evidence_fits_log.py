@@ -102,3 +102,38 @@ def test_a_mac_log_without_environment_still_says_what_decides_it(tmp_path):
     run = _one(tmp_path, "metal/m0-2023-06-mps.log")
     env = (run.diagnosis.get("report_lines") or {}).get("environment") or ""
     assert "Metal start-up block" in env, env
+
+
+@pytest.mark.parametrize("name", [
+    "rules/version-vulkan-windows-2026.log",  # `llama-cli --version`: ggml_vulkan lists the GPU, nothing runs
+    "rules/vulkan-bench-abort-before-rows-2026.log",  # llama-bench aborts before its first row
+])
+def test_a_device_list_alone_is_no_healthy_run(tmp_path, name):
+    run = _one(tmp_path, name)
+    assert run.diagnosis["verdict"] == "unknown", run.diagnosis["summary"]
+
+
+def test_a_metal_failure_that_stopped_everything_is_not_a_run_on_the_cpu(tmp_path):
+    """llama.cpp's context fails with its Metal backend: nothing ran, on the GPU or the CPU."""
+    run = _one(tmp_path, "rules/metal-context-failed-nothing-ran-2025.log")
+    d = run.diagnosis
+    assert d["verdict"] == "unknown" and "metal-failed-nothing-ran" in _rules(run), d["summary"]
+    assert "GGML_METAL_EMBED_LIBRARY" in " ".join(d["next_steps"])
+
+
+def test_a_metal_failure_whisper_ran_past_is_still_no_offload(tmp_path):
+    """whisper.cpp falls back to the CPU after the same failure and runs on (field log 258)."""
+    run = _one(tmp_path, "field/258-whisper-cli-m4-metal-library-compile-error-blas-fallback-2025.log")
+    assert run.diagnosis["verdict"] == "no-gpu-offload" and "metal-library-failed" in _rules(run)
+
+
+@pytest.mark.parametrize("name, verdict", [
+    ("rules/opencl-adreno-bench-table-2026.md", "healthy"),  # OpenCL rows at ngl 99 (Android, Adreno)
+    ("rules/device-info-ryzen-no-usable-gpu-2026.log", "no-gpu-offload"),  # an AMD Ryzen CPU: not a Mac
+])
+def test_backends_and_cpus_no_mac_has_get_no_metal_words(tmp_path, name, verdict):
+    run = _one(tmp_path, name)
+    d = run.diagnosis
+    assert d["verdict"] == verdict, d["summary"]
+    shown = [d["summary"], *d["next_steps"], *(d.get("report_lines") or {}).values()]
+    assert not any("Metal" in s for s in shown), shown

@@ -67,9 +67,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "150-whisper-rs-m1-pro-metal-loading-null-2023":
         ("a failed Metal library load (loading '(null)', the cut ends before the error) is read as CPU-only; the "
          "label (unknown, healthy accepted) does not say the run fell back to the CPU"),
-    "167-main-cublas-a100-no-ngl-2023":
-        ("CPU-only sign not read: a 2023 cuBLAS build run without -ngl (the device line is printed, no layer is "
-         "offloaded and no offload line is printed) is read as a GPU run"),
     "169-llama-bench-intel-mbp-5600m-metal-ngl-sweep-2024":
         ("Intel-Mac Metal table without device lines: the AMD GPU's hardware limit is not known from Metal rows "
          "alone, and the ngl 0 rows make the verdict no-gpu-offload"),
@@ -103,9 +100,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "223-normiebench-arc-a770-vulkan-result-json-2026":
         ("wrapper result JSON (normiebench: pp512/tg128 keys, backend \"vulkan\") is not read; no run (the verdict is "
          "right only because unknown is accepted)"),
-    "240-koboldcpp-m2-ultra-metal-library-not-found-2024":
-        ("a failed Metal library load (ggml-metal.metal not found, \"llama_new_context_with_model: failed to "
-         "initialize Metal backend\") is read as CPU-only; the context fails and nothing runs, so the label is unknown"),
 }
 
 

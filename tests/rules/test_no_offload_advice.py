@@ -18,8 +18,10 @@ from tests.ingest_util import diagnosed
     ("bench/anka-m3pro-host-cpu.json", "arm64 build with Metal", "CUDA"),
     # an x86_64 Mac build: Rosetta or an Intel Mac, both said
     ("metal/no-metal-rosetta-x86.log", "Rosetta", "CUDA"),
+    # a device_info block naming an AMD EPYC CPU, which no Mac has (issue 38)
+    ("rules/device-info-cpu-only-2026.log", "-DGGML_CUDA=ON", "Metal"),
     # nothing says where it ran: both ways, no assumption
-    ("rules/device-info-cpu-only-2026.log", "Metal on a Mac; CUDA, ROCm or Vulkan on Linux", "arm64 build"),
+    ("rules/list-devices-none-bare-2026.log", "Metal on a Mac; CUDA, ROCm or Vulkan on Linux", "arm64 build"),
 ])
 def test_no_offload_advice_matches_the_platform(tmp_path, fixture, says, never):
     runs = diagnosed(tmp_path, fixture)

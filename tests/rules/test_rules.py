@@ -80,9 +80,14 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("shapes/node-llama-cpp-gpu-layers-0-only.log",), "no-gpu-offload", False),
         (("shapes/node-llama-cpp-prebuilt-no-gpu-2025.log",), "no-gpu-offload", False),
     ],
-    "metal-library-failed": [
-        (("shapes/metal-library-null-2024.log",), "no-gpu-offload", False),
-        (("shapes/metal-library-create-failed-2025.log",), "no-gpu-offload", False),
+    "metal-failed-nothing-ran": [  # llama.cpp's context failed with its Metal backend: nothing ran (issue 38)
+        (("rules/metal-context-failed-nothing-ran-2025.log",), "unknown", False),
+        (("field/240-koboldcpp-m2-ultra-metal-library-not-found-2024.log",), "unknown", False),
+        (("shapes/metal-library-null-2024.log",), "unknown", False),
+        (("shapes/metal-library-create-failed-2025.log",), "unknown", False),
+    ],
+    "metal-library-failed": [  # whisper.cpp falls back to the CPU and runs on
+        (("field/258-whisper-cli-m4-metal-library-compile-error-blas-fallback-2025.log",), "no-gpu-offload", False),
     ],
     "kernel-checks": [  # capscan-probe --kernels on the Linux stand-in (tests/fixtures/kernels/)
         (("kernels/guest-kernels-pass.txt",), "capability-downgrade", True),
