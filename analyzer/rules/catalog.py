@@ -288,6 +288,9 @@ def _zero_layers(v: RunView) -> Finding | None:
     if f.n_gpu_layers == 0:
         if f.wrapper_virtualised:
             return finding("The app forced gpu_layers=0: the model ran on the CPU.", v.lines("wrapper.gpu_layers", limit=1))
+        if v.lines("ollama.ps", contains="100% CPU", limit=1):
+            return finding("`ollama ps` shows the model 100% on the CPU (its PROCESSOR column): no layer is on a GPU.",
+                           v.lines("ollama.ps", limit=1))
         # an app's own line (node-llama-cpp's gpuLayers=0 or its CPU fallback), not a llama-bench row
         if v.lines("wrapper.gpu_layers", limit=1):
             return finding("The app ran with no layer on the GPU (gpu_layers=0, or it fell back to the CPU): the model "

@@ -241,7 +241,7 @@ class RunView:
         if f.host_chip_line is None and f.host_model_name is None:
             return None
         text = f"{f.host_chip_line or ''} {f.host_model_name or ''}".lower()
-        if "(virtual)" in text or "virtual machine" in text:
+        if "(virtual)" in text or "virtual machine" in text or "virtualmac" in text:
             return True
         return False if f.host_chip_line else None
 

@@ -90,6 +90,15 @@ def on_wrapper_virtualised(asm: Assembler, ev: Event) -> None:
     asm.run.hint_device(ev, ev.data["name"])
 
 
+def on_ollama_ps(asm: Assembler, ev: Event) -> None:
+    """`ollama ps`'s PROCESSOR column: '100% CPU' is a model with no layer on a GPU; a GPU share names no device."""
+    run = asm.run
+    run.explicit_program = run.explicit_program or "ollama"
+    if ev.data["processor"] == "100% CPU":
+        run.facts.n_gpu_layers = 0
+    run.touch(ev)
+
+
 def on_wrapper_gpu_layers(asm: Assembler, ev: Event) -> None:
     asm.run.facts.n_gpu_layers = ev.data["layers"]
     asm.run.touch(ev)
@@ -109,4 +118,5 @@ HANDLERS: dict[str, Handler] = {
     "kv.buffer": on_kv_buffer,
     "wrapper.virtualised": on_wrapper_virtualised,
     "wrapper.gpu_layers": on_wrapper_gpu_layers,
+    "ollama.ps": on_ollama_ps,
 }
