@@ -40,11 +40,19 @@ def _model(facts: RunFacts) -> str | None:
     return model if len(model) <= MAX_MODEL else model[:MAX_MODEL - 1] + "…"
 
 
+def _listing(facts: RunFacts) -> bool:
+    """`--list-devices` alone: a device list, and no model, Metal block or buffers (it ran nothing)."""
+    return (facts.listed_devices is not None and facts.model is None and facts.metal_era is None
+            and not facts.weight_buffers and facts.offload is None)
+
+
 def piped_source_name(first: RunFacts | None, runs: int = 1, when: dt.datetime | None = None) -> str:
     """``program · model · YYYY-MM-DD HH:MM`` of the first run (a part the log did not show is
-    left out; no run at all is "piped log"), and how many runs when there are several."""
+    left out; a `--list-devices` output is a "device listing"; no run at all is "piped log"), and how many
+    runs when there are several."""
     when = when or dt.datetime.now(dt.timezone.utc)
-    parts = [clean(first.program) if first is not None and first.program else "piped log"]
+    parts = [clean(first.program) if first is not None and first.program
+             else "device listing" if first is not None and _listing(first) else "piped log"]
     model = _model(first) if first is not None else None
     if model:
         parts.append(model)
