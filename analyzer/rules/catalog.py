@@ -70,6 +70,11 @@ def _environment(v: RunView) -> Finding | None:
         return None  # contradictory-evidence says what the run shows
     if v.on_a_mac is False:
         return None  # only a macOS guest's Metal GPU is clamped: on another system the question does not arise
+    if not (v.is_metal or v.on_a_mac or v.facts.metal_errors or v.facts.skipped_kernels or v.facts.unsupported_ops):
+        # nothing in the log is a Mac's: no Metal words for what may be a Linux or Windows machine
+        return finding("Whether this ran in a VM or on bare metal is not shown, and nothing in the log shows a Mac: "
+                       "only a macOS guest's GPU can be clamped; on a Mac, `capscan probe` run on the same machine "
+                       "would decide it.", [])
     return finding("Whether this ran in a VM or on bare metal is not shown; " + ENVIRONMENT_DECIDERS + " would decide "
                    "it.", [])
 
@@ -812,8 +817,9 @@ RULES: tuple[Rule, ...] = (
     Rule("x86-build", None, "info", _x86_build, explains_unknown=True),
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
     Rule("no-gpu-device", "no-gpu-offload", "error", _no_gpu_device),
-    Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
+    # (a CPU-only build's ngl column says nothing: its rows at -ngl 99 ran on the CPU too, so the build decides)
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
+    Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
     Rule("cpu-features-only", None, "info", _cpu_features_only, explains_unknown=True, next_step=_cpu_features_step),
     Rule("gpu-disabled", "no-gpu-offload", "error", _gpu_disabled),
     Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed, next_step=_metal_library_step),
