@@ -43,7 +43,8 @@ CONTEXT = Format(
               "llama_memory_breakdown_print", " model buffer size", "llm_load_tensors:", " KV buffer size",
               "assigned to device", "looks virtuali", "gpu_layers=0",
               "GPU:", "Arch:", "Architecture:", "n_gpu_layers=0", "gpuLayers=0", "); falling back to CPU",
-              "falling back to using no GPU", "cpu: ", "Model Identifier:", "% CPU", "% GPU", "No GPU detected"),
+              "falling back to using no GPU", "cpu: ", "model      :", "loading model '", "Model Identifier:",
+              "% CPU", "% GPU", "No GPU detected"),
     patterns=(
         # system_profiler SPHardwareDataType: "Chip: Apple M2 Max" (a guest reads "Apple M1 Ultra (Virtual)")
         Pattern("host.chip", rx(r"^Chip:\s+(?P<chip>Apple \S(?:.*\S)?+)\s*+$")),
@@ -65,6 +66,10 @@ CONTEXT = Format(
         # `ollama ps`: NAME ID SIZE PROCESSOR UNTIL; its PROCESSOR column says where the loaded model runs
         Pattern("ollama.ps", rx(r"^\S++\s++[0-9a-f]{12}\s++\d++(?:\.\d++)?+\s*+[KMGT]B\s++"
                                 r"(?P<processor>100% CPU|100% GPU|\d++%/\d++% CPU/GPU)\b")),
+        # the model file a program names: llama-cli's 2026 banner ('model      : models/x.gguf') and llama-server's
+        # "load_model: loading model 'models/x.gguf'"
+        Pattern("model.file", rx(r"^model {6}:\s++(?P<path>\S(?:.*\S)?+)\s*+$")),
+        Pattern("model.file", rx(r"\bload_model: loading model '(?P<path>[^']++)'")),
         # an app's own 'No GPU detected' (benchmark harnesses, wrappers): it ran on the CPU
         Pattern("wrapper.gpu_layers", rx(r"\bNo GPU detected\b"), lambda m: {"layers": 0}),
         Pattern("host.macos", rx(r"^(?:ProductVersion:\s+|System Version:\s+macOS\s+|platform\.platform:\s+macOS-)"
@@ -121,6 +126,9 @@ CONTEXT = Format(
         Sample("gemma3:4b       a2af6cc3eb7f    6.1 GB   100% GPU     4 minutes from now", "ollama.ps",
                {"processor": "100% GPU"}),
         Sample("WARNING: No GPU detected, running on CPU", "wrapper.gpu_layers", {"layers": 0}),
+        Sample("model      : models/tiny-llama-q4_0.gguf", "model.file", {"path": "models/tiny-llama-q4_0.gguf"}),
+        Sample("0.00.006.843 I srv    load_model: loading model 'models/tiny-llama-q4_0.gguf'", "model.file",
+               {"path": "models/tiny-llama-q4_0.gguf"}),
         Sample("ProductVersion:\t\t14.6.1", "host.macos", {"version": "14.6.1"}),
         Sample("      System Version: macOS 14.6.1 (23G93)", "host.macos", {"version": "14.6.1"}),
         Sample("  platform.platform: macOS-14.4.1-arm64-arm-64bit", "host.macos", {"version": "14.4.1"}),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import MAX_NAMES
+from analyzer.runs.builder import MAX_NAMES, MAX_TEXT
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
@@ -99,6 +99,11 @@ def on_ollama_ps(asm: Assembler, ev: Event) -> None:
     run.touch(ev)
 
 
+def on_model_file(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.model_file = asm.run.facts.model_file or ev.data["path"][:MAX_TEXT]
+    asm.run.touch(ev)
+
+
 def on_wrapper_gpu_layers(asm: Assembler, ev: Event) -> None:
     asm.run.facts.n_gpu_layers = ev.data["layers"]
     asm.run.touch(ev)
@@ -119,4 +124,5 @@ HANDLERS: dict[str, Handler] = {
     "wrapper.virtualised": on_wrapper_virtualised,
     "wrapper.gpu_layers": on_wrapper_gpu_layers,
     "ollama.ps": on_ollama_ps,
+    "model.file": on_model_file,
 }

@@ -32,7 +32,12 @@ def _tidy(text: str) -> str:
 
 def _model(facts: RunFacts) -> str | None:
     if not facts.model:
-        return None
+        # the file the program names, when the log prints no model name: its base name without .gguf
+        if not facts.model_file:
+            return None
+        base = re.split(r"[\\/]", facts.model_file)[-1]
+        name = _tidy(base[:-5] if base.lower().endswith(".gguf") else base)
+        return (name if len(name) <= MAX_MODEL else name[:MAX_MODEL - 1] + "…") or None
     model = _tidy(facts.model)
     quant = _tidy(facts.quant) if facts.quant else ""
     if quant and quant not in model:
