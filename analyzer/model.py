@@ -183,6 +183,9 @@ class RunFacts(_Record):
     model: str | None = None
     quant: str | None = None  # the model's quantization when printed apart from its name (`model ftype`)
     model_size_bytes: int | None = None  # the weights' size: llama-bench's model_size, the loader's model size
+    # the model file the program names (llama-cli's 2026 banner 'model : ...', llama-server's "loading model '...'"):
+    # the run's name when the log prints no model name
+    model_file: str | None = None
     cpu_info: str | None = None
     gpu_info: str | None = None
     bench_backends: str | None = None

@@ -114,6 +114,8 @@ def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list
         return (f"This GPU really lacks the features {rt}'s fast paths need: nothing is misconfigured, "
                 "and forcing them would give wrong results.")
     if verdict == "no-gpu-offload":
+        if would:  # a device listing: nothing ran
+            return f"{rt} would run on the CPU: it sees no GPU device."
         return f"Everything ran on the CPU: {rt} did not use the GPU."
     if verdict == "virtualization-overhead":
         gap = speed_gap(diag, throughput)

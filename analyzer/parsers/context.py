@@ -43,7 +43,8 @@ CONTEXT = Format(
               "llama_memory_breakdown_print", " model buffer size", "llm_load_tensors:", " KV buffer size",
               "assigned to device", "looks virtuali", "gpu_layers=0",
               "GPU:", "Arch:", "Architecture:", "n_gpu_layers=0", "gpuLayers=0", "); falling back to CPU",
-              "falling back to using no GPU"),
+              "falling back to using no GPU", "cpu: ", "model      :", "loading model '", "Model Identifier:",
+              "% CPU", "% GPU", "No GPU detected"),
     patterns=(
         # system_profiler SPHardwareDataType: "Chip: Apple M2 Max" (a guest reads "Apple M1 Ultra (Virtual)")
         Pattern("host.chip", rx(r"^Chip:\s+(?P<chip>Apple \S(?:.*\S)?+)\s*+$")),
@@ -57,6 +58,20 @@ CONTEXT = Format(
         # `sysctl -n machdep.cpu.brand_string` on an Intel Mac: the bare brand string, a line of its own
         Pattern("host.processor", rx(r"^(?P<name>Intel\(R\) (?:Core\(TM\)|Xeon\(R\)|Pentium\(R\)|Celeron\(R\))"
                                      r"[^|:]*? CPU @ \d+(?:\.\d+)?GHz)\s*$")),
+        # Go's testing header ('goos: darwin', 'goarch: arm64', 'cpu: Apple M2 Pro'): the brand string, as sysctl
+        # gives it ('Apple M1 (Virtual)' in a guest)
+        Pattern("host.processor", rx(r"^cpu:\s++(?P<name>(?:Apple|Intel\(R\)) \S(?:.*\S)?+)\s*+$")),
+        # system_profiler's model identifier: 'Mac14,2', a guest's 'VirtualMac2,1'
+        Pattern("host.model_name", rx(r"^\s*+Model Identifier:\s++(?P<name>(?:Virtual)?+Mac[A-Za-z]*+\d++,\d++)\s*+$")),
+        # `ollama ps`: NAME ID SIZE PROCESSOR UNTIL; its PROCESSOR column says where the loaded model runs
+        Pattern("ollama.ps", rx(r"^\S++\s++[0-9a-f]{12}\s++\d++(?:\.\d++)?+\s*+[KMGT]B\s++"
+                                r"(?P<processor>100% CPU|100% GPU|\d++%/\d++% CPU/GPU)\b")),
+        # the model file a program names: llama-cli's 2026 banner ('model      : models/x.gguf') and llama-server's
+        # "load_model: loading model 'models/x.gguf'"
+        Pattern("model.file", rx(r"^model {6}:\s++(?P<path>\S(?:.*\S)?+)\s*+$")),
+        Pattern("model.file", rx(r"\bload_model: loading model '(?P<path>[^']++)'")),
+        # an app's own 'No GPU detected' (benchmark harnesses, wrappers): it ran on the CPU
+        Pattern("wrapper.gpu_layers", rx(r"\bNo GPU detected\b"), lambda m: {"layers": 0}),
         Pattern("host.macos", rx(r"^(?:ProductVersion:\s+|System Version:\s+macOS\s+|platform\.platform:\s+macOS-)"
                                  r"(?P<version>\d+(?:\.\d+){0,2})"), _macos),
         # MLX: mx.metal.device_info() -> {'architecture': 'air64_v26', 'device_name': 'Apple Paravirtual device', ...}
@@ -97,6 +112,23 @@ CONTEXT = Format(
         Sample("Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz", "host.processor",
                {"name": "Intel(R) Core(TM) i7-8700B CPU @ 3.20GHz"}),
         Sample("Intel(R) Xeon(R) W-3245 CPU @ 3.20GHz", "host.processor", {"name": "Intel(R) Xeon(R) W-3245 CPU @ 3.20GHz"}),
+        Sample("cpu: Apple M2 Pro", "host.processor", {"name": "Apple M2 Pro"}),
+        Sample("cpu: Apple M1 (Virtual)", "host.processor", {"name": "Apple M1 (Virtual)"}),
+        Sample("cpu: Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz", "host.processor",
+               {"name": "Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz"}),
+        Sample("      Model Identifier: VirtualMac2,1", "host.model_name", {"name": "VirtualMac2,1"}),
+        Sample("      Model Identifier: Mac14,2", "host.model_name", {"name": "Mac14,2"}),
+        Sample("      Model Identifier: MacBookPro18,4", "host.model_name", {"name": "MacBookPro18,4"}),
+        Sample("llama3.2:latest    a80c4f17acd5    3.5 GB    100% CPU     4 minutes from now", "ollama.ps",
+               {"processor": "100% CPU"}),
+        Sample("gemma3:27b-it-qat    29eb0b9aeda3    25 GB    11%/89% CPU/GPU    4 minutes from now", "ollama.ps",
+               {"processor": "11%/89% CPU/GPU"}),
+        Sample("gemma3:4b       a2af6cc3eb7f    6.1 GB   100% GPU     4 minutes from now", "ollama.ps",
+               {"processor": "100% GPU"}),
+        Sample("WARNING: No GPU detected, running on CPU", "wrapper.gpu_layers", {"layers": 0}),
+        Sample("model      : models/tiny-llama-q4_0.gguf", "model.file", {"path": "models/tiny-llama-q4_0.gguf"}),
+        Sample("0.00.006.843 I srv    load_model: loading model 'models/tiny-llama-q4_0.gguf'", "model.file",
+               {"path": "models/tiny-llama-q4_0.gguf"}),
         Sample("ProductVersion:\t\t14.6.1", "host.macos", {"version": "14.6.1"}),
         Sample("      System Version: macOS 14.6.1 (23G93)", "host.macos", {"version": "14.6.1"}),
         Sample("  platform.platform: macOS-14.4.1-arm64-arm-64bit", "host.macos", {"version": "14.4.1"}),

@@ -12,6 +12,8 @@ def evidence_advice(view: RunView) -> str:
     f = view.facts
     program = f.program or ""
     kinds = {e.kind for e in view.evidence}
+    if view.on_a_mac is False:
+        return device_advice(view)  # no Metal block to ask for on a Linux, Windows or Android log
     if program == "koboldcpp":
         return ("koboldcpp prints llama.cpp's device lines in its console while it loads the model: copy the "
                 "console from the start (`koboldcpp --model MODEL 2>&1 | capscan`, `--debugmode` for more), not only "
@@ -30,6 +32,25 @@ def evidence_advice(view: RunView) -> str:
     if program == "whisper.cpp":
         return ("whisper.cpp prints its Metal init lines on stderr: `whisper-cli -m MODEL -f AUDIO 2>&1 | capscan`.")
     return START_UP_BLOCK
+
+
+def device_advice(view: RunView) -> str:
+    """What to run to see whether a GPU was used, when only system_info speaks (it never names Vulkan, SYCL,
+    OpenCL, CANN or WebGPU): the verbosity flag or the device listing of the program the log shows."""
+    program = view.facts.program or ""
+    if program == "ollama":
+        return ("Restart the server with `OLLAMA_DEBUG=1 ollama serve`, load the model once, and pipe its log into "
+                "capscan: its `inference compute` line names the GPU (or library=cpu); `ollama ps` shows the "
+                "PROCESSOR column (`100% GPU` / `100% CPU`).")
+    if program == "whisper.cpp":
+        return ("Pipe the whole output into capscan (`whisper-cli -m MODEL -f AUDIO 2>&1 | capscan`): its "
+                "`whisper_backend_init_gpu:` line says which GPU backend it used, or that it found none.")
+    if program == "koboldcpp":
+        return ("Copy koboldcpp's console from the start (`koboldcpp --model MODEL 2>&1 | capscan`): its device and "
+                "`offloaded N/M layers` lines say whether a GPU was used.")
+    return ("To see whether a GPU was used, run the same command with `-lv 4` (llama.cpp of 2026; `--verbose` on "
+            "older builds) and `2>&1`, or `llama-cli --list-devices`, and pipe that into capscan: the device list "
+            "and the `offloaded N/M layers` line decide it.")
 
 
 START_UP_BLOCK = ("Paste the start-up block too: the ggml_metal_device_init: (or ggml_metal_init:) lines printed before "

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from analyzer import chips
 from analyzer.model import like_pairs
 from analyzer.rules import baseline
-from analyzer.rules.advice import CONFIRM_HOST, evidence_advice
+from analyzer.rules.advice import CONFIRM_HOST, device_advice, evidence_advice
 from analyzer.rules.view import KERNEL_WORDS, RunView, kernel_failure
 from analyzer.verdicts import NO_HOST_CHIP
 
@@ -68,6 +68,13 @@ def _environment(v: RunView) -> Finding | None:
         return finding(f"Runs on bare metal ({v.host_chip or why}).", lines)
     if v.contradictions:
         return None  # contradictory-evidence says what the run shows
+    if v.on_a_mac is False:
+        return None  # only a macOS guest's Metal GPU is clamped: on another system the question does not arise
+    if not (v.is_metal or v.on_a_mac or v.facts.metal_errors or v.facts.skipped_kernels or v.facts.unsupported_ops):
+        # nothing in the log is a Mac's: no Metal words for what may be a Linux or Windows machine
+        return finding("Whether this ran in a VM or on bare metal is not shown, and nothing in the log shows a Mac: "
+                       "only a macOS guest's GPU can be clamped; on a Mac, `capscan probe` run on the same machine "
+                       "would decide it.", [])
     return finding("Whether this ran in a VM or on bare metal is not shown; " + ENVIRONMENT_DECIDERS + " would decide "
                    "it.", [])
 
@@ -175,19 +182,36 @@ def _intel_host_vm(v: RunView) -> Finding | None:
 
 
 def _no_metal_device(v: RunView) -> Finding | None:
+    """A Mac's log with no Metal device: an empty device list, or an x86_64 build under Rosetta."""
     f = v.facts
     x86 = v.x86_build is not None
-    if f.listed_devices == [] and not v.device_names:
+    if f.listed_devices == [] and not v.device_names and v.on_a_mac:
         why = ""
         if x86:
             why = (" (an x86_64 build: under Rosetta on Apple silicon it cannot use Metal, install an arm64 build; on an "
                    "Intel Mac it lists the AMD or Intel GPU when it has Metal)")
-        return finding("No GPU device was found: everything ran on the CPU" + why + ".",
+        if v.device_listing:  # --list-devices ran nothing
+            return finding("No Metal device is listed" + why + ": llama.cpp would run on the CPU only.",
+                           v.lines("devices.header", "build.target", limit=2))
+        return finding("No Metal device was found: everything ran on the CPU" + why + ".",
                        v.lines("devices.header", "build.target", limit=2))
     if x86 and not v.device_names and f.metal_era is None and v.apple_silicon_signs and not v.intel_mac_signs:
         return finding(f"An x86_64 build on Apple silicon ({v.apple_silicon_signs[0]}): it runs under Rosetta, where "
                        "Metal is unavailable, so everything ran on the CPU. Install an arm64 build.",
                        v.lines("build.target", limit=1))
+    return None
+
+
+def _no_gpu_device(v: RunView) -> Finding | None:
+    """No GPU device where the log does not show a Mac: an empty device list (`--list-devices`, or a
+    device_info block naming only the CPU), a CUDA backend that found none, or a software rasterizer."""
+    f = v.facts
+    if f.listed_devices == [] and not v.device_names and not v.on_a_mac:
+        lines = v.lines("devices.header", "device_info.device", "backend.loaded", limit=2)
+        if v.device_listing:
+            return finding("The device listing (`--list-devices`) names no GPU: this build sees none, so a run would "
+                           "use only the CPU.", lines)
+        return finding("The device list names no GPU, only the CPU: the model ran on the CPU.", lines)
     if f.cuda_failed and not v.device_names:
         return finding(f"The CUDA backend found no device ({f.cuda_failed}): everything ran on the CPU.",
                        v.lines("cuda.failed", limit=1))
@@ -195,6 +219,14 @@ def _no_metal_device(v: RunView) -> Finding | None:
         return finding("The only Vulkan device is a software rasterizer (llvmpipe/lavapipe): the GPU is not used.",
                        v.lines("vulkan.device", "vulkan.cpu_device", limit=2))
     return None
+
+
+def _device_listing(v: RunView) -> Finding | None:
+    if not v.device_listing:
+        return None
+    listed = ", ".join(v.facts.listed_devices or []) or "no GPU"
+    return finding(f"A device listing (`--list-devices`: {listed}): no model ran, so the verdict says what llama.cpp "
+                   "would use.", v.lines("devices.header", "devices.item", limit=3))
 
 
 def _x86_build(v: RunView) -> Finding | None:
@@ -218,11 +250,29 @@ def _x86_build(v: RunView) -> Finding | None:
 
 def _metal_library_failed(v: RunView) -> Finding | None:
     f = v.facts
-    if not f.metal_library_failed:
+    if not f.metal_library_failed or not _ran_on(v):
         return None
     return finding(f"The Metal library did not load ({f.metal_library_failed}): Metal was never used, whatever the GPU. "
                    "This is a packaging or toolchain problem, not a capability one.",
                    v.lines("metal.library_failed", limit=3))
+
+
+def _ran_on(v: RunView) -> bool:
+    """Did anything run after the Metal failure? llama.cpp's context fails with its Metal backend
+    (`llama_new_context_with_model: failed to initialize Metal backend`), so without a speed nothing ran: the
+    GPU is then not shown unused, only never reached. whisper.cpp falls back to the CPU and runs on."""
+    context_failed = v.lines("metal.library_failed", contains="llama_new_context_with_model", limit=1) or v.lines(
+        "metal.library_failed", contains="failed to initialize the context", limit=1)
+    return bool(v.throughput) or not context_failed
+
+
+def _metal_failed_nothing_ran(v: RunView) -> Finding | None:
+    f = v.facts
+    if not f.metal_library_failed or _ran_on(v):
+        return None
+    return finding(f"The Metal backend failed to start ({f.metal_library_failed}) and nothing ran after it: the GPU is "
+                   "neither shown unused nor shown slow. This is a packaging or toolchain problem, not a capability "
+                   "one.", v.lines("metal.library_failed", limit=3))
 
 
 def _crashed(v: RunView) -> Finding | None:
@@ -243,6 +293,9 @@ def _zero_layers(v: RunView) -> Finding | None:
     if f.n_gpu_layers == 0:
         if f.wrapper_virtualised:
             return finding("The app forced gpu_layers=0: the model ran on the CPU.", v.lines("wrapper.gpu_layers", limit=1))
+        if v.lines("ollama.ps", contains="100% CPU", limit=1):
+            return finding("`ollama ps` shows the model 100% on the CPU (its PROCESSOR column): no layer is on a GPU.",
+                           v.lines("ollama.ps", limit=1))
         # an app's own line (node-llama-cpp's gpuLayers=0 or its CPU fallback), not a llama-bench row
         if v.lines("wrapper.gpu_layers", limit=1):
             return finding("The app ran with no layer on the GPU (gpu_layers=0, or it fell back to the CPU): the model "
@@ -313,19 +366,37 @@ _CPU_BUILD_CELL = re.compile(r"CPU [A-Z][A-Z0-9_]*")
 
 
 def _cpu_only_build(v: RunView) -> Finding | None:
+    """llama-bench's backend column lists every registered backend (CPU only when there is no other): a
+    positive sign. system_info is not (see _cpu_features_only)."""
     f = v.facts
     bench_cpu = f.bench_backends is not None and all(
         p.strip().upper() in ("CPU", "BLAS", "ACCELERATE") or _CPU_BUILD_CELL.fullmatch(p.strip().upper())
         for p in f.bench_backends.split(","))
-    sys_cpu = f.system_backends is not None and f.system_backends and all(
-        b.upper() in ("CPU", "BLAS", "ACCELERATE") for b in f.system_backends)
     # an x86_64 build not shown to be an Intel Mac's: no-metal-device or x86-build says why (Rosetta, or
     # which machine it is), not "no backend"; on an Intel Mac a CPU-only build is one
     rosetta = v.x86_build is not None and not v.intel_mac_signs
-    if (bench_cpu or sys_cpu) and not v.device_names and f.metal_era is None and not rosetta:
-        return finding("A CPU-only build: no GPU backend is compiled in.",
-                       v.lines("system_info", "bench.device", limit=1))
+    if bench_cpu and not v.device_names and f.metal_era is None and not rosetta:
+        return finding("A CPU-only build: llama-bench's backend column names no GPU backend.",
+                       v.lines("bench.device", limit=1))
     return None
+
+
+def _cpu_features_only(v: RunView) -> Finding | None:
+    """system_info lists the features of the CPU, CUDA (HIP, MUSA), Metal and zDNN backends only: a Vulkan,
+    SYCL, OpenCL, CANN or WebGPU build that offloaded everything prints the same line as a CPU-only build."""
+    f = v.facts
+    sys_cpu = bool(f.system_backends) and all(b.upper() in ("CPU", "BLAS", "ACCELERATE") for b in f.system_backends or [])
+    rosetta = v.x86_build is not None and not v.intel_mac_signs
+    # (a device list, GPU or none, says more: its own rules read it)
+    if not sys_cpu or v.device_names or f.listed_devices is not None or f.metal_era is not None or rosetta:
+        return None
+    return finding("system_info lists CPU features only, but it never names Vulkan, SYCL, OpenCL, CANN or WebGPU: a "
+                   "build with one of those that offloaded everything prints the same line as a CPU-only build, so "
+                   "whether a GPU was used is not shown.", v.lines("system_info", limit=1))
+
+
+def _cpu_features_step(v: RunView, verdict: str) -> list[str] | None:
+    return [device_advice(v)] if verdict == "unknown" else None
 
 
 # ---------------------------------------------------------------------------
@@ -590,15 +661,27 @@ def _virtualization_overhead(v: RunView) -> Finding | None:
 
 
 # A paravirtual guest whose capabilities nothing printed (llama-bench JSON alone): its token generation
-# against the host chip's bandwidth ceiling (RunView.generation_share). The clamped guest's fallback kernels
-# reach 1-5% of it, bare metal and a guest with full capabilities 15% and more (the field corpus's M1 Ultra
-# guests: stock 1.0, 2.9, 4.7%; with the shim 16.7, 16.8, 42%; bare-metal TinyLlama's 286.7 t/s is 23%).
-# Between the two lines the speed decides nothing. A speed never makes a run fixable, and a stored bare-metal
-# baseline (gap-to-bare-metal, near-bare-metal) outranks it.
-CLAMPED_SHARE = 0.06
+# against the host chip's bandwidth ceiling (RunView.generation_share). A stock guest runs its matrix work on
+# the guest's CPUs, so its speed is the CPUs' and depends on the configuration (fa, KV types, threads): the
+# band is the one measured on stock guests across configurations. Stock: the field corpus's M1 Ultra guests
+# 1.0, 2.9, 4.7% of the ceiling (at most 38.7 GB/s of weights: Muse 30B, 2.31 tok/s x 16.7 GB); a GitHub
+# macos-15 M1 runner's llama-bench sweep (edge-inference-bench: fa 0/1, KV f16/q8_0, 2-3 threads) 7.2 to
+# 16.3% (at most 11.2 GB/s). With full capabilities: the shim guests 16.7, 16.8, 42% (138-392 GB/s);
+# bare-metal TinyLlama's 286.7 t/s is 23%. The clamp: below CLAMPED_SHARE, or below STOCK_SHARE and
+# STOCK_BYTES_S together (a low-bandwidth host's CPU-run guest). The fast kernels: FULL_SHARE and more, with
+# the weights streamed at twice the fastest stock guest's rate (fa and KV types move it by 2x). In between
+# the speed decides nothing. A speed never makes a run fixable, and a stored bare-metal baseline
+# (gap-to-bare-metal, near-bare-metal) outranks it.
+CLAMPED_SHARE = 0.11
+STOCK_SHARE = 0.20
+STOCK_BYTES_S = 39e9
 FULL_SHARE = 0.15
+STOCK_TOP_BYTES_S = 2 * STOCK_BYTES_S
 # Below this, a model's generation is bound by the per-token dispatch cost, not by bandwidth
 SPEED_MIN_BYTES = 512 * 2**20
+
+_PROOF_LOG = ("Only the guest's own Metal block proves the clamp and makes it fixable: run it with `-lv 4` (or "
+              "`-v`) and `2>&1` so the Metal block is printed, and pipe that in.")
 
 
 def _speed_share(v: RunView) -> tuple[str, float, float, float, str] | None:
@@ -612,27 +695,58 @@ def _speed_share(v: RunView) -> tuple[str, float, float, float, str] | None:
     return v.figure_name(key), tok_s, frac, ceiling, basis
 
 
+def _stock_reach(v: RunView, tok_s: float) -> bool:
+    """Could a stock guest's CPUs stream the weights this fast? (see STOCK_TOP_BYTES_S)"""
+    return tok_s * (v.facts.model_size_bytes or 0) < STOCK_TOP_BYTES_S
+
+
+def _stock_band(v: RunView, tok_s: float, frac: float) -> bool:
+    """Within the speeds measured on stock guests: a low share of the ceiling, or a share stock guests reach
+    with the weights streamed no faster than the fastest stock guest's CPUs streamed them."""
+    return frac < CLAMPED_SHARE or (frac < STOCK_SHARE and tok_s * (v.facts.model_size_bytes or 0) < STOCK_BYTES_S)
+
+
 def _slow_as_clamped(v: RunView) -> Finding | None:
     found = _speed_share(v)
-    if found is None or found[2] >= CLAMPED_SHARE:
+    if found is None or not _stock_band(v, found[1], found[2]):
         return None
     name, tok_s, frac, ceiling, basis = found
-    return finding(f"No capability block, but {name} at {tok_s:.2f} tok/s is {frac:.1%} of the {ceiling:.0f} tok/s that "
-                   f"{basis} allows: the speed of llama.cpp's fallback kernels on a clamped paravirtual GPU (1-5%), "
-                   f"not of the fast ones (15% and more). The guest's own capability block would prove it.",
+    rate = tok_s * (v.facts.model_size_bytes or 0) / 1e9
+    return finding(f"No capability block, but {name} at {tok_s:.2f} tok/s ({frac:.1%} of the {ceiling:.0f} tok/s that "
+                   f"{basis} allows, {rate:.1f} GB/s of weights) is the speed of a stock paravirtual guest, whose matrix "
+                   "work runs on its CPUs (measured stock guests, across fa, KV types and threads: 1-16% of the "
+                   "ceiling), not of the fast kernels (16.7% and more, at 138 GB/s and more). " + _PROOF_LOG,
                    v.vm_evidence[:1] + v.lines("bench.device", "timing", limit=1), share=frac)
 
 
 def _fast_as_full(v: RunView) -> Finding | None:
     found = _speed_share(v)
     # a mixture-of-experts model's share is inflated (its ceiling counts every expert): only its low side decides
-    if found is None or found[2] < FULL_SHARE or v.mixture_of_experts:
+    if found is None or found[2] < FULL_SHARE or v.mixture_of_experts or _stock_reach(v, found[1]):
         return None
     name, tok_s, frac, ceiling, basis = found
     return finding(f"No capability block, but {name} at {tok_s:.2f} tok/s is {frac:.1%} of the {ceiling:.0f} tok/s that "
-                   f"{basis} allows: a speed only llama.cpp's fast kernels reach (a clamped guest's fallback runs at "
-                   "1-5%), so nothing points to a capability clamp.",
+                   f"{basis} allows, faster than a stock guest's CPUs stream the weights: a speed only llama.cpp's fast "
+                   "kernels reach, so nothing points to a capability clamp.",
                    v.vm_evidence[:1] + v.lines("bench.device", "timing", limit=1), share=frac)
+
+
+def _speed_undecided(v: RunView) -> Finding | None:
+    """Between the two bands, or fast only for a guest whose CPUs could be that fast: the speed decides nothing."""
+    found = _speed_share(v)
+    if found is None or _stock_band(v, found[1], found[2]):
+        return None
+    name, tok_s, frac, ceiling, basis = found
+    if found[2] >= FULL_SHARE and not v.mixture_of_experts and not _stock_reach(v, tok_s):
+        return None
+    return finding(f"No capability block, and {name} at {tok_s:.2f} tok/s ({frac:.1%} of the {ceiling:.0f} tok/s that "
+                   f"{basis} allows) fits both a stock guest, whose matrix work runs on its CPUs, and one with full "
+                   "capabilities: the speed decides nothing. " + _PROOF_LOG,
+                   v.vm_evidence[:1] + v.lines("bench.device", "timing", limit=1), share=frac)
+
+
+# llama-bench backend cells of GPU backends no capability clamp touches (OpenCL: Adreno, Mali; CANN: Ascend)
+_GPU_BENCH_BACKENDS = frozenset({"CUDA", "ROCM", "HIP", "MUSA", "VULKAN", "SYCL", "OPENCL", "CANN"})
 
 
 def _healthy(v: RunView) -> Finding | None:
@@ -645,7 +759,8 @@ def _healthy(v: RunView) -> Finding | None:
     if v.is_metal and v.full_caps and not (MAC_DISCRETE & v.vendors):
         return finding("Full capabilities: simdgroup reduction and matrix multiply are on.",
                        v.lines("metal.flag", contains="simdgroup", limit=2) or v.lines("metal.family", limit=1))
-    if f.cuda_devices or (f.vulkan_devices and "software" not in v.vendors):
+    # (a device list alone, a `--version` output or an abort before the first row, shows a GPU, not a run)
+    if (f.cuda_devices or (f.vulkan_devices and "software" not in v.vendors)) and v.work_begun:
         return finding(f"The GPU ({v.device_names[0]}) is used; no capability clamp applies to this backend.",
                        v.lines("cuda.device", "vulkan.device", limit=1))
     # no device list in the cut, but every layer offloaded into a CUDA/ROCm/Vulkan/SYCL device's buffer
@@ -655,15 +770,16 @@ def _healthy(v: RunView) -> Finding | None:
         return finding(f"Every layer ({f.offload[0]}/{f.offload[1]}) was offloaded into {', '.join(gpus)}: the GPU is "
                        "used; no capability clamp applies to this backend.", v.lines("offload", "model.buffer", limit=2))
     # llama-bench rows of a CUDA/ROCm/Vulkan/SYCL build with layers on the GPU, no device list in the cut
-    if (f.backend in ("cuda", "rocm", "vulkan", "sycl") and f.bench_backends and f.n_gpu_layers not in (None, 0)
-            and v.throughput and "software" not in v.vendors):
+    gpu_backend = {b.strip().upper() for b in (f.bench_backends or "").split(",")} & _GPU_BENCH_BACKENDS
+    if ((f.backend in ("cuda", "rocm", "vulkan", "sycl") or gpu_backend) and f.bench_backends
+            and f.n_gpu_layers not in (None, 0) and v.throughput and "software" not in v.vendors):
         return finding(f"The rows ran on the {f.bench_backends} backend with layers on the GPU (ngl {f.n_gpu_layers}); "
                        "no capability clamp applies to this backend.", v.lines("bench.device", "bench.row", limit=1))
     return None
 
 
 def _metal_library_step(v: RunView, verdict: str) -> list[str] | None:
-    if verdict != "no-gpu-offload":
+    if verdict not in ("no-gpu-offload", "unknown"):
         return None
     return ["The Metal library did not load: use a build with the library embedded (GGML_METAL_EMBED_LIBRARY=ON, "
             "the default of release builds), or set GGML_METAL_PATH_RESOURCES to the folder holding "
@@ -700,10 +816,15 @@ RULES: tuple[Rule, ...] = (
     Rule("intel-host-vm", "hardware-limit", "error", _intel_host_vm),
     Rule("x86-build", None, "info", _x86_build, explains_unknown=True),
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
-    Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
+    Rule("no-gpu-device", "no-gpu-offload", "error", _no_gpu_device),
+    # (a CPU-only build's ngl column says nothing: its rows at -ngl 99 ran on the CPU too, so the build decides)
     Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
+    Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
+    Rule("cpu-features-only", None, "info", _cpu_features_only, explains_unknown=True, next_step=_cpu_features_step),
     Rule("gpu-disabled", "no-gpu-offload", "error", _gpu_disabled),
     Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed, next_step=_metal_library_step),
+    Rule("metal-failed-nothing-ran", None, "error", _metal_failed_nothing_ran, explains_unknown=True,
+         next_step=_metal_library_step),
     Rule("crashed", None, "error", _crashed,
          headline={"prefix": "{who} crashed before it finished (the evidence has the line).",
                    "how": "until it crashed on an op its Metal fallback paths do not support"}),
@@ -716,6 +837,7 @@ RULES: tuple[Rule, ...] = (
     Rule("near-bare-metal", None, "info", _near_bare_metal, explains_unknown=True),
     Rule("already-remedied", None, "info", _remedied),
     Rule("device-probe", None, "info", _device_probe, headline={"runtime": "llama.cpp", "mood": "would"}),
+    Rule("device-listing", None, "info", _device_listing, headline={"runtime": "llama.cpp", "mood": "would"}),
     Rule("capability-overclaim", None, "warning", _shim_overclaim),
     Rule("mlx-unaffected", None, "info", _mlx, explains_unknown=True,
          headline={"unknown": "{rt} is not slowed by a VM's capability clamp, so capscan has nothing to fix here."}),
@@ -729,6 +851,7 @@ RULES: tuple[Rule, ...] = (
     Rule("virtualization-overhead", "virtualization-overhead", "warning", _virtualization_overhead),
     Rule("full-capabilities", "healthy", "info", _healthy),
     Rule("speed-of-full-kernels", "healthy", "info", _fast_as_full, basis="speed"),
+    Rule("speed-undecided", None, "info", _speed_undecided, explains_unknown=True),
 )
 
 RULE_BY_ID = {r.id: r for r in RULES}

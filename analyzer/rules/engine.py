@@ -195,28 +195,12 @@ NO_OFFLOAD_ADVICE = {
     None: "Make the GPU visible: a build with your GPU's backend (Metal on a Mac; CUDA, ROCm or Vulkan on Linux "
           "and Windows), `llama-cli --list-devices` should list it, then -ngl 99.",
 }
-_OTHER_TARGETS = ("linux", "windows", "mingw", "msvc", "win64", "win32")
 
 
-def platform_of(facts) -> str | None:
-    """Where the log ran, from what it prints (the build target, the CPU, the devices listed), or None when
-    it does not say: the no-offload advice never assumes a Mac."""
-    target = (facts.build_target or "").lower()
-    apple_cpu = chips.apple_chip(facts.cpu_info)
-    if "apple-darwin" in target or "apple-macos" in target:
-        if not target.startswith("x86_64"):
-            return "mac-arm"
-        # an x86_64 Mac build: Rosetta on Apple silicon (no Metal there), or an Intel Mac
-        return "mac-rosetta" if apple_cpu else "mac-intel" if chips.is_intel_cpu(facts.cpu_info) else "mac-x86"
-    if apple_cpu:
-        return "mac-arm"
-    if any(t in target for t in _OTHER_TARGETS) or target in ("x64", "x86"):
-        return "linux-windows"
-    if facts.cuda_devices or facts.vulkan_devices:
-        return "linux-windows"
-    if chips.is_intel_cpu(facts.cpu_info) and "mac" in (facts.cpu_info or "").lower():
-        return "mac-intel"
-    return None
+def platform_of(view: RunView) -> str | None:
+    """Where the log ran (RunView.platform), or None when it does not say: the no-offload advice never
+    assumes a Mac."""
+    return view.platform
 
 
 def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
@@ -255,7 +239,7 @@ def next_steps(view: RunView, verdict: str, fixable: bool, why: str | None,
         if own:
             return own
     if verdict == "no-gpu-offload":
-        return [NO_OFFLOAD_ADVICE[platform_of(view.facts)]]
+        return [NO_OFFLOAD_ADVICE.get(platform_of(view)) or NO_OFFLOAD_ADVICE[None]]
     if verdict == "virtualization-overhead":
         return ["Nothing to fix in capabilities. Fewer, larger dispatches help: bigger batches (-b/-ub), "
                 "larger models amortise the fixed per-token cost."]

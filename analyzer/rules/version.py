@@ -3,5 +3,6 @@
 Its own module so that reading a stored diagnosis (``capscan show``) can check it without
 importing the rules."""
 
+# 6: CPU-only on positive evidence only (system_info alone is unknown), words fit the platform
 # 5: a probe's output speaks of llama.cpp
-RULES_VERSION = "5"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable
+RULES_VERSION = "6"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable

@@ -148,6 +148,67 @@ class RunView:
             return False
         return (self._full_family_listing and self.apple_family is None and self.metal_family is not None)
 
+    # -- platform -------------------------------------------------------------
+    @cached_property
+    def platform(self) -> str | None:
+        """Where the log ran, from what it prints (the build target, the CPU, the devices listed, the
+        backend libraries loaded), or None when it does not say: words and advice never assume a Mac."""
+        f = self.facts
+        target = (f.build_target or "").lower()
+        apple_cpu = chips.apple_chip(f.cpu_info)
+        if "apple-darwin" in target or "apple-macos" in target or target.startswith("darwin"):
+            if "x86_64" not in target:
+                return "mac-arm"
+            # an x86_64 Mac build: Rosetta on Apple silicon (no Metal there), or an Intel Mac
+            return "mac-rosetta" if apple_cpu else "mac-intel" if chips.is_intel_cpu(f.cpu_info) else "mac-x86"
+        if apple_cpu:
+            return "mac-arm"
+        if any(t in target for t in _OTHER_TARGETS) or target in ("x64", "x86"):
+            return "linux-windows"
+        if f.cuda_devices or f.vulkan_devices or f.cuda_failed:
+            return "linux-windows"
+        # backends macOS has no build of (Vulkan has one, through MoltenVK)
+        backends = {b.strip().upper() for b in (f.bench_backends or "").split(",") + (f.system_backends or [])}
+        if backends & _NON_MAC_BACKENDS:
+            return "linux-windows"
+        # a CPU no Mac has: device_info's CPU entry, a brand string (AMD Ryzen, EPYC, Threadripper)
+        if any(_NON_MAC_CPU.search(e.text) for e in self.evidence if e.kind in ("device_info.device", "host.processor")):
+            return "linux-windows"
+        if chips.is_intel_cpu(f.cpu_info) and "mac" in (f.cpu_info or "").lower():
+            return "mac-intel"
+        if self.is_metal or f.metal_errors:
+            return "mac"
+        # ggml's dynamic backends (GGML_BACKEND_DL): libggml-cpu-haswell.so, ggml-cpu-alderlake.dll, .dylib
+        libs = " ".join(e.text for e in self.evidence if e.kind == "backend.loaded").lower()
+        if ".dylib" in libs:
+            return "mac"
+        if ".so" in libs or ".dll" in libs:
+            return "linux-windows"
+        return None
+
+    @property
+    def on_a_mac(self) -> bool | None:
+        """True when the log shows macOS, False when it shows another system, None when it does not say."""
+        p = self.platform
+        return None if p is None else p.startswith("mac")
+
+    @property
+    def work_begun(self) -> bool:
+        """The program did more than start: a speed, a model, layers, buffers or its system_info line. A device
+        list alone (a `--version` output, a benchmark that aborted before its first row) shows a GPU exists,
+        not that it ran anything."""
+        f = self.facts
+        return bool(self.throughput or f.model or f.offload or f.weight_buffers or f.kv_buffers or f.whisper_weights
+                    or f.system_backends is not None or f.n_gpu_layers is not None)
+
+    @property
+    def device_listing(self) -> bool:
+        """`--list-devices` alone: a device list and no model, no speed, no Metal block. It ran nothing."""
+        f = self.facts
+        return (f.listed_devices is not None and bool(self.lines("devices.header", limit=1)) and not self.throughput
+                and not f.model and f.metal_era is None and f.offload is None and not f.weight_buffers
+                and not f.kv_buffers)
+
     # -- environment ----------------------------------------------------------
     # Each reading is a list of signs: (what it shows, the lines that show it). A sign counts
     # wherever it appears in the run: contradictory evidence is never resolved by order.
@@ -180,7 +241,7 @@ class RunView:
         if f.host_chip_line is None and f.host_model_name is None:
             return None
         text = f"{f.host_chip_line or ''} {f.host_model_name or ''}".lower()
-        if "(virtual)" in text or "virtual machine" in text:
+        if "(virtual)" in text or "virtual machine" in text or "virtualmac" in text:
             return True
         return False if f.host_chip_line else None
 
@@ -813,4 +874,8 @@ METAL3_CODE = chips.METAL3
 # A model this small may sit in the chip's caches: the bandwidth ceiling says nothing about it.
 REFERENCE_MIN_BYTES = 256 * 2**20
 LLAMA2_7B_Q4_0_BYTES = 3_825_065_984  # llama-bench's model_size of Llama 2 7B Q4_0 (3.56 GiB)
+# build targets of other systems than macOS (common_init's 'for x86_64-linux-gnu', MSVC's 'x64')
+_OTHER_TARGETS = ("linux", "windows", "mingw", "msvc", "win64", "win32", "android")
+_NON_MAC_BACKENDS = frozenset({"CUDA", "ROCM", "HIP", "MUSA", "SYCL", "CANN", "OPENCL", "ZDNN"})
+_NON_MAC_CPU = re.compile(r"\bAMD (?:Ryzen|EPYC|Athlon)|Threadripper|\bQualcomm|\bSnapdragon|\bCortex-A", re.IGNORECASE)
 _MOE = re.compile(r"moe|\bA\d+(?:\.\d+)?B\b|\d+x\d+B|experts", re.IGNORECASE)

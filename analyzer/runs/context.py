@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import MAX_NAMES
+from analyzer.runs.builder import MAX_NAMES, MAX_TEXT
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
@@ -90,6 +90,20 @@ def on_wrapper_virtualised(asm: Assembler, ev: Event) -> None:
     asm.run.hint_device(ev, ev.data["name"])
 
 
+def on_ollama_ps(asm: Assembler, ev: Event) -> None:
+    """`ollama ps`'s PROCESSOR column: '100% CPU' is a model with no layer on a GPU; a GPU share names no device."""
+    run = asm.run
+    run.explicit_program = run.explicit_program or "ollama"
+    if ev.data["processor"] == "100% CPU":
+        run.facts.n_gpu_layers = 0
+    run.touch(ev)
+
+
+def on_model_file(asm: Assembler, ev: Event) -> None:
+    asm.run.facts.model_file = asm.run.facts.model_file or ev.data["path"][:MAX_TEXT]
+    asm.run.touch(ev)
+
+
 def on_wrapper_gpu_layers(asm: Assembler, ev: Event) -> None:
     asm.run.facts.n_gpu_layers = ev.data["layers"]
     asm.run.touch(ev)
@@ -109,4 +123,6 @@ HANDLERS: dict[str, Handler] = {
     "kv.buffer": on_kv_buffer,
     "wrapper.virtualised": on_wrapper_virtualised,
     "wrapper.gpu_layers": on_wrapper_gpu_layers,
+    "ollama.ps": on_ollama_ps,
+    "model.file": on_model_file,
 }

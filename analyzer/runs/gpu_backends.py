@@ -79,6 +79,9 @@ def on_cuda_failed(asm: Assembler, ev: Event) -> None:
 
 
 def on_device_info(asm: Assembler, ev: Event) -> None:
+    # a device list like --list-devices': one that names only the CPU is positive evidence of no GPU
+    if asm.run.facts.listed_devices is None:
+        asm.run.facts.listed_devices = []
     asm.run.touch(ev, evidence=False)
 
 

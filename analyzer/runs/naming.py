@@ -32,7 +32,12 @@ def _tidy(text: str) -> str:
 
 def _model(facts: RunFacts) -> str | None:
     if not facts.model:
-        return None
+        # the file the program names, when the log prints no model name: its base name without .gguf
+        if not facts.model_file:
+            return None
+        base = re.split(r"[\\/]", facts.model_file)[-1]
+        name = _tidy(base[:-5] if base.lower().endswith(".gguf") else base)
+        return (name if len(name) <= MAX_MODEL else name[:MAX_MODEL - 1] + "…") or None
     model = _tidy(facts.model)
     quant = _tidy(facts.quant) if facts.quant else ""
     if quant and quant not in model:
@@ -40,11 +45,19 @@ def _model(facts: RunFacts) -> str | None:
     return model if len(model) <= MAX_MODEL else model[:MAX_MODEL - 1] + "…"
 
 
+def _listing(facts: RunFacts) -> bool:
+    """`--list-devices` alone: a device list, and no model, Metal block or buffers (it ran nothing)."""
+    return (facts.listed_devices is not None and facts.model is None and facts.metal_era is None
+            and not facts.weight_buffers and facts.offload is None)
+
+
 def piped_source_name(first: RunFacts | None, runs: int = 1, when: dt.datetime | None = None) -> str:
     """``program · model · YYYY-MM-DD HH:MM`` of the first run (a part the log did not show is
-    left out; no run at all is "piped log"), and how many runs when there are several."""
+    left out; a `--list-devices` output is a "device listing"; no run at all is "piped log"), and how many
+    runs when there are several."""
     when = when or dt.datetime.now(dt.timezone.utc)
-    parts = [clean(first.program) if first is not None and first.program else "piped log"]
+    parts = [clean(first.program) if first is not None and first.program
+             else "device listing" if first is not None and _listing(first) else "piped log"]
     model = _model(first) if first is not None else None
     if model:
         parts.append(model)

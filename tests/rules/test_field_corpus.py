@@ -67,9 +67,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "150-whisper-rs-m1-pro-metal-loading-null-2023":
         ("a failed Metal library load (loading '(null)', the cut ends before the error) is read as CPU-only; the "
          "label (unknown, healthy accepted) does not say the run fell back to the CPU"),
-    "167-main-cublas-a100-no-ngl-2023":
-        ("CPU-only sign not read: a 2023 cuBLAS build run without -ngl (the device line is printed, no layer is "
-         "offloaded and no offload line is printed) is read as a GPU run"),
     "169-llama-bench-intel-mbp-5600m-metal-ngl-sweep-2024":
         ("Intel-Mac Metal table without device lines: the AMD GPU's hardware limit is not known from Metal rows "
          "alone, and the ngl 0 rows make the verdict no-gpu-offload"),
@@ -103,15 +100,7 @@ EXPECTED_FAILURES: dict[str, str] = {
     "223-normiebench-arc-a770-vulkan-result-json-2026":
         ("wrapper result JSON (normiebench: pp512/tg128 keys, backend \"vulkan\") is not read; no run (the verdict is "
          "right only because unknown is accepted)"),
-    "240-koboldcpp-m2-ultra-metal-library-not-found-2024":
-        ("a failed Metal library load (ggml-metal.metal not found, \"llama_new_context_with_model: failed to "
-         "initialize Metal backend\") is read as CPU-only; the context fails and nothing runs, so the label is unknown"),
     # issue 38: real logs of 2025-2026 (260-329)
-    "260-llama-bench-json-gh-runner-macos15-qwen-3b-fa1-q8kv-2026":
-        ("JSON-only guest read healthy: llama-bench -o json of a GitHub runner (gpu_info 'Apple Paravirtual device', "
-         "cpu_info 'Apple M1 (Virtual)', fa 1, KV q8_0) has tg128 5.31 t/s, 16% of the Apple M1 bandwidth ceiling, "
-         "above the 1-5% band assumed for a downgraded guest, so capscan says healthy (low confidence); the runner is "
-         "Apple5 (label capability-downgrade, unknown accepted)"),
     "263-llama-bench-gh-runner-macos15-3b-apple5-stderr-tail-2026":
         ("host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... "
          "libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner "
@@ -126,10 +115,6 @@ EXPECTED_FAILURES: dict[str, str] = {
          "decides healthy, while the later \"whisper_backend_init: using BLAS backend\" and "
          "\"whisper_backend_init_gpu: no GPU found\" lines (every later transcription on the CPU) are not recognised "
          "(label no-gpu-offload)"),
-    "271-llama-bench-vulkan-mali-g610-panvk-crash-2026":
-        ("a device line read as GPU use: \"ggml_vulkan: 0 = Mali-G610 (panvk)\" makes the run healthy (high "
-         "confidence) although llama-bench aborts with a ggml_print_backtrace backtrace before any row; the backtrace "
-         "is not read as a crash (label unknown)"),
     "280-ollama-0-7-0-vs-0-6-8-eval-rate-ps-cpu-gpu-2025":
         ("figures in markdown bold not read: \"eval rate:            **13.08 tokens/s**\" and \"**36.02 "
          "tokens/s**\" (the reporter's bold, two ollama versions) give no figure, only the eval count lines are "
@@ -145,18 +130,10 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("program unknown and environment not read from a header: obench's markdown eval-rate table (\"| 1 | 80.32 "
          "tokens/s |\" ... \"|**Average Eval Rate**| 80.20 tokens/second |\") and the fastfetch header (Host: "
          "MacBookPro18,4, CPU/GPU: Apple M1 Max) are not recognised: no run, no speed"),
-    "284-llama-cli-version-vulkan-arc-a770-windows-2026":
-        ("a device line read as GPU use: llama-cli --version (\"ggml_vulkan: 0 = Intel(R) Arc(TM) A770\", "
-         "\"version: 8051 (badba8932)\") runs nothing, yet is stored as a run and read healthy (high confidence) "
-         "(label unknown)"),
     "286-lmstudio-llama-print-timing-streaming-running-tg-2026":
         ("running totals not read: the 2026 llama-server streaming lines \"slot print_timing: id  0 | task 0 | "
          "n_decoded =   1238, tg =   3.62 t/s\" (LM Studio debug log) give no figure; the last running rate 3.62 is "
          "the measurement"),
-    "288-llama-server-b10595-macos26-metal-compile-fail-2026":
-        ("a failed Metal library compile (program_source errors, \"failed to initialize Metal backend\", "
-         "\"failed to create context\") is read as no-gpu-offload (high confidence); the context fails and nothing "
-         "runs, so the label is unknown (as 240)"),
     # real logs of llama.cpp 0c1e570 (2026-10-01) made here by scripts/real-llama-logs (issue 38 item 7)
     "330-llama-bench-cpu-md-ngl-0-99-2026":
         ("rows of different configurations averaged into one figure: a CPU build's markdown table has no ngl column, "
@@ -173,19 +150,12 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("one measurement printed twice at different precision becomes their mean: the slot print_timing eval line "
          "(73.93 t/s, line 213) and llama-cli's summary `[ Prompt: 1871.4 t/s | Generation: 73.9 t/s ]` (line 222) "
          "give generation 73.915 and prompt 1871.39 (printed 1871.38), neither printed"),
-    "344-llama-completion-default-system-info-only-2026":
-        ("CPU-only from absence: at default verbosity only `system_info: ... | CPU : SSE3 = 1 | ...` (line 5) names a "
-         "backend; capscan says no-gpu-offload (\"A CPU-only build: no GPU backend is compiled in\"), the label is "
-         "unknown (a Vulkan/SYCL/OpenCL build's system_info looks the same)"),
     "347-llama-simple-cpu-layers-decoded-speed-2026":
         ("llama-simple's `main: decoded 16 tokens in 0.03 s, speed: 512.33 t/s` is not read: it follows the "
          "generated text on the same line (line 315); the perf prompt/eval figures are read"),
     "348-llama-simple-ngl0-cpu-layers-2026":
         ("llama-simple's `main: decoded 16 tokens in 0.02 s, speed: 932.13 t/s` is not read: it follows the "
          "generated text on the same line (line 315); the perf prompt/eval figures are read"),
-    "353-llama-unified-completion-default-2026":
-        ("CPU-only from absence: `llama completion` at default verbosity, only `system_info: ... | CPU : ...` "
-         "(line 5) names a backend; capscan says no-gpu-offload, the label is unknown (as 344)"),
 }
 
 

@@ -52,10 +52,19 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("metal/m2-2024-10-amd-egpu-intel-mac.log",), "hardware-limit", False),
         (("metal/m3-2025-03-intel-iris.log",), "hardware-limit", False),
     ],
-    "no-metal-device": [
+    "no-metal-device": [  # a Mac's log (here an x86_64 macOS build under Rosetta)
         (("metal/no-metal-rosetta-x86.log",), "no-gpu-offload", False),
+    ],
+    # no GPU where the log does not show a Mac: Linux/Windows words (issue 38)
+    "no-gpu-device": [
         (("backends/cuda-failed-init-vm.log",), "no-gpu-offload", False),
         (("backends/vulkan-llvmpipe-cpu-warning.log",), "no-gpu-offload", False),
+        (("rules/device-info-cpu-only-2026.log",), "no-gpu-offload", False),  # a device_info block of the CPU only
+        (("rules/list-devices-none-linux-2026.log",), "no-gpu-offload", False),
+        (("rules/list-devices-none-windows-2025.log",), "no-gpu-offload", False),
+    ],
+    "device-listing": [  # --list-devices ran nothing: what llama.cpp would use
+        (("rules/list-devices-none-bare-2026.log",), "no-gpu-offload", False),
     ],
     "zero-layers-offloaded": [
         (("backends/cpu-only-system-info-2024-10.log",), "no-gpu-offload", False),
@@ -71,9 +80,14 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("shapes/node-llama-cpp-gpu-layers-0-only.log",), "no-gpu-offload", False),
         (("shapes/node-llama-cpp-prebuilt-no-gpu-2025.log",), "no-gpu-offload", False),
     ],
-    "metal-library-failed": [
-        (("shapes/metal-library-null-2024.log",), "no-gpu-offload", False),
-        (("shapes/metal-library-create-failed-2025.log",), "no-gpu-offload", False),
+    "metal-failed-nothing-ran": [  # llama.cpp's context failed with its Metal backend: nothing ran (issue 38)
+        (("rules/metal-context-failed-nothing-ran-2025.log",), "unknown", False),
+        (("field/240-koboldcpp-m2-ultra-metal-library-not-found-2024.log",), "unknown", False),
+        (("shapes/metal-library-null-2024.log",), "unknown", False),
+        (("shapes/metal-library-create-failed-2025.log",), "unknown", False),
+    ],
+    "metal-library-failed": [  # whisper.cpp falls back to the CPU and runs on
+        (("field/258-whisper-cli-m4-metal-library-compile-error-blas-fallback-2025.log",), "no-gpu-offload", False),
     ],
     "kernel-checks": [  # capscan-probe --kernels on the Linux stand-in (tests/fixtures/kernels/)
         (("kernels/guest-kernels-pass.txt",), "capability-downgrade", True),
@@ -103,12 +117,14 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
     "macos14-mmap": [
         (("shapes/macos14-guest-mmap.log",), "healthy", False),
     ],
+    "cpu-features-only": [  # system_info alone is no evidence of a CPU-only build (issue 38)
+        (("rules/cpu-only-build-2025.log",), "unknown", False),
+        (("rules/cpu-features-only-vulkan-llama-cli-2026.log",), "unknown", False),
+    ],
     "cpu-only-build": [
-        (("rules/cpu-only-build-2025.log",), "no-gpu-offload", False),
         # a hand-edited llama-bench backend cell naming the CPU build by its instruction set (field/142's rows)
         (("rules/cpu-only-build-bench-cpu-avx2-2024.md",), "no-gpu-offload", False),
         (("rules/cpu-only-build-bench-cpu-avx512-2024.md",), "no-gpu-offload", False),
-        (("rules/device-info-cpu-only-2026.log",), "no-gpu-offload", False),  # a device_info block of the CPU only
     ],
     "gpu-disabled": [
         (("rules/gpu-disabled-2023-main.log",), "no-gpu-offload", False),
@@ -160,11 +176,17 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
         (("field/023-cua-gemma4-stock-guest-bench-json.log",), "capability-downgrade", False),
         (("field/028-cua-muse30b-stock-guest-tg-json.log",), "capability-downgrade", False),
         (("bench/guest-stock.json",), "capability-downgrade", False),
+        # a GitHub M1 runner's JSON (issue 38): 9.5% of the ceiling, a stock guest's CPUs
+        (("rules/bench-json-gh-runner-m1-stock-3b-t2-fa1-f16-2026.json",), "capability-downgrade", False),
     ],
     "speed-of-full-kernels": [
         (("field/015-cua-tinyllama-broad-shim-guest-bench-json.log",), "healthy", False),
         (("field/026-cua-gemma4-safe-shim-guest-bench-json.log",), "healthy", False),
         (("bench/guest-shim.json",), "healthy", False),
+    ],
+    # a speed a stock guest's CPUs reach (issue 38): neither band
+    "speed-undecided": [
+        (("rules/bench-json-gh-runner-m1-tinyllama-undecided-2026.json",), "unknown", False),
     ],
     "near-bare-metal": [
         (("bench/host-m1-ultra.json", "bench/guest-shim.json"), "unknown", False),

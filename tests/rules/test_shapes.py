@@ -38,11 +38,12 @@ CASES: dict[str, dict] = {
                                        next="start-up block"),
     "crash-mul-mat-no-block-timestamped.log": dict(verdict="unknown", fixable=False, environment=None,
                                                    rule="symptoms-without-vm", next="start-up block"),
-    # the Metal library failing to load: never healthy, its own next step
-    "metal-library-null-2024.log": dict(verdict="no-gpu-offload", fixable=False, environment="bare-metal",
-                                        rule="metal-library-failed", next="GGML_METAL_PATH_RESOURCES"),
-    "metal-library-create-failed-2025.log": dict(verdict="no-gpu-offload", fixable=False, environment="bare-metal",
-                                                 rule="metal-library-failed", next="GGML_METAL_EMBED_LIBRARY"),
+    # the Metal library failing to load: never healthy, its own next step; llama.cpp's context fails with it,
+    # so nothing ran at all: unknown, not "ran on the CPU" (issue 38)
+    "metal-library-null-2024.log": dict(verdict="unknown", fixable=False, environment="bare-metal",
+                                        rule="metal-failed-nothing-ran", next="GGML_METAL_PATH_RESOURCES"),
+    "metal-library-create-failed-2025.log": dict(verdict="unknown", fixable=False, environment="bare-metal",
+                                                 rule="metal-failed-nothing-ran", next="GGML_METAL_EMBED_LIBRARY"),
     # ollama's server.go offload lines, 2024 ('offload to cpu') and 2025 (msg=offload library=cpu)
     "ollama-offload-cpu-2024.log": dict(verdict="no-gpu-offload", fixable=False, environment=None,
                                         rule="zero-layers-offloaded"),

@@ -36,11 +36,11 @@ def test_device_info_keeps_the_vulkan_driver_apart(tmp_path):
     assert run.facts.vulkan_devices[0].get("driver") == "RADV NAVI32"
 
 
-def test_a_device_info_block_of_the_cpu_alone_is_still_a_cpu_only_build(tmp_path):
+def test_a_device_info_block_of_the_cpu_alone_is_a_device_list_with_no_gpu(tmp_path):
     run = _one(tmp_path, "rules/device-info-cpu-only-2026.log")
     assert not run.facts.vulkan_devices and not run.facts.cuda_devices and run.facts.device.name is None
     assert run.diagnosis["verdict"] == "no-gpu-offload"
-    assert "cpu-only-build" in {f["rule"] for f in run.diagnosis["findings"]}
+    assert "no-gpu-device" in {f["rule"] for f in run.diagnosis["findings"]}
 
 
 @pytest.mark.parametrize("name", [
