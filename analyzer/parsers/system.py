@@ -129,6 +129,52 @@ def _kv_line(m: regex.Match) -> dict | None:
     return out
 
 
+# the unified 'llama' binary (llama.cpp #23296, 2026-05) and what each subcommand runs
+LLAMA_SUBCOMMANDS = {"serve": "llama-server", "server": "llama-server", "cli": "llama-cli", "bench": "llama-bench",
+                     "completion": "llama-completion", "batched-bench": "llama-batched-bench",
+                     "perplexity": "llama-perplexity", "quantize": "llama-quantize", "fit-params": "llama-fit-params"}
+
+
+def program_of_argv(argv: list[str]) -> str | None:
+    """The program an argv runs, named as capscan names runs: 'llama serve ...' -> 'llama-server',
+    '/opt/homebrew/bin/llama-bench ...' -> 'llama-bench'; None for a command that is none of these."""
+    if not argv:
+        return None
+    exe = argv[0].rsplit("/", 1)[-1]
+    if exe == "llama":
+        sub = next((a for a in argv[1:] if not a.startswith("-")), None)
+        return LLAMA_SUBCOMMANDS.get(sub or "")
+    if exe.startswith(("llama-", "whisper-")) or exe == "ollama":
+        return exe
+    return None
+
+
+def _command_line(m: regex.Match) -> dict | None:
+    argv = m.group("argv").split()
+    program = program_of_argv(argv)
+    if program is None:
+        return None
+    data: dict = {"program": program}
+    # Llama-macOS runs 'llama serve --models-preset ... --log-file <temp dir>/llama-server.log' with no -lv
+    if argv[0].rsplit("/", 1)[-1] == "llama" and "--models-preset" in argv and "--log-file" in argv:
+        data["launcher"] = "Llama-macOS"
+    return data
+
+
+def _ollama_runner(m: regex.Match) -> dict:
+    engine = "llama-server" if m.group("what") == "llama-server" else "runner"
+    return {"cmd": m.group("cmd"), "engine": engine}
+
+
+_MLX_KEYS = frozenset({"model", "port"})
+
+
+def _mlx_runner(m: regex.Match) -> dict:
+    model = _slog(m.string, _MLX_KEYS, m.start()).get("model") or "?"
+    # (the cmd names the model as a runner's does: the load boundary reads '--model')
+    return {"cmd": f"mlx runner --model {model}", "engine": "mlx"}
+
+
 _UNIT = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -139,12 +185,26 @@ def _model_size(m: regex.Match) -> dict:
 SYSTEM = Format(
     name="system",
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
-    literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name",
+    literals=("main: build = ", "build: ", "version: ", "system_info", "load_backend", "Available devices", "built with",
+              "general.name", "$ ", "% ", "app.llama.Llama", "llama serve ",
               "using device",
               "layers to GPU", "model ftype", "file type   =", "model size ", "file size   =",
               "option will be ignored", "use gpu ", "no GPU found", "whisper_model_load: ", "error loading model"),
     patterns=(
         Pattern("process.start", rx(r"^main: build = (?P<number>\d+) \((?P<commit>[0-9a-f]+)\)\s*$")),
+        # --version: 'version: 7972 (e06088da0)' until 2026-08, then semantic versions (llama.cpp #27498):
+        # 'version: 0.5.0 (build 11146, commit 7fe450e19)'; the build number still orders builds
+        Pattern("build.version", rx(r"^version: (?P<number>\d++) \((?P<commit>[0-9a-f]{7,40})\)\s*+$")),
+        Pattern("build.version", rx(r"^version: (?P<release>\d++\.\d++\.\d++) \(build (?P<number>\d++), "
+                                    r"commit (?P<commit>[0-9a-f]{7,40})\)\s*+$")),
+        # a pasted shell command that starts a llama.cpp program: the 2026 unified binary's subcommands
+        # ('llama serve', 'llama bench'...) named as the programs they run
+        Pattern("command.line", rx(r"^[\w@.:~/()\[\] -]{0,80}?[$%] ++(?:[A-Z_]\w*+=\S*+ ++)*+(?P<argv>(?:[^\s/]*+/)*+"
+                                   r"(?:llama|llama-\w[\w-]*+|whisper-\w++|ollama)(?: [^\n]*+)?+)$"), _command_line),
+        # Llama-macOS (ggml-org's menu-bar app) logs its server's lines under this os_log subsystem
+        Pattern("app.llama_macos", rx(r"\bapp\.llama\.Llama\b")),
+        # ... and its server's argv as `ps` shows it: 'llama serve --models-preset ... --log-file .../llama-server.log'
+        Pattern("app.llama_macos", rx(r"^(?:[^\s/]*+/)*+llama serve (?=[^\n]*?--models-preset )(?=[^\n]*?--log-file )")),
         # llama-bench's last line (md and sql output): closes the run it ends.
         Pattern("build.footer", rx(r"^build: (?P<commit>[0-9a-f]{7,40}) \((?P<number>\d+)\)\s*$")),
         Pattern("system_info", rx(r"system_info: n_threads = (?P<n>\d+)(?: \(n_threads_batch = \d+\))? / \d+ \|(?P<rest>.*)$"),
@@ -158,7 +218,7 @@ SYSTEM = Format(
         # common_init() since 2024-09: LOG_INF("build: %d (%s) with %s for %s%s\n", number, commit, compiler, target,
         # build_type), build_type "" or " (debug)"
         Pattern("build.target", rx(r"^(?>.*?\bbuild: (?P<number>\d++) \((?P<commit>[0-9a-f]++)\) with )(?P<compiler>.+?) "
-                                   r"for (?P<target>[\w.-]++)"
+                                   r"for (?P<target>[\w.-]++(?: (?:x86_64|arm64|aarch64))?+)"
                                    r"(?: \(debug\))?\s*$")),
         Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S(?:.*\S)?+)\s*+$")),
         # the quantization, printed apart from the model name (llm_load_print_meta 2023-24, print_info 2025 on)
@@ -190,6 +250,23 @@ SYSTEM = Format(
     ),
     samples=(
         Sample("main: build = 1015 (226255b)", "process.start", {"number": "1015", "commit": "226255b"}),
+        Sample("version: 7972 (e06088da0)", "build.version", {"number": "7972", "commit": "e06088da0"}),
+        Sample("version: 0.5.0 (build 11146, commit 7fe450e19)", "build.version",
+               {"release": "0.5.0", "number": "11146", "commit": "7fe450e19"}),
+        Sample("built with AppleClang 21.0.0.21000334 for Darwin arm64", "build.target", {"target": "Darwin arm64"}),
+        Sample("$ llama serve -m ~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf --port 8080", "command.line",
+               {"program": "llama-server"}),
+        Sample("runner@Mac-1760000000 ~ % GGML_METAL_DEVICES=0 /opt/homebrew/bin/llama bench -m m.gguf -p 64 -n 32",
+               "command.line", {"program": "llama-bench"}),
+        Sample("$ ./build/bin/llama-completion -m m.gguf -p hello -n 16", "command.line",
+               {"program": "llama-completion"}),
+        Sample("$ /Applications/Llama.app/Contents/MacOS/llama serve --models-preset /tmp/models.ini "
+               "--log-file /var/folders/7k/T/llama-server.log --port 2276 --models-max 1",
+               "command.line", {"program": "llama-server", "launcher": "Llama-macOS"}),
+        Sample("/Applications/Llama.app/Contents/MacOS/llama serve --models-preset /Users/rae/Library/Application "
+               "Support/Llama/models.ini --log-file /var/folders/7k/T/llama-server.log --port 2276", "app.llama_macos", {}),
+        Sample("2026-10-07 10:11:12.123456-0700 0x2c1f Default 0x0 812 0 Llama: [app.llama.Llama:server] llama-server: "
+               "srv  load_model: loading model preset", "app.llama_macos", {}),
         Sample("llm_load_print_meta: model ftype      = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
         Sample("print_info: file type   = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
         Sample("llm_load_print_meta: model size       = 636.18 MiB (4.85 BPW) ", "model.size", {"bytes": 667083079}),
@@ -215,6 +292,9 @@ SYSTEM = Format(
                "build.target", {"target": "x86_64-apple-darwin23.6.0"}),
         Sample("build: 4240 (1a2b3c4d) with Apple clang version 15.0.0 (clang-1500.3.9.4) for x86_64-apple-darwin23.4.0",
                "build.target", {"target": "x86_64-apple-darwin23.4.0", "number": "4240", "commit": "1a2b3c4d"}),
+        # (2026 builds name the target as CMake does, as their --version does)
+        Sample("build: 11146 (7fe450e19) with AppleClang 21.0.0.21000334 for Darwin arm64", "build.target",
+               {"target": "Darwin arm64", "number": "11146", "commit": "7fe450e19"}),
         Sample("build: 6500 (0320ac526) with Apple clang version 17.0.0 (clang-1700.0.13.5) for arm64-apple-darwin24.6.0",
                "build.target", {"target": "arm64-apple-darwin24.6.0"}),
         Sample("0.00.000.021 I build: 7001 (5be2c8aa1) with cc (Debian 12.2.0-14) 12.2.0 for x86_64-linux-gnu (debug)",
@@ -254,8 +334,12 @@ OLLAMA = Format(
     # anchored on its slog shape: the msg pair itself, not the words anywhere in a line
     patterns=(Pattern("ollama.compute", rx(r'(?<!\S)msg="inference compute"(?!\S)'), _kv_line),
               Pattern("ollama.offload", rx(r"^(?>.*?msg=\"?offload\b).*?layers\.offload=\d"), _offload_line),
-              # each model load starts a runner process (0.1.3x-0.5 'starting llama server', 0.9+ 'starting runner')
-              Pattern("ollama.runner", rx(r"msg=\"starting (?:llama server|runner)\" cmd=\"(?P<cmd>[^\"]++)"))),
+              # each model load starts a runner process (0.1.3x-0.5 'starting llama server', 0.9+ 'starting runner',
+              # 0.30+ upstream 'starting llama-server', whose own lines follow raw and unprefixed)
+              Pattern("ollama.runner", rx(r"msg=\"starting (?P<what>llama server|runner|llama-server)\" "
+                                          r"cmd=\"(?P<cmd>[^\"]++)"), _ollama_runner),
+              # 0.30+: safetensors models load in the MLX engine, which never reads the Metal family
+              Pattern("ollama.runner", rx(r"msg=\"starting mlx runner subprocess\""), _mlx_runner)),
     samples=(
         Sample('time=2025-02-16T20:51:57.943-06:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
                'library=metal variant="" compute="" driver=0.0 name="" total="16.0 GiB" available="16.0 GiB"',
@@ -273,6 +357,12 @@ OLLAMA = Format(
                'cmd="/Applications/Ollama.app/Contents/Resources/ollama runner --model /Users/rae/.ollama/models/blobs/'
                'sha256-dde5aa3fc5ff --ctx-size 8192"', "ollama.runner",
                {"cmd": "/Applications/Ollama.app/Contents/Resources/ollama runner --model /Users/rae/.ollama/models/"
-                       "blobs/sha256-dde5aa3fc5ff --ctx-size 8192"}),
+                       "blobs/sha256-dde5aa3fc5ff --ctx-size 8192", "engine": "runner"}),
+        Sample('time=2026-10-02T14:21:07.532+02:00 level=INFO source=llama_server.go:412 msg="starting llama-server" '
+               'cmd="/opt/homebrew/Cellar/ollama/0.30.4/libexec/llama-server --model /Users/rae/.ollama/models/blobs/'
+               'sha256-6a0746a1ec1a --port 50123 --log-verbosity 4 --no-log-prefix --no-log-timestamps"',
+               "ollama.runner", {"engine": "llama-server"}),
+        Sample('time=2026-10-02T14:25:40.101+02:00 level=INFO source=runner.go:118 msg="starting mlx runner subprocess" '
+               'model=qwen3:4b-mlx port=50188', "ollama.runner", {"engine": "mlx", "cmd": "mlx runner --model qwen3:4b-mlx"}),
     ),
 )
