@@ -120,7 +120,7 @@ def _offload_line(m: regex.Match) -> dict | None:
 def _kv_line(m: regex.Match) -> dict | None:
     """ollama slog: time=... level=INFO source=types.go:130 msg="inference compute" id=0 library=metal ..."""
     data = _slog(m.string, _COMPUTE_KEYS, m.start())
-    if data.get("msg") != "inference compute" or "library" not in data:
+    if data.get("msg") not in ("inference compute", "gpu memory") or "library" not in data:
         return None
     out = {"library": data["library"].lower()}
     for key in ("name", "description", "total", "available", "type"):
@@ -330,9 +330,11 @@ SYSTEM = Format(
 OLLAMA = Format(
     name="ollama",
     description="ollama server.log device summary (msg=\"inference compute\" library=metal|cpu|cuda|rocm)",
-    literals=("inference compute", "layers.offload=", "msg=\"starting "),
+    literals=("inference compute", "layers.offload=", "msg=\"starting ", "msg=\"gpu memory\""),
     # anchored on its slog shape: the msg pair itself, not the words anywhere in a line
     patterns=(Pattern("ollama.compute", rx(r'(?<!\S)msg="inference compute"(?!\S)'), _kv_line),
+              # 0.30 on: the scheduler's per-GPU line, 'msg="gpu memory" id=0 library=Vulkan available="31.9 GiB"'
+              Pattern("ollama.compute", rx(r'(?<!\S)msg="gpu memory"(?!\S)'), _kv_line),
               Pattern("ollama.offload", rx(r"^(?>.*?msg=\"?offload\b).*?layers\.offload=\d"), _offload_line),
               # each model load starts a runner process (0.1.3x-0.5 'starting llama server', 0.9+ 'starting runner',
               # 0.30+ upstream 'starting llama-server', whose own lines follow raw and unprefixed)
@@ -347,6 +349,9 @@ OLLAMA = Format(
         Sample('time=2025-05-01T10:00:00.000Z level=INFO source=types.go:130 msg="inference compute" id=cpu '
                'library=cpu compute="" name=cpu description=cpu total="15.5 GiB" available="12.0 GiB"',
                "ollama.compute", {"library": "cpu"}),
+        Sample('time=2026-08-29T08:45:23.466Z level=INFO source=sched.go:620 msg="gpu memory" id=0 library=Vulkan '
+               'available="31.9 GiB" free="32.3 GiB" minimum="457.0 MiB" overhead="0 B"', "ollama.compute",
+               {"library": "vulkan"}),
         Sample('time=2024-08-21T14:03:40.112Z level=INFO source=memory.go:309 msg="offload to cpu" layers.requested=-1 '
                'layers.model=29 layers.offload=0 layers.split="" memory.available="[6.8 GiB]"', "ollama.offload",
                {"library": "cpu", "offloaded": 0, "total": 29}),

@@ -32,7 +32,7 @@ def evidence_advice(view: RunView) -> str:
         return ("ollama 0.30 and later runs upstream llama-server and copies its device lines into server.log "
                 "without OLLAMA_DEBUG: load the model once (`ollama run MODEL hi`), then `capscan ingest "
                 "~/.ollama/logs/server.log` (the app's log; `ollama serve` prints to its terminal) and read the "
-                "`ggml_metal_device_init:` lines of that load.")
+                "device lines of that load (`ggml_metal_device_init:` on a Mac).")
     if program == "ollama":
         return ("ollama before 0.30 prints the device lines in its server log only at debug level: restart it with "
                 "`OLLAMA_DEBUG=1 ollama serve` (0.30 and later print them without it), "
