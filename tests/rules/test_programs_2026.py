@@ -151,3 +151,26 @@ def test_a18_pro_guest_cpu_names_an_apple9_host(tmp_path):
     d = run.diagnosis
     assert d["verdict"] == "capability-downgrade" and d["fixable"] is True
     assert d["host_chip"] == "Apple A18 Pro" and d["host_family"] == 1009
+
+
+SLOT = ("slot print_timing: id  0 | task 0 | \n"
+        "prompt eval time =    9683.12 ms /    64 tokens (  151.30 ms per token,     6.61 tokens per second)\n"
+        "       eval time =  320114.90 ms /    32 tokens (10003.59 ms per token,     0.10 tokens per second)\n")
+
+
+def test_slot_lines_inside_ollama_030_stay_ollama(tmp_path):
+    """ollama 0.30 runs llama-server at --log-verbosity 4: its slot lines land in server.log, unprefixed."""
+    (run,) = runs_of(tmp_path, GGUF_LOAD + "load_tensors: offloaded 29/29 layers to GPU\n" + SLOT)
+    assert run.facts.program == "ollama"
+
+
+@pytest.mark.parametrize("command", ["", "$ llama-cli -m q.gguf -p hi -n 32 -lv 4\n", "$ llama cli -m q.gguf -lv 4\n"])
+def test_the_2026_llama_cli_at_lv4_is_llama_cli(tmp_path, command):
+    """At -lv 4 the 2026 llama-cli prints its in-process server's slot lines, then its own summary."""
+    (run,) = runs_of(tmp_path, command + SLOT + "\n[ Prompt: 6.6 t/s | Generation: 0.1 t/s ]\n\nExiting...\n")
+    assert run.facts.program == "llama-cli"
+
+
+def test_llama_server_slot_lines_are_llama_server(tmp_path):
+    (run,) = runs_of(tmp_path, "main: server is listening on http://127.0.0.1:8080\n" + SLOT)
+    assert run.facts.program == "llama-server"
