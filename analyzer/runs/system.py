@@ -79,11 +79,14 @@ def on_build_version(asm: Assembler, ev: Event) -> None:
 
 
 def on_command_line(asm: Assembler, ev: Event) -> None:
-    """A pasted command that starts a llama.cpp program ('$ llama serve -m ...'): what the run is named."""
+    """A pasted command that starts a llama.cpp program ('$ llama serve -m ...') names the run it opens.
+    It is not a line of that process's output, so it neither opens a run nor joins one: after another
+    process's lines it names nothing (where one process ends is runs.boundaries' to decide)."""
     run = asm.run
+    if run.content:
+        return
     run.explicit_program = run.explicit_program or ev.data["program"]
     run.facts.launcher = run.facts.launcher or ev.data.get("launcher")
-    run.touch(ev)
 
 
 def on_llama_macos(asm: Assembler, ev: Event) -> None:
