@@ -186,7 +186,7 @@ SYSTEM = Format(
     name="system",
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
     literals=("main: build = ", "build: ", "version: ", "system_info", "load_backend", "Available devices", "built with",
-              "general.name", "$ ", "% ", "app.llama.Llama", "llama serve ",
+              "general.name", "$ ", "% ", "app.llama.Llama", "llama serve ", "main: decoded ",
               "using device",
               "layers to GPU", "model ftype", "file type   =", "model size ", "file size   =",
               "option will be ignored", "use gpu ", "no GPU found", "whisper_model_load: ", "error loading model"),
@@ -201,6 +201,10 @@ SYSTEM = Format(
         # ('llama serve', 'llama bench'...) named as the programs they run
         Pattern("command.line", rx(r"^[\w@.:~/()\[\] -]{0,80}?[$%] ++(?:[A-Z_]\w*+=\S*+ ++)*+(?P<argv>(?:[^\s/]*+/)*+"
                                    r"(?:llama|llama-\w[\w-]*+|whisper-\w++|ollama)(?: [^\n]*+)?+)$"), _command_line),
+        # llama-simple's one summary line (examples/simple: "%s: decoded %d tokens in %.2f s, speed: %.2f t/s"),
+        # read here for the name it gives the run
+        Pattern("program.named", rx(r"^main: decoded \d++ tokens in [\d.]++ s, speed: [\d.]++ t/s\s*+$"),
+                lambda m: {"program": "llama-simple"}),
         # Llama-macOS (ggml-org's menu-bar app) logs its server's lines under this os_log subsystem
         Pattern("app.llama_macos", rx(r"\bapp\.llama\.Llama\b")),
         # ... and its server's argv as `ps` shows it: 'llama serve --models-preset ... --log-file .../llama-server.log'
@@ -250,6 +254,7 @@ SYSTEM = Format(
     ),
     samples=(
         Sample("main: build = 1015 (226255b)", "process.start", {"number": "1015", "commit": "226255b"}),
+        Sample("main: decoded 32 tokens in 0.41 s, speed: 78.05 t/s", "program.named", {"program": "llama-simple"}),
         Sample("version: 7972 (e06088da0)", "build.version", {"number": "7972", "commit": "e06088da0"}),
         Sample("version: 0.5.0 (build 11146, commit 7fe450e19)", "build.version",
                {"release": "0.5.0", "number": "11146", "commit": "7fe450e19"}),

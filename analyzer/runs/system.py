@@ -89,6 +89,14 @@ def on_command_line(asm: Assembler, ev: Event) -> None:
     run.facts.launcher = run.facts.launcher or ev.data.get("launcher")
 
 
+def on_program_named(asm: Assembler, ev: Event) -> None:
+    """A line only one program prints (llama-simple's 'main: decoded N tokens in ...') names its run."""
+    run = asm.run
+    if run.explicit_program in (None, "llama.cpp"):
+        run.explicit_program = ev.data["program"]
+    run.touch(ev)
+
+
 def on_llama_macos(asm: Assembler, ev: Event) -> None:
     """A line of Llama-macOS's os_log subsystem: its server is `llama serve`, started without -lv."""
     run = asm.run
@@ -275,6 +283,7 @@ HANDLERS: dict[str, Handler] = {
     "ollama.runner": on_ollama_runner,
     "build.version": on_build_version,
     "command.line": on_command_line,
+    "program.named": on_program_named,
     "app.llama_macos": on_llama_macos,
     "whisper.gpu": on_whisper_gpu,
     "whisper.device": on_whisper_device,

@@ -174,3 +174,9 @@ def test_the_2026_llama_cli_at_lv4_is_llama_cli(tmp_path, command):
 def test_llama_server_slot_lines_are_llama_server(tmp_path):
     (run,) = runs_of(tmp_path, "main: server is listening on http://127.0.0.1:8080\n" + SLOT)
     assert run.facts.program == "llama-server"
+
+
+def test_llama_simple_is_named_by_its_summary_line(tmp_path):
+    (run,) = runs_of(tmp_path, "llama_perf_context_print:        load time =      12.01 ms\n"
+                               "main: decoded 32 tokens in 0.41 s, speed: 78.05 t/s\n")
+    assert run.facts.program == "llama-simple"
