@@ -186,7 +186,7 @@ SYSTEM = Format(
     name="system",
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
     literals=("main: build = ", "build: ", "version: ", "system_info", "load_backend", "Available devices", "built with",
-              "general.name", "$ ", "% ", "app.llama.Llama", "llama serve ", "main: decoded ",
+              "general.name", "$ ", " % ", "app.llama.Llama", "llama serve ", "main: decoded ",
               "using device",
               "layers to GPU", "model ftype", "file type   =", "model size ", "file size   =",
               "option will be ignored", "use gpu ", "no GPU found", "whisper_model_load: ", "error loading model"),
