@@ -745,7 +745,10 @@ RULES: tuple[Rule, ...] = (
     Rule("already-remedied", None, "info", _remedied),
     Rule("device-probe", None, "info", _device_probe, headline={"runtime": "llama.cpp", "mood": "would"}),
     Rule("capability-overclaim", None, "warning", _shim_overclaim),
-    Rule("shim-not-in-effect", None, "warning", _shim_not_in_effect),
+    Rule("shim-not-in-effect", None, "warning", _shim_not_in_effect,
+         extra_step="capscan never stacks its interposer on another shim: run the command once without the image's "
+                    "(TART_METAL_APPLE_FAMILY_MAX=0, or DYLD_INSERT_LIBRARIES unset for it), ingest that stock log, "
+                    "and remedy that run."),
     Rule("training-aborts", None, "error", _training_aborts, explains_unknown=True,
          extra_step="To train now, hide the Metal device so every op runs on the CPU: GGML_METAL_DEVICES=0 before "
                     "the training command (cleaner than -ngl 0, which still puts optimizer state on Metal)."),

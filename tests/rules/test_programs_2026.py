@@ -180,3 +180,14 @@ def test_llama_simple_is_named_by_its_summary_line(tmp_path):
     (run,) = runs_of(tmp_path, "llama_perf_context_print:        load time =      12.01 ms\n"
                                "main: decoded 32 tokens in 0.41 s, speed: 78.05 t/s\n")
     assert run.facts.program == "llama-simple"
+
+
+def test_a_banner_that_did_not_take_says_capscan_will_not_stack_on_it(tmp_path):
+    """With the guest's own proof of an Apple-silicon host the clamp is fixable, but not on top of the image's
+    shim (the remedy's preflight refuses a stock run with a banner): the next steps say to run stock first."""
+    arm64 = ("system_info: n_threads = 4 (n_threads_batch = 4) / 4 | Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | "
+             "ARM_FMA = 1 | ACCELERATE = 1 |\n")
+    (run,) = runs_of(tmp_path, "[TartMetalCapabilities] Enabled for llama-bench (appleFamilyMax=1009)\n" + arm64 + BLOCK5)
+    d = run.diagnosis
+    assert d["verdict"] == "capability-downgrade"
+    assert any("never stacks" in s for s in d["next_steps"])
