@@ -186,7 +186,8 @@ SYSTEM = Format(
     name="system",
     description="system_info, load_backend, --list-devices, build target, model name, layer offload",
     literals=("main: build = ", "build: ", "version: ", "system_info", "load_backend", "Available devices", "built with",
-              "general.name", "$ ", " % ", "app.llama.Llama", "llama serve ", "main: decoded ",
+              "general.name", "$ ", " % ", "% /", "% ./", "% llama", "app.llama.Llama", "llama serve ", "main: decoded ", "llama_completion: ",
+              "common_params_print_info: build ", "build      : ",
               "using device",
               "layers to GPU", "model ftype", "file type   =", "model size ", "file size   =",
               "option will be ignored", "use gpu ", "no GPU found", "whisper_model_load: ", "error loading model"),
@@ -195,16 +196,23 @@ SYSTEM = Format(
         # --version: 'version: 7972 (e06088da0)' until 2026-08, then semantic versions (llama.cpp #27498):
         # 'version: 0.5.0 (build 11146, commit 7fe450e19)'; the build number still orders builds
         Pattern("build.version", rx(r"^version: (?P<number>\d++) \((?P<commit>[0-9a-f]{7,40})\)\s*+$")),
-        Pattern("build.version", rx(r"^version: (?P<release>\d++\.\d++\.\d++) \(build (?P<number>\d++), "
+        Pattern("build.version", rx(r"^version: (?P<release>\d++\.\d++\.\d++(?:-[\w.]++)?+) \(build (?P<number>\d++), "
                                     r"commit (?P<commit>[0-9a-f]{7,40})\)\s*+$")),
+        # the 2026 llama-cli's banner ('build      : b1-0c1e570', then model, ftype, modalities): its own
+        Pattern("build.version", rx(r"^build\s++: b(?P<number>\d++)-(?P<commit>[0-9a-f]{7,40})\s*+$"),
+                lambda m: {"number": m.group("number"), "commit": m.group("commit"), "program": "llama-cli"}),
         # a pasted shell command that starts a llama.cpp program: the 2026 unified binary's subcommands
         # ('llama serve', 'llama bench'...) named as the programs they run
         Pattern("command.line", rx(r"^[\w@.:~/()\[\] -]{0,80}?[$%] ++(?:[A-Z_]\w*+=\S*+ ++)*+(?P<argv>(?:[^\s/]*+/)*+"
                                    r"(?:llama|llama-\w[\w-]*+|whisper-\w++|ollama)(?: [^\n]*+)?+)$"), _command_line),
         # llama-simple's one summary line (examples/simple: "%s: decoded %d tokens in %.2f s, speed: %.2f t/s"),
         # read here for the name it gives the run
-        Pattern("program.named", rx(r"^main: decoded \d++ tokens in [\d.]++ s, speed: [\d.]++ t/s\s*+$"),
+        # (printed right after the generated text, with no newline between: not anchored)
+        Pattern("program.named", rx(r"main: decoded \d++ tokens in [\d.]++ s, speed: [\d.]++ t/s\s*+$"),
                 lambda m: {"program": "llama-simple"}),
+        # llama-completion (2025-12 on: the old llama-cli's completion program, renamed) names its own function
+        Pattern("program.named", rx(r"\bllama_completion: (?:llama backend init|load the model)"),
+                lambda m: {"program": "llama-completion"}),
         # Llama-macOS (ggml-org's menu-bar app) logs its server's lines under this os_log subsystem
         Pattern("app.llama_macos", rx(r"\bapp\.llama\.Llama\b")),
         # ... and its server's argv as `ps` shows it: 'llama serve --models-preset ... --log-file .../llama-server.log'
@@ -223,6 +231,11 @@ SYSTEM = Format(
         # build_type), build_type "" or " (debug)"
         Pattern("build.target", rx(r"^(?>.*?\bbuild: (?P<number>\d++) \((?P<commit>[0-9a-f]++)\) with )(?P<compiler>.+?) "
                                    r"for (?P<target>[\w.-]++(?: (?:x86_64|arm64|aarch64))?+)"
+                                   r"(?: \(debug\))?\s*$")),
+        # the same line as common_params_print_info prints it in 2026 ('build 1 (0c1e570) with GNU 12.2.0 for Linux
+        # x86_64', no colon)
+        Pattern("build.target", rx(r"^(?>.*?\bcommon_params_print_info: build (?P<number>\d++) \((?P<commit>[0-9a-f]++)\) "
+                                   r"with )(?P<compiler>.+?) for (?P<target>[\w.-]++(?: (?:x86_64|arm64|aarch64))?+)"
                                    r"(?: \(debug\))?\s*$")),
         Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S(?:.*\S)?+)\s*+$")),
         # the quantization, printed apart from the model name (llm_load_print_meta 2023-24, print_info 2025 on)
@@ -255,6 +268,16 @@ SYSTEM = Format(
     samples=(
         Sample("main: build = 1015 (226255b)", "process.start", {"number": "1015", "commit": "226255b"}),
         Sample("main: decoded 32 tokens in 0.41 s, speed: 78.05 t/s", "program.named", {"program": "llama-simple"}),
+        # the real llama.cpp of 2026-10-01 (tests/fixtures/field, issue 38): the summary glued to the text
+        Sample("<s> The capital of France is clock RAM indentkindmain: decoded 16 tokens in 0.02 s, speed: 988.14 t/s",
+               "program.named", {"program": "llama-simple"}),
+        Sample("0.00.003.321 I llama_completion: llama backend init", "program.named", {"program": "llama-completion"}),
+        Sample("version: 0.5.0-dev (build 1, commit 0c1e570)", "build.version",
+               {"release": "0.5.0-dev", "number": "1", "commit": "0c1e570"}),
+        Sample("built with GNU 12.2.0 for Linux x86_64", "build.target", {"target": "Linux x86_64"}),
+        Sample("build      : b1-0c1e570", "build.version", {"number": "1", "commit": "0c1e570", "program": "llama-cli"}),
+        Sample("Loading model... |0.00.004.760 I cmn  common_param: common_params_print_info: build 1 (0c1e570) with GNU "
+               "12.2.0 for Linux x86_64", "build.target", {"number": "1", "commit": "0c1e570", "target": "Linux x86_64"}),
         Sample("version: 7972 (e06088da0)", "build.version", {"number": "7972", "commit": "e06088da0"}),
         Sample("version: 0.5.0 (build 11146, commit 7fe450e19)", "build.version",
                {"release": "0.5.0", "number": "11146", "commit": "7fe450e19"}),

@@ -75,6 +75,8 @@ def on_build_version(asm: Assembler, ev: Event) -> None:
     run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
     _build_number(run, ev)
     run.facts.release = run.facts.release or ev.data.get("release")
+    if ev.data.get("program") and run.explicit_program in (None, "llama.cpp", "llama-server"):
+        run.explicit_program = ev.data["program"]  # (llama-cli's banner: its in-process server prints slot lines)
     run.touch(ev)
 
 

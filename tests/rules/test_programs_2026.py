@@ -55,7 +55,7 @@ def test_version_lines_keep_the_build_number(tmp_path, text, number, commit, rel
     ("runner@Mac-1760103338 ~ % llama bench -m ~/models/q.gguf -p 64 -n 32", "llama-bench"),
     ("$ ./build/bin/llama cli -m q.gguf -lv 4", "llama-cli"),
     ("$ GGML_METAL_DEVICES=1 llama completion -m q.gguf -p hi", "llama-completion"),
-    ("% /opt/homebrew/bin/llama-server -m q.gguf -lv 4", "llama-server"),
+    ("% /opt/homebrew/bin/llama-server -m q.gguf -lv 4", "llama-server"),  # a zsh prompt shown bare
 ])
 def test_the_unified_binary_is_named_by_its_subcommand(tmp_path, command, program):
     (run,) = runs_of(tmp_path, command + "\n" + BLOCK5)
@@ -191,3 +191,68 @@ def test_a_banner_that_did_not_take_says_capscan_will_not_stack_on_it(tmp_path):
     d = run.diagnosis
     assert d["verdict"] == "capability-downgrade"
     assert any("never stacks" in s for s in d["next_steps"])
+
+
+# Lines of the real llama.cpp of 2026-10-01 (commit 0c1e570, a CPU build on Linux), as its programs printed
+# them (scripts/real-llama-logs, issue 38 item 7): each program named from its own lines.
+REAL_2026 = [
+    ('llama-simple', [
+        '<s> The capital of France is clock RAM aston記 offici promotedwork reprodu Notificationorte'
+        'rARNING држа ließ⸮ indentkindmain: decoded 16 tokens in 0.03 s, speed: 512.33 t/s',
+        'llama_perf_context_print:        load time =      51.21 ms',
+        'llama_perf_context_print: prompt eval time =       5.76 ms /     6 tokens (    0.96 ms per'
+        ' token,  1042.21 tokens per second)',
+        'llama_perf_context_print:        eval time =      24.11 ms /    15 runs   (    1.61 ms per'
+        ' token,   622.07 tokens per second)',
+        'llama_perf_context_print:       total time =      76.69 ms /    21 tokens',
+        'llama_perf_context_print:    graphs reused =         14',
+    ]),
+    ('llama-completion', [
+        '0.00.001.365 I llama_completion: llama backend init',
+        '0.00.002.706 I llama_completion: load the model and apply lora adapter, if any',
+        '0.00.269.926 I common_perf_print:    sampling time =       1.46 ms',
+        '0.00.269.936 I common_perf_print:    samplers time =       0.60 ms /    22 tokens',
+        '0.00.269.960 I common_perf_print:        load time =      68.92 ms',
+        '0.00.269.967 I common_perf_print: prompt eval time =      21.90 ms /     6 tokens (    3.6'
+        '5 ms per token,   273.96 tokens per second)',
+        '0.00.269.972 I common_perf_print:        eval time =      77.87 ms /    15 runs   (    5.1'
+        '9 ms per token,   192.62 tokens per second)',
+        '0.00.269.978 I common_perf_print:       total time =     102.92 ms /    21 tokens',
+    ]),
+    ('llama-cli', [
+        'build      : b1-0c1e570',
+        'model      : models/tiny-llama-q4_0.gguf',
+        '[ Prompt: 2058.6 t/s | Generation: 445.3 t/s ]',
+    ]),
+    ('llama-cli', [
+        'Loading model... |0.00.011.934 I cmn  common_param: common_params_print_info: build 1 (0c1'
+        'e570) with GNU 12.2.0 for Linux x86_64',
+        '0.00.443.059 I slot print_timing: id  0 | task 0 | prompt eval time =      17.63 ms /    3'
+        '3 tokens (    0.53 ms per token,  1871.38 tokens per second)',
+        '0.00.443.096 I slot print_timing: id  0 | task 0 |        eval time =     202.89 ms /    1'
+        '6 tokens (   13.53 ms per token,    73.93 tokens per second)',
+        '0.00.443.097 I slot print_timing: id  0 | task 0 |       total time =     220.52 ms /    49 tokens',
+        '0.00.443.108 I slot print_timing: id  0 | task 0 |    graphs reused =         15',
+        '[ Prompt: 1871.4 t/s | Generation: 73.9 t/s ]',
+    ]),
+    ('llama-server', [
+        '0.00.652.544 I slot print_timing: id  3 | task 0 | prompt eval time =      11.43 ms /     '
+        '6 tokens (    1.91 ms per token,   524.93 tokens per second)',
+        '0.00.652.550 I slot print_timing: id  3 | task 0 |        eval time =     152.68 ms /    1'
+        '6 tokens (   10.18 ms per token,    98.25 tokens per second)',
+        '0.00.652.551 I slot print_timing: id  3 | task 0 |       total time =     164.11 ms /    22 tokens',
+        '0.00.652.561 I slot print_timing: id  3 | task 0 |    graphs reused =         15',
+    ]),
+]
+
+
+@pytest.mark.parametrize("program,lines", REAL_2026, ids=[f"{p}-{i}" for i, (p, _) in enumerate(REAL_2026)])
+def test_real_2026_programs_are_named_right(tmp_path, program, lines):
+    (run,) = runs_of(tmp_path, "\n".join(lines) + "\n")
+    assert run.facts.program == program
+
+
+def test_real_2026_version_line(tmp_path):
+    (run,) = runs_of(tmp_path, "version: 0.5.0-dev (build 1, commit 0c1e570)\nbuilt with GNU 12.2.0 for Linux x86_64\n")
+    f = run.facts
+    assert (f.release, f.build_number, f.build_commit, f.build_target) == ("0.5.0-dev", 1, "0c1e570", "Linux x86_64")
