@@ -184,10 +184,11 @@ def _model_size(m: regex.Match) -> dict:
 
 SYSTEM = Format(
     name="system",
-    description="system_info, load_backend, --list-devices, build target, model name, layer offload",
+    description="system_info, load_backend, --list-devices, build target and version, model name, layer offload, "
+                "pasted commands and the lines that name today's programs",
     literals=("main: build = ", "build: ", "version: ", "system_info", "load_backend", "Available devices", "built with",
-              "general.name", "$ ", " % ", "% /", "% ./", "% llama", "app.llama.Llama", "llama serve ", "main: decoded ", "llama_completion: ",
-              "common_params_print_info: build ", "build      : ",
+              "general.name", "$ ", " % ", "% /", "% ./", "% llama", "app.llama.Llama", "llama serve ", "main: decoded ",
+              "llama_completion: ", "common_params_print_info: build ", "build      : ",
               "using device",
               "layers to GPU", "model ftype", "file type   =", "model size ", "file size   =",
               "option will be ignored", "use gpu ", "no GPU found", "whisper_model_load: ", "error loading model"),
