@@ -13,7 +13,8 @@ METAL3 = 5001
 PARAVIRTUAL_DEFAULT = 1005  # a stock macOS guest reports MTLGPUFamilyApple5
 HIGHEST_KNOWN_APPLE = 1011  # Apple11 exists in Apple's docs; anything higher is impossible today
 
-# Chip generation -> true MTLGPUFamilyApple code.
+# Chip generation -> true MTLGPUFamilyApple code. A-series chips are Macs too since 2026: the MacBook Neo
+# (Mac17,5) runs an A18 Pro, Apple9 (a guest on it names 'Apple A18 Pro (Virtual)').
 _M_FAMILY = {1: 1007, 2: 1008, 3: 1009, 4: 1009, 5: 1010}
 _A_FAMILY = {8: 1002, 9: 1003, 10: 1003, 11: 1004, 12: 1005, 13: 1006, 14: 1007, 15: 1008, 16: 1008, 17: 1009,
              18: 1009, 19: 1010}

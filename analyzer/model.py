@@ -193,6 +193,15 @@ class RunFacts(_Record):
     # llama-bench's dev column (-dev, 2025 on) of the run's first row: 'none' ran on no GPU device, the CPU alone
     bench_devices: str | None = None
     build_commit: str | None = None
+    build_number: int | None = None  # llama.cpp's build number: what orders builds, semantic versions or not
+    release: str | None = None  # llama.cpp's semantic version (2026-08 on: 'version: 0.5.0 (build 11146, ...)')
+    # what launched the program when the log says so ('Llama-macOS': ggml-org's app runs `llama serve` itself)
+    launcher: str | None = None
+    # the engine an ollama model load ran on: 'runner' (its vendored ggml, < 0.30), 'llama-server' (0.30 on),
+    # 'mlx' (0.30 on, safetensors models: MLX never reads the Metal family)
+    ollama_engine: str | None = None
+    # the scheduler refused an op on its weight's device and aborted (fine-tuning: 'OPT_STEP_ADAMW on MTL0')
+    op_refused: str | None = None
     skipped_kernels: int = 0
     skipped_kernels_non_bf16: int = 0
     unsupported_ops: list[str] = Field(default_factory=list)

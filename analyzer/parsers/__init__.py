@@ -17,7 +17,7 @@ from analyzer.parsers.base import REJECTED_KEY, Collector, Event, Format, Reject
 from analyzer.parsers.bench import BENCH, JSONL_PREFIX, JsonlRows
 from analyzer.parsers.context import CONTEXT
 from analyzer.parsers.crash import CRASH
-from analyzer.parsers.gpu_backends import CUDA, DEVICE_INFO, VULKAN
+from analyzer.parsers.gpu_backends import CUDA, DEVICE_INFO, VULKAN, WHISPER
 from analyzer.parsers.metal import METAL
 from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
 from analyzer.parsers.system import OLLAMA, SYSTEM
@@ -26,7 +26,7 @@ from analyzer.parsers.timings import TIMINGS
 from analyzer.read.normalize import normalize
 
 FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, DEVICE_INFO, BENCH, COMPARE, TIMINGS, PROBE, SYSTEM_PROFILER,
-                               SYSTEM, OLLAMA, CONTEXT, CRASH)
+                               SYSTEM, OLLAMA, CONTEXT, CRASH, WHISPER)
 
 LITERALS: tuple[str, ...] = tuple(dict.fromkeys(lit for fmt in FORMATS for lit in fmt.literals))
 LITERAL_BYTES: tuple[bytes, ...] = tuple(lit.encode() for lit in LITERALS)

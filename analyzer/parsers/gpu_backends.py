@@ -219,3 +219,26 @@ DEVICE_INFO = Format(
                via=_DEVICE_INFO_DEVICE),
     ),
 )
+
+
+# whisper.cpp since 2024-11-20 (37c88027e, "use backend registry"): its GPU backend search, from
+# src/whisper.cpp: "%s: device %zu: %s (type: %d)", "%s: found GPU device %zu: %s (type: %d, cnt: %d)",
+# "%s: using %s backend" ('MTL0', 'CUDA0', 'Vulkan0'); "no GPU found" is a gpu.disabled line (system).
+WHISPER = Format(
+    name="whisper",
+    description="whisper.cpp's GPU backend search (2024-11 on): devices, the GPU found, the backend used",
+    literals=("whisper_backend_init_gpu: ", "whisper_backend_init: using "),
+    patterns=(
+        Pattern("whisper.gpu", rx(r"^(?>.*?\bwhisper_backend_init(?:_gpu)?+: )using (?P<backend>\w++) backend\s*+$")),
+        Pattern("whisper.device", rx(r"^(?>.*?\bwhisper_backend_init_gpu: )(?P<found>found GPU )?device (?P<index>\d++): "
+                                     r"(?P<name>[^()\n]{1,120}?) \(type: (?P<type>\d++)")),
+    ),
+    samples=(
+        Sample("whisper_backend_init_gpu: using MTL0 backend", "whisper.gpu", {"backend": "MTL0"}),
+        Sample("01:16:59 whisper_backend_init: using BLAS backend", "whisper.gpu", {"backend": "BLAS"}),
+        Sample("whisper_backend_init_gpu: device 0: CPU (type: 0)", "whisper.device", {"name": "CPU", "type": "0"}),
+        Sample("whisper_backend_init_gpu: device 1: MTL0 (type: 1)", "whisper.device", {"name": "MTL0", "type": "1"}),
+        Sample("whisper_backend_init_gpu: found GPU device 1: MTL0 (type: 1, cnt: 0)", "whisper.device",
+               {"name": "MTL0", "index": "1", "found": "found GPU "}),
+    ),
+)

@@ -24,7 +24,7 @@ from analyzer.parsers.base import (
 )
 
 _KV = regex.compile(r"^(?P<key>[a-z_][\w.]*)=(?P<value>.*)$")
-_PARAM = regex.compile(r"\b(\w++)=(\S++)")
+_PARAM = regex.compile(r"\b(\w++)=([^\s,]++)")
 
 
 def _probe_kv_events(line_no: int, text: str, key: str, value: str) -> list[Event]:
@@ -266,7 +266,8 @@ def _shim(m: regex.Match) -> dict:
         if key in params:
             cap = to_int(params[key])
             break
-    return {"name": m.group("name"), "process": m.group("proc"), "apple_family_max": cap, "params": params}
+    return {"name": m.group("name"), "process": m.group("proc").rsplit("/", 1)[-1], "apple_family_max": cap,
+            "params": params}
 
 
 SHIMS = Format(
@@ -277,6 +278,10 @@ SHIMS = Format(
     patterns=(
         Pattern("shim.banner", rx(r"\[(?P<name>\w+MetalCapabilities)\] Enabled for (?P<proc>\S+) \((?P<params>[^)]*)\)"),
                 _shim),
+        # the same banner as the Tart guest agent's copies print it: a path for the process, the settings after a
+        # colon or none at all (a banner is the image's claim: the family lines say whether it took)
+        Pattern("shim.banner", rx(r"\[(?P<name>\w+MetalCapabilities)\] Enabled for (?P<proc>[^\s:()]++)"
+                                  r"(?::? ++(?P<params>(?:\w++=\S++,? *+)++))?+\s*+$"), _shim),
         Pattern("shim.banner", rx(r"\[(?P<name>AnkaGpuFamilyBoost)\] active in (?P<proc>\S+) \((?P<params>[^)]*)\)"), _shim),
         Pattern("shim.banner", rx(r"\[(?P<name>capscan-interposer)\] enabled for (?P<proc>\S+) \((?P<params>[^)]*)\)"), _shim),
         Pattern("shim.message",
@@ -287,6 +292,11 @@ SHIMS = Format(
                "shim.banner", {"name": "LumeMetalCapabilities", "process": "llama-bench", "apple_family_max": 1009}),
         Sample("[TartMetalCapabilities] Enabled for llama-cli (appleFamilyMax=1009 maxThreadgroupMemory=65536)",
                "shim.banner", {"name": "TartMetalCapabilities", "apple_family_max": 1009}),
+        Sample("2026-10-12 09:14:03.118 llama-server[1893:22107] [TartMetalCapabilities] Enabled for "
+               "/opt/homebrew/bin/llama-server", "shim.banner",
+               {"name": "TartMetalCapabilities", "process": "llama-server", "apple_family_max": None}),
+        Sample("[TartMetalCapabilities] Enabled for whisper-cli: appleFamilyMax=1008, maxThreadgroupMemory=65536",
+               "shim.banner", {"name": "TartMetalCapabilities", "process": "whisper-cli", "apple_family_max": 1008}),
         Sample("[AnkaGpuFamilyBoost] active in llama-bench (appleFamilyCeiling=1009 threadgroupMemoryMin=65536)",
                "shim.banner", {"name": "AnkaGpuFamilyBoost", "apple_family_max": 1009}),
         Sample("[capscan-interposer] enabled for llama-bench (apple_family_max=1007 threadgroup_memory=stock)",

@@ -120,13 +120,59 @@ def _offload_line(m: regex.Match) -> dict | None:
 def _kv_line(m: regex.Match) -> dict | None:
     """ollama slog: time=... level=INFO source=types.go:130 msg="inference compute" id=0 library=metal ..."""
     data = _slog(m.string, _COMPUTE_KEYS, m.start())
-    if data.get("msg") != "inference compute" or "library" not in data:
+    if data.get("msg") not in ("inference compute", "gpu memory") or "library" not in data:
         return None
     out = {"library": data["library"].lower()}
     for key in ("name", "description", "total", "available", "type"):
         if data.get(key):
             out[key] = data[key]
     return out
+
+
+# the unified 'llama' binary (llama.cpp #23296, 2026-05) and what each subcommand runs
+LLAMA_SUBCOMMANDS = {"serve": "llama-server", "server": "llama-server", "cli": "llama-cli", "bench": "llama-bench",
+                     "completion": "llama-completion", "batched-bench": "llama-batched-bench",
+                     "perplexity": "llama-perplexity", "quantize": "llama-quantize", "fit-params": "llama-fit-params"}
+
+
+def program_of_argv(argv: list[str]) -> str | None:
+    """The program an argv runs, named as capscan names runs: 'llama serve ...' -> 'llama-server',
+    '/opt/homebrew/bin/llama-bench ...' -> 'llama-bench'; None for a command that is none of these."""
+    if not argv:
+        return None
+    exe = argv[0].rsplit("/", 1)[-1]
+    if exe == "llama":
+        sub = next((a for a in argv[1:] if not a.startswith("-")), None)
+        return LLAMA_SUBCOMMANDS.get(sub or "")
+    if exe.startswith(("llama-", "whisper-")) or exe == "ollama":
+        return exe
+    return None
+
+
+def _command_line(m: regex.Match) -> dict | None:
+    argv = m.group("argv").split()
+    program = program_of_argv(argv)
+    if program is None:
+        return None
+    data: dict = {"program": program}
+    # Llama-macOS runs 'llama serve --models-preset ... --log-file <temp dir>/llama-server.log' with no -lv
+    if argv[0].rsplit("/", 1)[-1] == "llama" and "--models-preset" in argv and "--log-file" in argv:
+        data["launcher"] = "Llama-macOS"
+    return data
+
+
+def _ollama_runner(m: regex.Match) -> dict:
+    engine = "llama-server" if m.group("what") == "llama-server" else "runner"
+    return {"cmd": m.group("cmd"), "engine": engine}
+
+
+_MLX_KEYS = frozenset({"model", "port"})
+
+
+def _mlx_runner(m: regex.Match) -> dict:
+    model = _slog(m.string, _MLX_KEYS, m.start()).get("model") or "?"
+    # (the cmd names the model as a runner's does: the load boundary reads '--model')
+    return {"cmd": f"mlx runner --model {model}", "engine": "mlx"}
 
 
 _UNIT = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -138,13 +184,40 @@ def _model_size(m: regex.Match) -> dict:
 
 SYSTEM = Format(
     name="system",
-    description="system_info, load_backend, --list-devices, build target, model name, layer offload",
-    literals=("main: build = ", "build: ", "system_info", "load_backend", "Available devices", "built with", "general.name",
+    description="system_info, load_backend, --list-devices, build target and version, model name, layer offload, "
+                "pasted commands and the lines that name today's programs",
+    literals=("main: build = ", "build: ", "version: ", "system_info", "load_backend", "Available devices", "built with",
+              "general.name", "$ ", " % ", "% /", "% ./", "% llama", "app.llama.Llama", "llama serve ", "main: decoded ",
+              "llama_completion: ", "common_params_print_info: build ", "build      : ",
               "using device",
               "layers to GPU", "model ftype", "file type   =", "model size ", "file size   =",
               "option will be ignored", "use gpu ", "no GPU found", "whisper_model_load: ", "error loading model"),
     patterns=(
         Pattern("process.start", rx(r"^main: build = (?P<number>\d+) \((?P<commit>[0-9a-f]+)\)\s*$")),
+        # --version: 'version: 7972 (e06088da0)' until 2026-08, then semantic versions (llama.cpp #27498):
+        # 'version: 0.5.0 (build 11146, commit 7fe450e19)'; the build number still orders builds
+        Pattern("build.version", rx(r"^version: (?P<number>\d++) \((?P<commit>[0-9a-f]{7,40})\)\s*+$")),
+        Pattern("build.version", rx(r"^version: (?P<release>\d++\.\d++\.\d++(?:-[\w.]++)?+) \(build (?P<number>\d++), "
+                                    r"commit (?P<commit>[0-9a-f]{7,40})\)\s*+$")),
+        # the 2026 llama-cli's banner ('build      : b1-0c1e570', then model, ftype, modalities): its own
+        Pattern("build.version", rx(r"^build\s++: b(?P<number>\d++)-(?P<commit>[0-9a-f]{7,40})\s*+$"),
+                lambda m: {"number": m.group("number"), "commit": m.group("commit"), "program": "llama-cli"}),
+        # a pasted shell command that starts a llama.cpp program: the 2026 unified binary's subcommands
+        # ('llama serve', 'llama bench'...) named as the programs they run
+        Pattern("command.line", rx(r"^[\w@.:~/()\[\] -]{0,80}?[$%] ++(?:[A-Z_]\w*+=\S*+ ++)*+(?P<argv>(?:[^\s/]*+/)*+"
+                                   r"(?:llama|llama-\w[\w-]*+|whisper-\w++|ollama)(?: [^\n]*+)?+)$"), _command_line),
+        # llama-simple's one summary line (examples/simple: "%s: decoded %d tokens in %.2f s, speed: %.2f t/s"),
+        # read here for the name it gives the run
+        # (printed right after the generated text, with no newline between: not anchored)
+        Pattern("program.named", rx(r"main: decoded \d++ tokens in [\d.]++ s, speed: [\d.]++ t/s\s*+$"),
+                lambda m: {"program": "llama-simple"}),
+        # llama-completion (2025-12 on: the old llama-cli's completion program, renamed) names its own function
+        Pattern("program.named", rx(r"\bllama_completion: (?:llama backend init|load the model)"),
+                lambda m: {"program": "llama-completion"}),
+        # Llama-macOS (ggml-org's menu-bar app) logs its server's lines under this os_log subsystem
+        Pattern("app.llama_macos", rx(r"\bapp\.llama\.Llama\b")),
+        # ... and its server's argv as `ps` shows it: 'llama serve --models-preset ... --log-file .../llama-server.log'
+        Pattern("app.llama_macos", rx(r"^(?:[^\s/]*+/)*+llama serve (?=[^\n]*?--models-preset )(?=[^\n]*?--log-file )")),
         # llama-bench's last line (md and sql output): closes the run it ends.
         Pattern("build.footer", rx(r"^build: (?P<commit>[0-9a-f]{7,40}) \((?P<number>\d+)\)\s*$")),
         Pattern("system_info", rx(r"system_info: n_threads = (?P<n>\d+)(?: \(n_threads_batch = \d+\))? / \d+ \|(?P<rest>.*)$"),
@@ -158,7 +231,12 @@ SYSTEM = Format(
         # common_init() since 2024-09: LOG_INF("build: %d (%s) with %s for %s%s\n", number, commit, compiler, target,
         # build_type), build_type "" or " (debug)"
         Pattern("build.target", rx(r"^(?>.*?\bbuild: (?P<number>\d++) \((?P<commit>[0-9a-f]++)\) with )(?P<compiler>.+?) "
-                                   r"for (?P<target>[\w.-]++)"
+                                   r"for (?P<target>[\w.-]++(?: (?:x86_64|arm64|aarch64))?+)"
+                                   r"(?: \(debug\))?\s*$")),
+        # the same line as common_params_print_info prints it in 2026 ('build 1 (0c1e570) with GNU 12.2.0 for Linux
+        # x86_64', no colon)
+        Pattern("build.target", rx(r"^(?>.*?\bcommon_params_print_info: build (?P<number>\d++) \((?P<commit>[0-9a-f]++)\) "
+                                   r"with )(?P<compiler>.+?) for (?P<target>[\w.-]++(?: (?:x86_64|arm64|aarch64))?+)"
                                    r"(?: \(debug\))?\s*$")),
         Pattern("model.name", rx(r"general\.name\s+str\s+=\s+(?P<name>\S(?:.*\S)?+)\s*+$")),
         # the quantization, printed apart from the model name (llm_load_print_meta 2023-24, print_info 2025 on)
@@ -190,6 +268,34 @@ SYSTEM = Format(
     ),
     samples=(
         Sample("main: build = 1015 (226255b)", "process.start", {"number": "1015", "commit": "226255b"}),
+        Sample("main: decoded 32 tokens in 0.41 s, speed: 78.05 t/s", "program.named", {"program": "llama-simple"}),
+        # the real llama.cpp of 2026-10-01 (tests/fixtures/field, issue 38): the summary glued to the text
+        Sample("<s> The capital of France is clock RAM indentkindmain: decoded 16 tokens in 0.02 s, speed: 988.14 t/s",
+               "program.named", {"program": "llama-simple"}),
+        Sample("0.00.003.321 I llama_completion: llama backend init", "program.named", {"program": "llama-completion"}),
+        Sample("version: 0.5.0-dev (build 1, commit 0c1e570)", "build.version",
+               {"release": "0.5.0-dev", "number": "1", "commit": "0c1e570"}),
+        Sample("built with GNU 12.2.0 for Linux x86_64", "build.target", {"target": "Linux x86_64"}),
+        Sample("build      : b1-0c1e570", "build.version", {"number": "1", "commit": "0c1e570", "program": "llama-cli"}),
+        Sample("Loading model... |0.00.004.760 I cmn  common_param: common_params_print_info: build 1 (0c1e570) with GNU "
+               "12.2.0 for Linux x86_64", "build.target", {"number": "1", "commit": "0c1e570", "target": "Linux x86_64"}),
+        Sample("version: 7972 (e06088da0)", "build.version", {"number": "7972", "commit": "e06088da0"}),
+        Sample("version: 0.5.0 (build 11146, commit 7fe450e19)", "build.version",
+               {"release": "0.5.0", "number": "11146", "commit": "7fe450e19"}),
+        Sample("built with AppleClang 21.0.0.21000334 for Darwin arm64", "build.target", {"target": "Darwin arm64"}),
+        Sample("$ llama serve -m ~/models/qwen2.5-1.5b-instruct-q4_k_m.gguf --port 8080", "command.line",
+               {"program": "llama-server"}),
+        Sample("runner@Mac-1760000000 ~ % GGML_METAL_DEVICES=0 /opt/homebrew/bin/llama bench -m m.gguf -p 64 -n 32",
+               "command.line", {"program": "llama-bench"}),
+        Sample("$ ./build/bin/llama-completion -m m.gguf -p hello -n 16", "command.line",
+               {"program": "llama-completion"}),
+        Sample("$ /Applications/Llama.app/Contents/MacOS/llama serve --models-preset /tmp/models.ini "
+               "--log-file /var/folders/7k/T/llama-server.log --port 2276 --models-max 1",
+               "command.line", {"program": "llama-server", "launcher": "Llama-macOS"}),
+        Sample("/Applications/Llama.app/Contents/MacOS/llama serve --models-preset /Users/rae/Library/Application "
+               "Support/Llama/models.ini --log-file /var/folders/7k/T/llama-server.log --port 2276", "app.llama_macos", {}),
+        Sample("2026-10-07 10:11:12.123456-0700 0x2c1f Default 0x0 812 0 Llama: [app.llama.Llama:server] llama-server: "
+               "srv  load_model: loading model preset", "app.llama_macos", {}),
         Sample("llm_load_print_meta: model ftype      = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
         Sample("print_info: file type   = Q4_K - Medium", "model.ftype", {"ftype": "Q4_K - Medium"}),
         Sample("llm_load_print_meta: model size       = 636.18 MiB (4.85 BPW) ", "model.size", {"bytes": 667083079}),
@@ -215,6 +321,9 @@ SYSTEM = Format(
                "build.target", {"target": "x86_64-apple-darwin23.6.0"}),
         Sample("build: 4240 (1a2b3c4d) with Apple clang version 15.0.0 (clang-1500.3.9.4) for x86_64-apple-darwin23.4.0",
                "build.target", {"target": "x86_64-apple-darwin23.4.0", "number": "4240", "commit": "1a2b3c4d"}),
+        # (2026 builds name the target as CMake does, as their --version does)
+        Sample("build: 11146 (7fe450e19) with AppleClang 21.0.0.21000334 for Darwin arm64", "build.target",
+               {"target": "Darwin arm64", "number": "11146", "commit": "7fe450e19"}),
         Sample("build: 6500 (0320ac526) with Apple clang version 17.0.0 (clang-1700.0.13.5) for arm64-apple-darwin24.6.0",
                "build.target", {"target": "arm64-apple-darwin24.6.0"}),
         Sample("0.00.000.021 I build: 7001 (5be2c8aa1) with cc (Debian 12.2.0-14) 12.2.0 for x86_64-linux-gnu (debug)",
@@ -250,12 +359,18 @@ SYSTEM = Format(
 OLLAMA = Format(
     name="ollama",
     description="ollama server.log device summary (msg=\"inference compute\" library=metal|cpu|cuda|rocm)",
-    literals=("inference compute", "layers.offload=", "msg=\"starting "),
+    literals=("inference compute", "layers.offload=", "msg=\"starting ", "msg=\"gpu memory\""),
     # anchored on its slog shape: the msg pair itself, not the words anywhere in a line
     patterns=(Pattern("ollama.compute", rx(r'(?<!\S)msg="inference compute"(?!\S)'), _kv_line),
+              # 0.30 on: the scheduler's per-GPU line, 'msg="gpu memory" id=0 library=Vulkan available="31.9 GiB"'
+              Pattern("ollama.compute", rx(r'(?<!\S)msg="gpu memory"(?!\S)'), _kv_line),
               Pattern("ollama.offload", rx(r"^(?>.*?msg=\"?offload\b).*?layers\.offload=\d"), _offload_line),
-              # each model load starts a runner process (0.1.3x-0.5 'starting llama server', 0.9+ 'starting runner')
-              Pattern("ollama.runner", rx(r"msg=\"starting (?:llama server|runner)\" cmd=\"(?P<cmd>[^\"]++)"))),
+              # each model load starts a runner process (0.1.3x-0.5 'starting llama server', 0.9+ 'starting runner',
+              # 0.30+ upstream 'starting llama-server', whose own lines follow raw and unprefixed)
+              Pattern("ollama.runner", rx(r"msg=\"starting (?P<what>llama server|runner|llama-server)\" "
+                                          r"cmd=\"(?P<cmd>[^\"]++)"), _ollama_runner),
+              # 0.30+: safetensors models load in the MLX engine, which never reads the Metal family
+              Pattern("ollama.runner", rx(r"msg=\"starting mlx runner subprocess\""), _mlx_runner)),
     samples=(
         Sample('time=2025-02-16T20:51:57.943-06:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
                'library=metal variant="" compute="" driver=0.0 name="" total="16.0 GiB" available="16.0 GiB"',
@@ -263,6 +378,9 @@ OLLAMA = Format(
         Sample('time=2025-05-01T10:00:00.000Z level=INFO source=types.go:130 msg="inference compute" id=cpu '
                'library=cpu compute="" name=cpu description=cpu total="15.5 GiB" available="12.0 GiB"',
                "ollama.compute", {"library": "cpu"}),
+        Sample('time=2026-08-29T08:45:23.466Z level=INFO source=sched.go:620 msg="gpu memory" id=0 library=Vulkan '
+               'available="31.9 GiB" free="32.3 GiB" minimum="457.0 MiB" overhead="0 B"', "ollama.compute",
+               {"library": "vulkan"}),
         Sample('time=2024-08-21T14:03:40.112Z level=INFO source=memory.go:309 msg="offload to cpu" layers.requested=-1 '
                'layers.model=29 layers.offload=0 layers.split="" memory.available="[6.8 GiB]"', "ollama.offload",
                {"library": "cpu", "offloaded": 0, "total": 29}),
@@ -273,6 +391,12 @@ OLLAMA = Format(
                'cmd="/Applications/Ollama.app/Contents/Resources/ollama runner --model /Users/rae/.ollama/models/blobs/'
                'sha256-dde5aa3fc5ff --ctx-size 8192"', "ollama.runner",
                {"cmd": "/Applications/Ollama.app/Contents/Resources/ollama runner --model /Users/rae/.ollama/models/"
-                       "blobs/sha256-dde5aa3fc5ff --ctx-size 8192"}),
+                       "blobs/sha256-dde5aa3fc5ff --ctx-size 8192", "engine": "runner"}),
+        Sample('time=2026-10-02T14:21:07.532+02:00 level=INFO source=llama_server.go:412 msg="starting llama-server" '
+               'cmd="/opt/homebrew/Cellar/ollama/0.30.4/libexec/llama-server --model /Users/rae/.ollama/models/blobs/'
+               'sha256-6a0746a1ec1a --port 50123 --log-verbosity 4 --no-log-prefix --no-log-timestamps"',
+               "ollama.runner", {"engine": "llama-server"}),
+        Sample('time=2026-10-02T14:25:40.101+02:00 level=INFO source=runner.go:118 msg="starting mlx runner subprocess" '
+               'model=qwen3:4b-mlx port=50188', "ollama.runner", {"engine": "mlx", "cmd": "mlx runner --model qwen3:4b-mlx"}),
     ),
 )

@@ -10,6 +10,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from analyzer import chips
+from analyzer.parsers.system import program_of_argv
 from analyzer.remedy import dylib as dylibmod
 from analyzer.remedy import platform as plat
 from analyzer.remedy.prefix import injection_vars
@@ -98,6 +99,25 @@ def refusal_for(run: Any, diag: dict[str, Any], runner: Runner | None = None) ->
 REAL_PROGRAMS = frozenset({"llama-bench", "llama-cli", "llama-server", "llama-completion", "main", "server",
                            "whisper-cli", "ollama", "koboldcpp"})
 
+# since 2026-05 these hide the Metal capability block below -lv 4, so a remedied run could not be verified
+_QUIET_BY_DEFAULT = frozenset({"llama-server", "llama-cli", "llama-completion"})
+_VERBOSE_FLAGS = ("-v", "--verbose", "-lv", "--log-verbosity", "-lv4")
+
+
+def command_program(cmd: list[str] | None) -> str | None:
+    """The program a command runs, the 2026 unified binary's subcommands included: `llama serve -m m.gguf`
+    is llama-server, `llama bench ...` llama-bench, as their own binaries are."""
+    return program_of_argv(list(cmd)) if cmd else None
+
+
+def verbosity_note(cmd: list[str] | None) -> str | None:
+    """What to add to a llama-server/llama-cli command (either form) so its capability block prints."""
+    program = command_program(cmd)
+    if program not in _QUIET_BY_DEFAULT or any(a.split("=", 1)[0] in _VERBOSE_FLAGS for a in cmd or ()):
+        return None
+    return (f"{program} prints the Metal capability block only at -lv 4 (since 2026-05): add `-lv 4` to the command, "
+            "or capscan cannot verify the remedy from its output.")
+
 
 def _step(title: str, argv: list[str], check: str) -> dict[str, Any]:
     argv = [str(a) for a in argv]
@@ -138,7 +158,7 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
     inj = plat.injection(system)
     # the log names a program, not its command line: an explicit placeholder, never a label such as
     # 'llama.cpp' that would be refused when pasted; the checks read the program itself where it is found
-    program = run.facts.program or "llama.cpp"
+    program = command_program(command) or run.facts.program or "llama.cpp"
     cmd = list(command) if command else [f"<your {program} command>"]
     exe = cmd[0] if command else (program if program in REAL_PROGRAMS else f"<path of your {program}>")
     family, family_why = plan_family(diag, runner)
@@ -207,6 +227,9 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                        f"{family_why}). Verified from the new log: the [capscan-interposer] banner, the family, and "
                        "simdgroup reduction / matrix mul. / bfloat now true; before/after and the speedup are "
                        f"printed. By hand{' (N: the host family)' if family == 'auto' else ''}: {shlex.join(manual)}"))
+    quiet = verbosity_note(command)
+    if quiet:
+        notes.append(quiet)
     notes.append("The host default ForceUnrestrictedDeviceFeatureLevel is not needed: published tests found the "
                  "interposer alone sufficient (see `capscan remedy host-default --status` on the host).")
     return {**base, "actionable": True, "refusal": None, "family": family, "platform": system,

@@ -14,6 +14,11 @@ def evidence_advice(view: RunView) -> str:
     kinds = {e.kind for e in view.evidence}
     if view.on_a_mac is False:
         return device_advice(view)  # no Metal block to ask for on a Linux, Windows or Android log
+    if f.launcher == "Llama-macOS":
+        return ("The Llama app (ggml-org's Llama-macOS) starts `llama serve` without a verbosity flag, so its "
+                "llama-server.log has no Metal capability block: add `-lv 4` to the app's extra server arguments "
+                "(its `extraServerArgs` setting), restart the server from the menu bar, load a model, then "
+                "`capscan ingest` that log (in the system temp folder); in a macOS guest, `capscan probe` answers too.")
     if program == "koboldcpp":
         return ("koboldcpp prints llama.cpp's device lines in its console while it loads the model: copy the "
                 "console from the start (`koboldcpp --model MODEL 2>&1 | capscan`, `--debugmode` for more), not only "
@@ -25,8 +30,14 @@ def evidence_advice(view: RunView) -> str:
     if program == "llama-bench":
         return ("llama-bench prints the Metal block on stderr: `llama-bench -m MODEL -o json 2>&1 | capscan` (the "
                 "JSON's cpu_info also names the host chip).")
+    if program == "ollama" and f.ollama_engine == "llama-server":
+        return ("ollama 0.30 and later runs upstream llama-server and copies its device lines into server.log "
+                "without OLLAMA_DEBUG: load the model once (`ollama run MODEL hi`), then `capscan ingest "
+                "~/.ollama/logs/server.log` (the app's log; `ollama serve` prints to its terminal) and read the "
+                "device lines of that load (`ggml_metal_device_init:` on a Mac).")
     if program == "ollama":
-        return ("ollama prints the device lines in its server log: restart it with `OLLAMA_DEBUG=1 ollama serve`, "
+        return ("ollama before 0.30 prints the device lines in its server log only at debug level: restart it with "
+                "`OLLAMA_DEBUG=1 ollama serve` (0.30 and later print them without it), "
                 "load the model once, then `capscan ingest ~/.ollama/logs/server.log` (the app's log; `ollama serve` "
                 "prints to its terminal).")
     if program == "whisper.cpp":

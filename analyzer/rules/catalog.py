@@ -558,6 +558,34 @@ def _remedied(v: RunView) -> Finding | None:
     return finding(msg, ev + v.lines("metal.flag", contains="simdgroup", limit=2))
 
 
+def _shim_not_in_effect(v: RunView) -> Finding | None:
+    """A shim's banner (a Tart image's agent injects one by default) beside family lines that still show the
+    stock Apple5: the verdict reads the lines, and this says why the banner did not count."""
+    f = v.facts
+    if f.shim is None or not v.paravirtual or v.remedied:
+        return None
+    cap = f" with apple_family_max={f.shim.apple_family_max}" if f.shim.apple_family_max is not None else ""
+    return finding(f"{f.shim.name} says it is enabled{cap}, yet the device's own family lines still show the stock "
+                   f"{chips.family_name(v.apple_family) if v.apple_family else 'clamp'}: the shim did not take in this "
+                   "process (a family cap of 0, or a hardened agent that drops DYLD_* for its children). The verdict "
+                   "reads the family lines, not the banner.",
+                   v.lines("shim.banner", limit=1) + v.lines("metal.family", contains="Apple", limit=1))
+
+
+def _training_aborts(v: RunView) -> Finding | None:
+    """Fine-tuning on a device without simdgroup reduction: ggml's scheduler refuses the optimizer step on the
+    weight's Metal buffer and aborts (OPT_STEP_ADAMW/SGD are gated on it, llama.cpp #16529)."""
+    f = v.facts
+    if not f.op_refused:
+        return None
+    op, _, buffer = f.op_refused.partition(" on ")
+    train = op.startswith("OPT_STEP")
+    what = "Training aborts, it does not only slow down" if train else "The run aborted"
+    return finding(f"{what}: the {op} op was refused on the weights' {buffer} buffer, whose device does not run it "
+                   "(it needs simdgroup reduction: a VM's paravirtual GPU reporting Apple5 lacks it, and so do "
+                   "AMD/Intel Mac GPUs).", v.lines("run.op_refused", limit=1), op=op)
+
+
 def _shim_overclaim(v: RunView) -> Finding | None:
     if v.environment != "vm":
         return None
@@ -839,6 +867,13 @@ RULES: tuple[Rule, ...] = (
     Rule("device-probe", None, "info", _device_probe, headline={"runtime": "llama.cpp", "mood": "would"}),
     Rule("device-listing", None, "info", _device_listing, headline={"runtime": "llama.cpp", "mood": "would"}),
     Rule("capability-overclaim", None, "warning", _shim_overclaim),
+    Rule("shim-not-in-effect", None, "warning", _shim_not_in_effect,
+         extra_step="capscan never stacks its interposer on another shim: run the command once without the image's "
+                    "(TART_METAL_APPLE_FAMILY_MAX=0, or DYLD_INSERT_LIBRARIES unset for it), ingest that stock log, "
+                    "and remedy that run."),
+    Rule("training-aborts", None, "error", _training_aborts, explains_unknown=True,
+         extra_step="To train now, hide the Metal device so every op runs on the CPU: GGML_METAL_DEVICES=0 before "
+                    "the training command (cleaner than -ngl 0, which still puts optimizer state on Metal)."),
     Rule("mlx-unaffected", None, "info", _mlx, explains_unknown=True,
          headline={"unknown": "{rt} is not slowed by a VM's capability clamp, so capscan has nothing to fix here."}),
     Rule("venus-guest", None, "info", _venus, explains_unknown=True),

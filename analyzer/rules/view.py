@@ -767,13 +767,19 @@ class RunView:
     # -- runtime -------------------------------------------------------------------
     @property
     def gates_on_family(self) -> bool:
-        """MLX tunes from the architecture name, not supportsFamily."""
-        return self.facts.program != "mlx_lm"
+        """MLX tunes from the architecture name, not supportsFamily (mlx_lm, and ollama's MLX engine)."""
+        return self.facts.program != "mlx_lm" and self.facts.backend != "mlx"
 
     @property
     def remedied(self) -> bool:
         f = self.facts
-        return f.shim is not None or (self.paravirtual and (self.apple_family or 0) > chips.PARAVIRTUAL_DEFAULT)
+        if self.paravirtual and (self.apple_family or 0) > chips.PARAVIRTUAL_DEFAULT:
+            return True
+        # a banner is the shim's (or the image's) claim: the device's own family lines still showing the stock
+        # Apple5 (or reduction printed off) say it did not take (a Tart image's agent stripped of it, a cap of 0)
+        stock = self.paravirtual and ((self.apple_family or 0) in range(1001, chips.PARAVIRTUAL_DEFAULT + 1)
+                                      or f.capabilities.simdgroup_reduction is False)
+        return f.shim is not None and not stock
 
     @property
     def physical_gpus(self) -> list[str]:

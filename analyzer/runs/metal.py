@@ -172,6 +172,15 @@ def on_crash(asm: Assembler, ev: Event) -> None:
     run.touch(ev)
 
 
+def on_op_refused(asm: Assembler, ev: Event) -> None:
+    """'pre-allocated tensor (...) in a buffer (MTL0) that cannot run the operation (OPT_STEP_ADAMW)', then
+    GGML_ABORT: the process stopped on an op its weight's device does not run."""
+    run = asm.run
+    if run.facts.op_refused is None:
+        run.facts.op_refused = f"{ev.data['op']} on {ev.data['buffer']}"[:MAX_TEXT]
+    on_crash(asm, ev)
+
+
 def on_metal_library_failed(asm: Assembler, ev: Event) -> None:
     run = asm.run
     if run.facts.metal_library_failed is None:
@@ -210,6 +219,7 @@ HANDLERS: dict[str, Handler] = {
     "metal.family_fallback": on_metal_family_fallback,
     "metal.error": on_metal_error,
     "run.crash": on_crash,
+    "run.op_refused": on_op_refused,
     "metal.library_failed": on_metal_library_failed,
     "metal.agx_error": on_metal_agx_error,
     "metal.library_loaded": on_metal_library_loaded,

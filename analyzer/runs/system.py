@@ -33,6 +33,7 @@ def on_process_start(asm: Assembler, ev: Event) -> None:
     """'main: build = N (commit)': the first line of a 2023-24 example program (a run boundary)."""
     run = asm.run
     run.facts.build_commit = run.facts.build_commit or ev.data.get("commit")
+    _build_number(run, ev)
     run.touch(ev)
 
 
@@ -41,6 +42,7 @@ def on_build_footer(asm: Assembler, ev: Event) -> None:
     if not run.content:
         return  # nothing before it in this input: a footer alone is not a run
     run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
+    _build_number(run, ev)
     run.touch(ev)
 
 
@@ -60,6 +62,64 @@ def on_system_info(asm: Assembler, ev: Event) -> None:
         if on & {"ACCELERATE", "METAL"} or any(b.lower() == "metal" for b in ev.data.get("backends") or ()):
             run.observe("process.arm64_macos", True, ev)
     run.touch(ev)
+
+
+def _build_number(run: RunBuilder, ev: Event) -> None:
+    if run.facts.build_number is None and ev.data.get("number"):
+        run.facts.build_number = int(ev.data["number"])
+
+
+def on_build_version(asm: Assembler, ev: Event) -> None:
+    """--version's first line: 'version: N (commit)' or, since 2026-08, 'version: X.Y.Z (build N, commit H)'."""
+    run = asm.run
+    run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
+    _build_number(run, ev)
+    run.facts.release = run.facts.release or ev.data.get("release")
+    if ev.data.get("program") and run.explicit_program in (None, "llama.cpp", "llama-server"):
+        run.explicit_program = ev.data["program"]  # (llama-cli's banner: its in-process server prints slot lines)
+    run.touch(ev)
+
+
+def on_command_line(asm: Assembler, ev: Event) -> None:
+    """A pasted command that starts a llama.cpp program ('$ llama serve -m ...') names the run it opens.
+    It is not a line of that process's output, so it neither opens a run nor joins one: after another
+    process's lines it names nothing (where one process ends is runs.boundaries' to decide)."""
+    run = asm.run
+    if run.content:
+        return
+    run.explicit_program = run.explicit_program or ev.data["program"]
+    run.facts.launcher = run.facts.launcher or ev.data.get("launcher")
+
+
+def on_program_named(asm: Assembler, ev: Event) -> None:
+    """A line only one program prints (llama-simple's 'main: decoded N tokens in ...') names its run."""
+    run = asm.run
+    if run.explicit_program in (None, "llama.cpp"):
+        run.explicit_program = ev.data["program"]
+    run.touch(ev)
+
+
+def on_llama_macos(asm: Assembler, ev: Event) -> None:
+    """A line of Llama-macOS's os_log subsystem: its server is `llama serve`, started without -lv."""
+    run = asm.run
+    run.facts.launcher = "Llama-macOS"
+    run.explicit_program = run.explicit_program or "llama-server"
+    run.touch(ev)
+
+
+def on_whisper_gpu(asm: Assembler, ev: Event) -> None:
+    """whisper.cpp (2024-11 on) says which backend it uses: 'using MTL0 backend'."""
+    run = asm.run
+    run.explicit_program = run.explicit_program or "whisper.cpp"
+    if re.fullmatch(r"MTL\d+|Metal", ev.data["backend"]):
+        run.facts.backend = run.facts.backend or "metal"
+    run.touch(ev)
+
+
+def on_whisper_device(asm: Assembler, ev: Event) -> None:
+    run = asm.run
+    run.explicit_program = run.explicit_program or "whisper.cpp"
+    run.touch(ev, evidence=False)
 
 
 def on_backend_loaded(asm: Assembler, ev: Event) -> None:
@@ -93,6 +153,7 @@ def on_build_target(asm: Assembler, ev: Event) -> None:
     run = asm.run
     if ev.data.get("commit"):
         run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
+    _build_number(run, ev)
     target = ev.data["target"]
     system, _, arch = target.partition(" ")
     if system == "Darwin" and arch:  # CMake's 'Darwin x86_64': the triple clang prints elsewhere
@@ -170,6 +231,10 @@ def on_ollama_runner(asm: Assembler, ev: Event) -> None:
     # a runner with a model is a load; one without (0.12+ GPU discovery at start-up) is the server's
     run = _ollama_load(asm, ev, "runner") if "--model" in ev.data["cmd"] else asm.run
     run.explicit_program = "ollama"
+    if ev.data.get("engine"):
+        run.facts.ollama_engine = ev.data["engine"]
+        if ev.data["engine"] == "mlx":
+            run.facts.backend = "mlx"  # not ggml-metal: the family clamp does not reach it
     if "/Ollama.app/" in ev.data["cmd"]:
         run.facts.ollama_app = True  # the official app's bundle (hardened runtime)
     run.touch(ev)
@@ -218,4 +283,10 @@ HANDLERS: dict[str, Handler] = {
     "ollama.compute": on_ollama_compute,
     "ollama.offload": on_ollama_offload,
     "ollama.runner": on_ollama_runner,
+    "build.version": on_build_version,
+    "command.line": on_command_line,
+    "program.named": on_program_named,
+    "app.llama_macos": on_llama_macos,
+    "whisper.gpu": on_whisper_gpu,
+    "whisper.device": on_whisper_device,
 }

@@ -29,7 +29,9 @@ def _timing(asm: Assembler, ev: Event, phase: str, tok_s: float | None, source: 
         tokens = pending if pending is not None else run.setup_counts.get(key)
     program = {"ollama": "ollama", "mlx_lm": "mlx_lm", "server-slot": "llama-server", "server-json": "llama-server",
                "llama-cli": "llama-cli", "koboldcpp": "koboldcpp"}.get(source)
-    if program and run.explicit_program in (None, "llama.cpp"):
+    # (the '[ Prompt: ... ]' summary is the 2026 llama-cli's alone: its -lv 4 slot lines are its in-process server's)
+    if program and (run.explicit_program in (None, "llama.cpp")
+                    or (program == "llama-cli" and run.explicit_program == "llama-server")):
         run.explicit_program = program
     tp = Throughput(test="prompt" if key == "prompt" else "generation", tok_s=tok_s, model=run.facts.model,
                     line=ev.line, kind="timing", n_prompt=tokens if key == "prompt" else None,
@@ -74,7 +76,10 @@ def on_timing_setup(asm: Assembler, ev: Event) -> None:
 
 
 def on_server_slot(asm: Assembler, ev: Event) -> None:
-    asm.run.explicit_program = "llama-server"
+    # slot lines are llama-server's, also inside ollama 0.30's server.log and the 2026 llama-cli at -lv 4:
+    # a program its own lines named already keeps its name
+    if asm.run.explicit_program in (None, "llama.cpp"):
+        asm.run.explicit_program = "llama-server"
     asm.run.touch(ev, evidence=False)
 
 

@@ -40,7 +40,8 @@ def report_of(run) -> list[str]:
     (("metal/m2-2024-10-amd-egpu-intel-mac.log",),
      "This GPU really lacks the features llama.cpp's fast paths need: nothing is misconfigured, and forcing them "
      "would give wrong results."),
-    (("metal/no-metal-rosetta-x86.log",), "Everything ran on the CPU: llama.cpp did not use the GPU."),
+    # (named by its pasted '$ llama-cli --version' command)
+    (("metal/no-metal-rosetta-x86.log",), "Everything ran on the CPU: llama-cli did not use the GPU."),
     (("metal/m4-2026-08-host-m1-ultra.log",), "The GPU runs llama.cpp with its full capabilities: nothing to fix."),
     # a probe's output: no model ran, so the sentence says what llama.cpp would do with the device
     (("kernels/guest-kernels-pass.txt",),

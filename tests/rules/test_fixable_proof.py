@@ -220,3 +220,18 @@ def test_the_cmake_form_of_the_build_target_counts_both_ways():
     never_fixable(diagnose(x86 + GUEST_M4 + RESULT))
     arm = "built with AppleClang 17.0.0.17000319 for Darwin arm64\n"
     assert [d["fixable"] for d in diagnose(arm + GUEST_M4 + RESULT)] == [True]
+
+
+# -- issue 38: a shim banner beside the stock Apple5 lines no longer counts as remedied, so the clamp rule can
+# fire on a bannered run: it must still need the guest's own proof of an Apple-silicon host ------------------
+
+TART_BANNER = "[TartMetalCapabilities] Enabled for llama-bench (appleFamilyMax=1009 maxThreadgroupMemory=65536)\n"
+APPLE5 = ("ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)\n"
+          "ggml_metal_device_init: GPU family: MTLGPUFamilyApple5  (1005)\n"
+          "ggml_metal_device_init: simdgroup reduction   = false\n"
+          "ggml_metal_device_init: simdgroup matrix mul. = false\n")
+
+
+@pytest.mark.parametrize("extra", ["", X86_BUILD, "machdep.cpu.brand_string: Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz\n"])
+def test_a_banner_with_apple5_lines_is_never_fixable_without_the_guests_host_proof(extra):
+    never_fixable(diagnose(TART_BANNER + extra + APPLE5 + RESULT))

@@ -204,6 +204,15 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
     "mlx-unaffected": [
         (("timings/mlx-lm-generate.log",), "unknown", False),
         (("timings/mlx-lm-benchmark.log",), "unknown", False),
+        (("shapes/ollama-030-mlx-runner-guest.log",), "unknown", False),
+    ],
+    # a Tart image's banner beside the stock Apple5 lines: the lines decide
+    "shim-not-in-effect": [
+        (("shapes/tart-banner-apple5-guest.log",), "capability-downgrade", False),
+    ],
+    "training-aborts": [
+        (("shapes/train-opt-step-adamw-guest.log",), "capability-downgrade", True),
+        (("shapes/train-opt-step-sgd-no-block.log",), "unknown", False),
     ],
     "venus-guest": [
         (("backends/vulkan-2025-07-venus-guest.log",), "healthy", False),

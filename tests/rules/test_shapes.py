@@ -93,6 +93,35 @@ CASES: dict[str, dict] = {
     # a macOS 14 guest reading weights through mmap'd buffers
     "macos14-guest-mmap.log": dict(verdict="healthy", fixable=False, environment="vm", rule="macos14-mmap",
                                    next="--no-mmap"),
+    # today's programs (issue 38, item 3): written from field-2026.md's quoted lines and the upstream format strings
+    "version-semver-homebrew-2026.log": dict(verdict="unknown", fixable=False, environment=None,
+                                             program="llama-server", next="-lv 4"),
+    "llama-serve-guest-lv4-2026.log": dict(verdict="capability-downgrade", fixable=True, environment="vm",
+                                           program="llama-server", rule="paravirtual-family-clamp",
+                                           throughput=[("prompt", 6.61), ("generation", 0.1)]),
+    "llama-macos-app-unified-log.log": dict(verdict="unknown", fixable=False, environment=None, program="llama-server",
+                                            next="extraServerArgs", not_next="No GPU"),
+    "llama-macos-app-ps-command.log": dict(verdict="unknown", fixable=False, environment=None, program="llama-server",
+                                           next="extraServerArgs", not_next="No GPU"),
+    "ollama-030-llama-server-guest.log": dict(verdict="capability-downgrade", fixable=False, environment="vm",
+                                              program="ollama", rule="paravirtual-family-clamp"),
+    "ollama-030-mlx-runner-guest.log": dict(verdict="unknown", fixable=False, environment="vm", program="ollama",
+                                            rule="mlx-unaffected", backend="mlx", next="Nothing to remedy for MLX"),
+    "tart-banner-apple5-guest.log": dict(verdict="capability-downgrade", fixable=False, environment="vm",
+                                         rule="shim-not-in-effect", program="llama-bench"),
+    "tart-banner-apple9-guest.log": dict(verdict="healthy", fixable=False, environment="vm", rule="already-remedied",
+                                         program="llama-bench"),
+    "whisper-2024-11-mtl0-backend.log": dict(verdict="healthy", fixable=False, environment="bare-metal",
+                                             program="whisper.cpp", backend="metal"),
+    "whisper-family7-amd-intel-mac.log": dict(verdict="hardware-limit", fixable=False, environment="bare-metal",
+                                              program="whisper.cpp", rule="amd-intel-gpu"),
+    "train-opt-step-adamw-guest.log": dict(verdict="capability-downgrade", fixable=True, environment="vm",
+                                           rule="training-aborts", next="GGML_METAL_DEVICES=0"),
+    "train-opt-step-sgd-no-block.log": dict(verdict="unknown", fixable=False, environment=None,
+                                            rule="training-aborts", next="GGML_METAL_DEVICES=0",
+                                            program="llama-finetune"),
+    "a18-pro-neo-guest.log": dict(verdict="capability-downgrade", fixable=True, environment="vm",
+                                  host_chip="Apple A18 Pro", next="--family 1009"),
 }
 
 
@@ -134,6 +163,10 @@ def test_shape(tmp_path, name):
         assert [(t, round(s, 2)) for t, s in rows[run.id]] == exp["throughput"]
     if "next" in exp:
         assert any(exp["next"] in step for step in d["next_steps"]), d["next_steps"]
+    if "not_next" in exp:
+        assert not any(exp["not_next"] in step for step in d["next_steps"]), d["next_steps"]
+    if "program" in exp:
+        assert run.facts.program == exp["program"]
     if exp.get("no_remedy"):
         assert not any("remedy" in step for step in d["next_steps"]), d["next_steps"]
     if d["environment"] is None and not any(f["rule"] == "contradictory-evidence" for f in d["findings"]):
