@@ -56,8 +56,12 @@ def piped_source_name(first: RunFacts | None, runs: int = 1, when: dt.datetime |
     left out; a `--list-devices` output is a "device listing"; no run at all is "piped log"), and how many
     runs when there are several."""
     when = when or dt.datetime.now(dt.timezone.utc)
-    parts = [clean(first.program) if first is not None and first.program
-             else "device listing" if first is not None and _listing(first) else "piped log"]
+    program = clean(first.program) if first is not None and first.program else None
+    if first is not None and _listing(first):
+        # a listing ran nothing: say so, with the program that printed it when a pasted command named it
+        parts = [f"{program} device listing" if program else "device listing"]
+    else:
+        parts = [program or "piped log"]
     model = _model(first) if first is not None else None
     if model:
         parts.append(model)

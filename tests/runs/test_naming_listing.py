@@ -12,14 +12,14 @@ from tests.ingest_util import diagnosed
 WHEN = dt.datetime(2026, 10, 1, 9, 30, tzinfo=dt.timezone.utc)
 
 
-@pytest.mark.parametrize("name", [
-    "rules/list-devices-none-linux-2026.log",
-    "rules/list-devices-none-bare-2026.log",
-    "rules/list-devices-none-windows-2025.log",
+@pytest.mark.parametrize("name, program", [
+    ("rules/list-devices-none-linux-2026.log", ""),
+    ("rules/list-devices-none-bare-2026.log", "llama-cli "),  # its pasted command names the program
+    ("rules/list-devices-none-windows-2025.log", ""),
 ])
-def test_a_device_listing_is_named_so(tmp_path, name):
+def test_a_device_listing_is_named_so(tmp_path, name, program):
     run = diagnosed(tmp_path, name)[0]
-    assert piped_source_name(run.facts, 1, WHEN) == "device listing · 2026-10-01 09:30"
+    assert piped_source_name(run.facts, 1, WHEN) == f"{program}device listing · 2026-10-01 09:30"
 
 
 def test_a_run_with_a_program_keeps_its_name(tmp_path):
