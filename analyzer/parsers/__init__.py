@@ -89,8 +89,12 @@ class Dispatcher:
                     events.extend(got)
                     self.recognised += 1
                     continue
-                events.extend(self.collector.finish())
-                self.collector = None
+                passes = getattr(self.collector, "passes", None)
+                if passes is None or not passes(text):
+                    events.extend(self.collector.finish())
+                    self.collector = None
+                # else: a line between the block's records (llama-bench -v stderr between CSV rows), read as any
+                # other while the block stays open (a block it opens replaces it)
             before = len(events)
             try:
                 self._dispatch(line_no, text, events)

@@ -165,10 +165,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "331-llama-bench-cpu-md-ngl-0-99-verbose-2026":
         ("rows of different configurations averaged into one figure: as 330 with -v (rows apart, among the loader and "
          "llama_perf lines): pp64 89749.80 and 103772.88 become 96761.34, tg16 195.24 and 2756.54 become 1475.89"),
-    "333-llama-bench-cpu-csv-ngl-0-99-verbose-2026":
-        ("CSV rows apart from their header not read: with -v the stderr lines (llama_perf_context_print, loader) "
-         "fall between the CSV rows, and only the row right after the header (line 320, ngl 0 pp64 82384.506809) is "
-         "read; the rows of lines 466, 791 and 937 are not"),
     "343-llama-cli-single-turn-lv4-cpu-device-info-2026":
         ("one measurement printed twice at different precision becomes their mean: the slot print_timing eval line "
          "(73.93 t/s, line 213) and llama-cli's summary `[ Prompt: 1871.4 t/s | Generation: 73.9 t/s ]` (line 222) "
