@@ -23,9 +23,10 @@ from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
 from analyzer.parsers.system import OLLAMA, SYSTEM
 from analyzer.parsers.tables import COMPARE
 from analyzer.parsers.timings import TIMINGS
+from analyzer.parsers.wrappers import WRAPPERS
 from analyzer.read.normalize import normalize
 
-FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, DEVICE_INFO, BENCH, COMPARE, TIMINGS, PROBE, SYSTEM_PROFILER,
+FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, DEVICE_INFO, BENCH, COMPARE, WRAPPERS, TIMINGS, PROBE, SYSTEM_PROFILER,
                                SYSTEM, OLLAMA, CONTEXT, CRASH)
 
 LITERALS: tuple[str, ...] = tuple(dict.fromkeys(lit for fmt in FORMATS for lit in fmt.literals))

@@ -57,13 +57,11 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("rows of different configurations averaged into one figure: two timing blocks of two requests become one "
          "(eval 0.63 for 0.60 and 0.66)"),
     "088-obench-ollama-pi-500-eval-rates-2025":
-        ("rows of different configurations averaged into one figure: three ollama eval rates and the wrapper's "
-         "average become one figure"),
+        ("rows of different configurations averaged into one figure: the three ollama eval rates (5.61, 5.52, "
+         "5.52) become one figure (their median, 5.52); obench's own average (5.55) is read, as its own figure"),
     "061-llama-bench-compare-old-metal-apple7-pr-2023":
         ("table of another shape: a hand-joined before/after llama-bench table names both speed columns \"t/s\"; "
          "which is before and which after is only their position, so its rows are refused, not read"),
-    "066-normiebench-m1-max-json-result-2026":
-        "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"llama.cpp / metal\") is not read",
     "150-whisper-rs-m1-pro-metal-loading-null-2023":
         ("a failed Metal library load (loading '(null)', the cut ends before the error) is read as CPU-only; the "
          "label (unknown, healthy accepted) does not say the run fell back to the CPU"),
@@ -77,9 +75,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("rows of different configurations averaged into one figure: the llama-benchy table is read by its header "
          "names, but its two pp2048 rows (one run with tg32, one with tg128) have no column that tells them apart and "
          "become one figure"),
-    "202-koboldcpp-ctxlimit-process-generate-ts-line-2024":
-        ("a mixed rate is not a figure: koboldcpp's \"CtxLimit: ...\" line gives its Process and Generate rates, but "
-         "its Total rate (2.25T/s, both phases over the whole time) is not reported, and the label lists it"),
     "100-llama-bench-gh-runner-macos15-apple5-stderr-tail-2026":
         ("host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... "
          "libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner "
@@ -88,8 +83,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("host proof outside the log: the stock guest's stderr names no host chip (the M1 Ultra host is in the "
          "evidence set's metadata.md), so the downgrade stays not fixable; 027, its tg128 twin, is labeled false "
          "under the log-only reading"),
-    "108-cua-mlx-lm-safe-shim-guest-json-2026":
-        "wrapper result JSON (mlx_lm benchmark: samples and median prompt_tps/generation_tps) is not read",
     "115-llama-cli-and-llama-server-perf-print-timing-2025":
         ("rows of different configurations averaged into one figure: the llama-cli perf lines and the llama-server "
          "print_timing block become one prompt (54.29) and one generation (12.29) figure"),
@@ -100,9 +93,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("a bare table proves no GPU: the table copied without edge pipes is read (its six figures found), but "
          "Metal rows at ngl 99 on a chip the table does not name decide nothing, so the verdict is unknown (label "
          "healthy, from the thread's \"On M2 Air\")"),
-    "223-normiebench-arc-a770-vulkan-result-json-2026":
-        ("wrapper result JSON (normiebench: pp512/tg128 keys, backend \"vulkan\") is not read; no run (the verdict is "
-         "right only because unknown is accepted)"),
     "240-koboldcpp-m2-ultra-metal-library-not-found-2024":
         ("a failed Metal library load (ggml-metal.metal not found, \"llama_new_context_with_model: failed to "
          "initialize Metal backend\") is read as CPU-only; the context fails and nothing runs, so the label is unknown"),
@@ -141,10 +131,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "282-mlx-lm-benchmark-ssm-pre-post-averages-2025":
         ("figures averaged: the Pre and Post \"Averages:\" lines of two mlx_lm.benchmark runs become one run with "
          "prompt 470.12 and generation 85.09 t/s (n=2), printed nowhere"),
-    "283-obench-ollama-m1-max-fastfetch-header-eval-rates-2025":
-        ("program unknown and environment not read from a header: obench's markdown eval-rate table (\"| 1 | 80.32 "
-         "tokens/s |\" ... \"|**Average Eval Rate**| 80.20 tokens/second |\") and the fastfetch header (Host: "
-         "MacBookPro18,4, CPU/GPU: Apple M1 Max) are not recognised: no run, no speed"),
     "284-llama-cli-version-vulkan-arc-a770-windows-2026":
         ("a device line read as GPU use: llama-cli --version (\"ggml_vulkan: 0 = Intel(R) Arc(TM) A770\", "
          "\"version: 8051 (badba8932)\") runs nothing, yet is stored as a run and read healthy (high confidence) "
@@ -173,12 +159,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("CPU-only from absence: at default verbosity only `system_info: ... | CPU : SSE3 = 1 | ...` (line 5) names a "
          "backend; capscan says no-gpu-offload (\"A CPU-only build: no GPU backend is compiled in\"), the label is "
          "unknown (a Vulkan/SYCL/OpenCL build's system_info looks the same)"),
-    "347-llama-simple-cpu-layers-decoded-speed-2026":
-        ("llama-simple's `main: decoded 16 tokens in 0.03 s, speed: 512.33 t/s` is not read: it follows the "
-         "generated text on the same line (line 315); the perf prompt/eval figures are read"),
-    "348-llama-simple-ngl0-cpu-layers-2026":
-        ("llama-simple's `main: decoded 16 tokens in 0.02 s, speed: 932.13 t/s` is not read: it follows the "
-         "generated text on the same line (line 315); the perf prompt/eval figures are read"),
     "353-llama-unified-completion-default-2026":
         ("CPU-only from absence: `llama completion` at default verbosity, only `system_info: ... | CPU : ...` "
          "(line 5) names a backend; capscan says no-gpu-offload, the label is unknown (as 344)"),
