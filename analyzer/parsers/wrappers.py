@@ -189,7 +189,7 @@ WRAPPERS = Format(
         # not anchored: the generated text (no newline at its end) comes before it on the line
         Pattern("wrapper.decoded", rx(rf"main: decoded (?P<n>\d++) tokens in (?:{_NUM}) s, speed: (?P<tps>{_NUM}) t/s"),
                 _decoded),
-        Pattern("wrapper.obench", rx(r"^[Rr]unning benchmark (?P<count>\d++) times using model: (?P<model>\S++)"),
+        Pattern("wrapper.obench", rx(r"^[Rr]unning benchmark (?P<count>\d++) times using model: `?+(?P<model>[^\s`]++)"),
                 lambda m: {"model": m.group("model")[:200]}),
         Pattern("wrapper.obench", rx(r"^\|\s*+Run\s*+\|\s*+Eval Rate \(Tokens/Second\)\s*+\|\s*+$"), lambda m: {}),
         Pattern("wrapper.obench_run", rx(rf"^\|\s*+(?P<run>\d{{1,6}})\s*+\|\s*+(?P<tps>{_NUM})\s*+tokens/s\s*+\|\s*+$"),
@@ -214,6 +214,7 @@ WRAPPERS = Format(
         Sample("main: decoded 32 tokens in 1.20 s, speed: 26.67 t/s", "wrapper.decoded", {"tok_s": 26.67, "tokens": 32}),
         Sample("running benchmark 3 times using model: llama3.2:3b", "wrapper.obench", {"model": "llama3.2:3b"}),
         Sample("Running benchmark 3 times using model: llama3.2:3b", "wrapper.obench", {"model": "llama3.2:3b"}),
+        Sample("Running benchmark 3 times using model: `tinyllama:1.1b`", "wrapper.obench", {"model": "tinyllama:1.1b"}),
         Sample("| Run | Eval Rate (Tokens/Second) |", "wrapper.obench", {}),
         Sample("| 1 | 80.32 tokens/s |", "wrapper.obench_run", {"run": 1, "tok_s": 80.32}),
         Sample("|**Average Eval Rate**| 80.20 tokens/second |", "wrapper.obench_average", {"tok_s": 80.2}),

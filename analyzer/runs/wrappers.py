@@ -6,15 +6,19 @@ meaning (a wrapper's run, its average or median), so no figure becomes a mean no
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from analyzer.model import Throughput
 from analyzer.parsers.base import Event
+from analyzer.runs.builder import RunBuilder
 from analyzer.runs.timings import on_timing_pair
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
 
 _OBENCH = "obench (ollama)"
+# The model obench is running, per run: one output benchmarks several models in turn, each its own figures.
+_OBENCH_MODEL: WeakKeyDictionary[RunBuilder, str] = WeakKeyDictionary()
 
 
 def _name(asm: Assembler, program: str) -> None:
@@ -63,20 +67,23 @@ def on_kobold_total(asm: Assembler, ev: Event) -> None:
 
 def on_obench(asm: Assembler, ev: Event) -> None:
     _name(asm, _OBENCH)
-    if asm.run.facts.model is None and ev.data.get("model"):
-        asm.run.facts.model = ev.data["model"]
+    model = ev.data.get("model")
+    if model:
+        if asm.run.facts.model is None:
+            asm.run.facts.model = model
+        _OBENCH_MODEL[asm.run] = model
     asm.run.touch(ev, evidence=False)
 
 
 def on_obench_run(asm: Assembler, ev: Event) -> None:
     _name(asm, _OBENCH)
-    _add(asm, ev, "generation", ev.data["tok_s"], f"run={ev.data['run']}")
+    _add(asm, ev, "generation", ev.data["tok_s"], f"run={ev.data['run']}", model=_OBENCH_MODEL.get(asm.run))
 
 
 def on_obench_average(asm: Assembler, ev: Event) -> None:
     # the wrapper's own average, as printed, labelled so: never merged with the rates it averages
     _name(asm, _OBENCH)
-    _add(asm, ev, "generation", ev.data["tok_s"], "aggregate=average")
+    _add(asm, ev, "generation", ev.data["tok_s"], "aggregate=average", model=_OBENCH_MODEL.get(asm.run))
 
 
 HANDLERS: dict[str, Handler] = {

@@ -58,6 +58,12 @@ CASES = {
     "wrappers/obench-plain-five-runs-written.log": {("generation", 41.02, "aggregate=average")},
     "wrappers/obench-markdown-two-runs-written.log": {
         ("generation", 52.4, "run=1"), ("generation", 52.1, "run=2"), ("generation", 52.25, "aggregate=average")},
+    "wrappers/llama-batched-readme-decoded.log": {("decoded", 30.26, None), ("prompt", 28.86, None)},
+    "wrappers/obench-markdown-three-models-sbc-review.md": {
+        ("generation", 17.17, "run=1"), ("generation", 16.23, "run=2"), ("generation", 16.66, "run=3"),
+        ("generation", 16.68, "aggregate=average"), ("generation", 11.44, "run=1"), ("generation", 11.27, "run=2"),
+        ("generation", 11.47, "run=3"), ("generation", 11.39, "aggregate=average"), ("generation", 3.79, "run=1"),
+        ("generation", 4.67, "run=2"), ("generation", 5.0, "run=3"), ("generation", 4.48, "aggregate=average")},
     "wrappers/llama-batched-decoded-written.log": {("decoded", 26.67, None), ("prompt", 75.0, None),
                                                    ("generation", 29.09, None)},
 }
