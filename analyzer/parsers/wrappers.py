@@ -22,7 +22,18 @@ from typing import Any, Callable
 import regex
 
 from analyzer.parsers import plausible
-from analyzer.parsers.base import Event, Format, Pattern, Rejected, Sample, rx, text_field, to_float, to_int
+from analyzer.parsers.base import (
+    REJECTED_KEY,
+    Event,
+    Format,
+    Pattern,
+    Rejected,
+    Sample,
+    rx,
+    text_field,
+    to_float,
+    to_int,
+)
 from analyzer.parsers.timings import _pair
 
 _NUM = r"[-\d.,]+|inf|-?nan"
@@ -41,11 +52,20 @@ def _depth_change(text: str) -> int:
     return bare.count("{") + bare.count("[") - bare.count("}") - bare.count("]")
 
 
-def _rate(value: Any, tokens: int | None, ceiling: float, what: str) -> float | None:
-    """A JSON number as a speed through the one check; anything else is no figure."""
+def _rate(value: Any, tokens: int | None, ceiling: float, what: str, refused: list[int]) -> float | None:
+    """A JSON number as a speed through the one check; anything else is no figure. A speed no machine
+    can have is counted in ``refused`` and left out: the document's other figures stand."""
     if type(value) not in (int, float):
         return None
-    return plausible.check(float(value), tokens, ceiling, what)
+    try:
+        return plausible.check(float(value), tokens, ceiling, what)
+    except Rejected:
+        refused[0] += 1
+        return None
+
+
+def _counted(data: dict, refused: list[int]) -> dict:
+    return {**data, REJECTED_KEY: refused[0]} if refused[0] else data
 
 
 Figure = tuple[str, float, int | None, int | None, str | None]  # test, tok_s, n_prompt, n_gen, config
@@ -89,6 +109,7 @@ def _normiebench(doc: Any) -> list[dict]:
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), dict):
         return []
     out = []
+    refused = [0]
     for name, run in doc["runs"].items():
         if not isinstance(run, dict):
             continue
@@ -99,7 +120,7 @@ def _normiebench(doc: Any) -> list[dict]:
                 continue
             n = int(m.group(2))
             prompt = m.group(1) == "pp"
-            tok_s = _rate(value, n, plausible.MAX_PROMPT_TOK_S if prompt else plausible.MAX_GEN_TOK_S, key)
+            tok_s = _rate(value, n, plausible.MAX_PROMPT_TOK_S if prompt else plausible.MAX_GEN_TOK_S, key, refused)
             if tok_s is not None:
                 figures.append((key, tok_s, n if prompt else 0, 0 if prompt else n, None))
         if figures:
@@ -107,6 +128,10 @@ def _normiebench(doc: Any) -> list[dict]:
             model = " ".join(filter(None, (label, text_field(run, "quant"))))
             out.append({"program": "normiebench", "model": model, "figures": figures,
                         "backend_claim": text_field(run, "backend")})
+    if out:
+        out[0] = _counted(out[0], refused)
+    elif refused[0]:
+        raise Rejected("no plausible figure in the normiebench result", refused[0])
     return out
 
 
@@ -121,14 +146,16 @@ def _mlx_benchmark(doc: Any) -> list[dict]:
     p_n = p_n if type(p_n) is int else None
     g_n = g_n if type(g_n) is int else None
 
+    refused = [0]
+
     def pair(obj: Any, config: str | None) -> list[Figure]:
         if not isinstance(obj, dict):
             return []
         pn = obj["prompt_tokens"] if type(obj.get("prompt_tokens")) is int else p_n
         gn = obj["generation_tokens"] if type(obj.get("generation_tokens")) is int else g_n
         out: list[Figure] = []
-        p = _rate(obj.get("prompt_tps"), pn, plausible.MAX_PROMPT_TOK_S, "prompt rate")
-        g = _rate(obj.get("generation_tps"), gn, plausible.MAX_GEN_TOK_S, "generation rate")
+        p = _rate(obj.get("prompt_tps"), pn, plausible.MAX_PROMPT_TOK_S, "prompt rate", refused)
+        g = _rate(obj.get("generation_tps"), gn, plausible.MAX_GEN_TOK_S, "generation rate", refused)
         if p is not None:
             out.append(("prompt", p, pn, None, config))
         if g is not None:
@@ -141,7 +168,9 @@ def _mlx_benchmark(doc: Any) -> list[dict]:
             figures += pair(sample, f"sample={i}")
     model = doc.get("model")
     name = text_field(model, "id") if isinstance(model, dict) else None
-    return [{"program": "mlx_lm", "model": name, "figures": figures}] if figures else []
+    if not figures and refused[0]:
+        raise Rejected("no plausible figure in the mlx_lm benchmark result", refused[0])
+    return [_counted({"program": "mlx_lm", "model": name, "figures": figures}, refused)] if figures else []
 
 
 def _decoded(m: regex.Match) -> dict | None:

@@ -107,3 +107,21 @@ def test_unclosed_wrapper_json_is_bounded(tmp_path):
               "29.09 tokens per second)\n")
     got = figures(read(tmp_path, text.encode()))
     assert ("generation", 29.09, None) in got, sorted(got)
+
+
+def test_impossible_wrapper_figures_are_refused_and_counted(tmp_path):
+    """A speed no machine can have is skipped and counted; the document's other figures stand."""
+    from analyzer.parsers import Dispatcher
+    from analyzer.parsers.scanner import Scanner
+
+    text = ('{\n  "id": "nb-2",\n  "runs": {\n    "m": {\n      "modelLabel": "m",\n      "pp512": 1e300,\n'
+            '      "tg128": 12.5\n    }\n  }\n}\n'
+            '| 1 | inf tokens/s |\nmain: decoded 16 tokens in 0.00 s, speed: inf t/s\n')
+    dispatcher = Dispatcher()
+    events = []
+    scanner = Scanner(dispatcher, events.extend)
+    scanner.feed(text.encode())
+    scanner.close()
+    figures_events = [e for e in events if e.kind == "wrapper.figures"]
+    assert [f[:2] for e in figures_events for f in e.data["figures"]] == [("tg128", 12.5)]
+    assert dispatcher.rejected == 3, dispatcher.rejected
