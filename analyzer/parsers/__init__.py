@@ -23,10 +23,11 @@ from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
 from analyzer.parsers.system import OLLAMA, SYSTEM
 from analyzer.parsers.tables import COMPARE
 from analyzer.parsers.timings import TIMINGS
+from analyzer.parsers.wrappers import WRAPPERS
 from analyzer.read.normalize import normalize
 
-FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, DEVICE_INFO, BENCH, COMPARE, TIMINGS, PROBE, SYSTEM_PROFILER,
-                               SYSTEM, OLLAMA, CONTEXT, CRASH, WHISPER)
+FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, DEVICE_INFO, BENCH, COMPARE, WRAPPERS, TIMINGS, PROBE,
+                               SYSTEM_PROFILER, SYSTEM, OLLAMA, CONTEXT, CRASH, WHISPER)
 
 LITERALS: tuple[str, ...] = tuple(dict.fromkeys(lit for fmt in FORMATS for lit in fmt.literals))
 LITERAL_BYTES: tuple[bytes, ...] = tuple(lit.encode() for lit in LITERALS)
@@ -89,8 +90,12 @@ class Dispatcher:
                     events.extend(got)
                     self.recognised += 1
                     continue
-                events.extend(self.collector.finish())
-                self.collector = None
+                passes = getattr(self.collector, "passes", None)
+                if passes is None or not passes(text):
+                    events.extend(self.collector.finish())
+                    self.collector = None
+                # else: a line between the block's records (llama-bench -v stderr between CSV rows), read as any
+                # other while the block stays open (a block it opens replaces it)
             before = len(events)
             try:
                 self._dispatch(line_no, text, events)

@@ -391,6 +391,11 @@ class _JsonObjectCollector:
         return []
 
 
+# llama-bench -v prints its stderr between the CSV rows (a model's load, its perf lines: a few hundred lines a
+# row); the table stays open across this many lines that are not its rows, then ends
+CSV_INTERLEAVE_BUDGET = 5000
+
+
 class _CsvCollector:
     survives_rejects = True  # one row a line: a refused row ends no table
 
@@ -399,6 +404,13 @@ class _CsvCollector:
             self.columns = next(csv.reader([header]))
         except csv.Error:  # a mangled header (a stray CR mid-line): no row can match it
             self.columns = header.split(",")
+        self.apart = 0  # lines since the last row that were not rows
+
+    def passes(self, text: str) -> bool:
+        """A line that is not a row: dispatched as any other while the table stays open (see
+        ``CSV_INTERLEAVE_BUDGET``); False ends the table."""
+        self.apart += 1
+        return self.apart <= CSV_INTERLEAVE_BUDGET
 
     def feed(self, line_no: int, text: str) -> list[Event] | None:
         if not text.startswith('"'):
@@ -408,7 +420,8 @@ class _CsvCollector:
         except (csv.Error, StopIteration):
             return None
         if len(values) != len(self.columns):
-            return []  # cut-off row: skipped
+            return [] if not self.apart else None  # cut-off row: skipped (among stderr lines: any other line)
+        self.apart = 0
         row = row_from_fields(dict(zip(self.columns, values, strict=False)), "csv")
         return [Event("bench.row", line_no, text, row)] if row else []
 

@@ -44,10 +44,11 @@ def handler_table() -> dict[str, Handler]:
         probes,
         system,
         timings,
+        wrappers,
     )
 
     table: dict[str, Handler] = {}
-    for family in (metal, probes, gpu_backends, system, context, bench, timings):
+    for family in (metal, probes, gpu_backends, system, context, bench, timings, wrappers):
         for kind, handler in family.HANDLERS.items():
             if kind in table:
                 raise RuntimeError(f"event kind {kind!r} has two handlers ({family.__name__})")

@@ -57,13 +57,11 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("rows of different configurations averaged into one figure: two timing blocks of two requests become one "
          "(eval 0.63 for 0.60 and 0.66)"),
     "088-obench-ollama-pi-500-eval-rates-2025":
-        ("rows of different configurations averaged into one figure: three ollama eval rates and the wrapper's "
-         "average become one figure"),
+        ("rows of different configurations averaged into one figure: the three ollama eval rates (5.61, 5.52, "
+         "5.52) become one figure (their median, 5.52); obench's own average (5.55) is read, as its own figure"),
     "061-llama-bench-compare-old-metal-apple7-pr-2023":
         ("table of another shape: a hand-joined before/after llama-bench table names both speed columns \"t/s\"; "
          "which is before and which after is only their position, so its rows are refused, not read"),
-    "066-normiebench-m1-max-json-result-2026":
-        "wrapper result JSON (normiebench: pp512/tg128 keys, backend \"llama.cpp / metal\") is not read",
     "150-whisper-rs-m1-pro-metal-loading-null-2023":
         ("a failed Metal library load (loading '(null)', the cut ends before the error) is read as CPU-only; the "
          "label (unknown, healthy accepted) does not say the run fell back to the CPU"),
@@ -74,9 +72,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("rows of different configurations averaged into one figure: the llama-benchy table is read by its header "
          "names, but its two pp2048 rows (one run with tg32, one with tg128) have no column that tells them apart and "
          "become one figure"),
-    "202-koboldcpp-ctxlimit-process-generate-ts-line-2024":
-        ("a mixed rate is not a figure: koboldcpp's \"CtxLimit: ...\" line gives its Process and Generate rates, but "
-         "its Total rate (2.25T/s, both phases over the whole time) is not reported, and the label lists it"),
     "100-llama-bench-gh-runner-macos15-apple5-stderr-tail-2026":
         ("host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... "
          "libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner "
@@ -85,8 +80,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("host proof outside the log: the stock guest's stderr names no host chip (the M1 Ultra host is in the "
          "evidence set's metadata.md), so the downgrade stays not fixable; 027, its tg128 twin, is labeled false "
          "under the log-only reading"),
-    "108-cua-mlx-lm-safe-shim-guest-json-2026":
-        "wrapper result JSON (mlx_lm benchmark: samples and median prompt_tps/generation_tps) is not read",
     "115-llama-cli-and-llama-server-perf-print-timing-2025":
         ("rows of different configurations averaged into one figure: the llama-cli perf lines and the llama-server "
          "print_timing block become one prompt (54.29) and one generation (12.29) figure"),
@@ -97,9 +90,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("a bare table proves no GPU: the table copied without edge pipes is read (its six figures found), but "
          "Metal rows at ngl 99 on a chip the table does not name decide nothing, so the verdict is unknown (label "
          "healthy, from the thread's \"On M2 Air\")"),
-    "223-normiebench-arc-a770-vulkan-result-json-2026":
-        ("wrapper result JSON (normiebench: pp512/tg128 keys, backend \"vulkan\") is not read; no run (the verdict is "
-         "right only because unknown is accepted)"),
     # issue 38: real logs of 2025-2026 (260-329)
     "263-llama-bench-gh-runner-macos15-3b-apple5-stderr-tail-2026":
         ("host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... "
@@ -126,10 +116,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "282-mlx-lm-benchmark-ssm-pre-post-averages-2025":
         ("figures averaged: the Pre and Post \"Averages:\" lines of two mlx_lm.benchmark runs become one run with "
          "prompt 470.12 and generation 85.09 t/s (n=2), printed nowhere"),
-    "283-obench-ollama-m1-max-fastfetch-header-eval-rates-2025":
-        ("program unknown and environment not read from a header: obench's markdown eval-rate table (\"| 1 | 80.32 "
-         "tokens/s |\" ... \"|**Average Eval Rate**| 80.20 tokens/second |\") and the fastfetch header (Host: "
-         "MacBookPro18,4, CPU/GPU: Apple M1 Max) are not recognised: no run, no speed"),
     "286-lmstudio-llama-print-timing-streaming-running-tg-2026":
         ("running totals not read: the 2026 llama-server streaming lines \"slot print_timing: id  0 | task 0 | "
          "n_decoded =   1238, tg =   3.62 t/s\" (LM Studio debug log) give no figure; the last running rate 3.62 is "
@@ -142,20 +128,10 @@ EXPECTED_FAILURES: dict[str, str] = {
     "331-llama-bench-cpu-md-ngl-0-99-verbose-2026":
         ("rows of different configurations averaged into one figure: as 330 with -v (rows apart, among the loader and "
          "llama_perf lines): pp64 89749.80 and 103772.88 become 96761.34, tg16 195.24 and 2756.54 become 1475.89"),
-    "333-llama-bench-cpu-csv-ngl-0-99-verbose-2026":
-        ("CSV rows apart from their header not read: with -v the stderr lines (llama_perf_context_print, loader) "
-         "fall between the CSV rows, and only the row right after the header (line 320, ngl 0 pp64 82384.506809) is "
-         "read; the rows of lines 466, 791 and 937 are not"),
     "343-llama-cli-single-turn-lv4-cpu-device-info-2026":
         ("one measurement printed twice at different precision becomes their mean: the slot print_timing eval line "
          "(73.93 t/s, line 213) and llama-cli's summary `[ Prompt: 1871.4 t/s | Generation: 73.9 t/s ]` (line 222) "
          "give generation 73.915 and prompt 1871.39 (printed 1871.38), neither printed"),
-    "347-llama-simple-cpu-layers-decoded-speed-2026":
-        ("llama-simple's `main: decoded 16 tokens in 0.03 s, speed: 512.33 t/s` is not read: it follows the "
-         "generated text on the same line (line 315); the perf prompt/eval figures are read"),
-    "348-llama-simple-ngl0-cpu-layers-2026":
-        ("llama-simple's `main: decoded 16 tokens in 0.02 s, speed: 932.13 t/s` is not read: it follows the "
-         "generated text on the same line (line 315); the perf prompt/eval figures are read"),
 }
 
 
