@@ -187,7 +187,7 @@ SYSTEM = Format(
     description="system_info, load_backend, --list-devices, build target and version, model name, layer offload, "
                 "pasted commands and the lines that name today's programs",
     literals=("main: build = ", "build: ", "version: ", "system_info", "load_backend", "Available devices", "built with",
-              "general.name", "$ ", " % ", "% /", "% ./", "% llama", "app.llama.Llama", "llama serve ", "main: decoded ",
+              "general.name", "$ ", " % ", "% /", "% ./", "% llama", "app.llama.Llama", "llama serve ",
               "llama_completion: ", "common_params_print_info: build ", "build      : ",
               "using device",
               "layers to GPU", "model ftype", "file type   =", "model size ", "file size   =",
@@ -206,11 +206,6 @@ SYSTEM = Format(
         # ('llama serve', 'llama bench'...) named as the programs they run
         Pattern("command.line", rx(r"^[\w@.:~/()\[\] -]{0,80}?[$%] ++(?:[A-Z_]\w*+=\S*+ ++)*+(?P<argv>(?:[^\s/]*+/)*+"
                                    r"(?:llama|llama-\w[\w-]*+|whisper-\w++|ollama)(?: [^\n]*+)?+)$"), _command_line),
-        # llama-simple's one summary line (examples/simple: "%s: decoded %d tokens in %.2f s, speed: %.2f t/s"),
-        # read here for the name it gives the run
-        # (printed right after the generated text, with no newline between: not anchored)
-        Pattern("program.named", rx(r"main: decoded \d++ tokens in [\d.]++ s, speed: [\d.]++ t/s\s*+$"),
-                lambda m: {"program": "llama-simple"}),
         # llama-completion (2025-12 on: the old llama-cli's completion program, renamed) names its own function
         Pattern("program.named", rx(r"\bllama_completion: (?:llama backend init|load the model)"),
                 lambda m: {"program": "llama-completion"}),
@@ -268,10 +263,6 @@ SYSTEM = Format(
     ),
     samples=(
         Sample("main: build = 1015 (226255b)", "process.start", {"number": "1015", "commit": "226255b"}),
-        Sample("main: decoded 32 tokens in 0.41 s, speed: 78.05 t/s", "program.named", {"program": "llama-simple"}),
-        # the real llama.cpp of 2026-10-01 (tests/fixtures/field, issue 38): the summary glued to the text
-        Sample("<s> The capital of France is clock RAM indentkindmain: decoded 16 tokens in 0.02 s, speed: 988.14 t/s",
-               "program.named", {"program": "llama-simple"}),
         Sample("0.00.003.321 I llama_completion: llama backend init", "program.named", {"program": "llama-completion"}),
         Sample("version: 0.5.0-dev (build 1, commit 0c1e570)", "build.version",
                {"release": "0.5.0-dev", "number": "1", "commit": "0c1e570"}),

@@ -55,6 +55,10 @@ def on_json_start(asm: Assembler, ev: Event) -> None:
 def on_decoded(asm: Assembler, ev: Event) -> None:
     # tokens decoded over the whole loop, the prompt's batch included: a test of its own, never generation
     _add(asm, ev, "decoded", ev.data["tok_s"], n_gen=ev.data.get("tokens"))
+    run = asm.run
+    if run.explicit_program in (None, "llama.cpp"):
+        # the line llama-simple ends with (llama-batched prints it too, after lines that name it first)
+        run.explicit_program = "llama-simple"
 
 
 def on_kobold_total(asm: Assembler, ev: Event) -> None:
