@@ -42,12 +42,13 @@ def handler_table() -> dict[str, Handler]:
         gpu_backends,
         metal,
         probes,
+        starts,
         system,
         timings,
     )
 
     table: dict[str, Handler] = {}
-    for family in (metal, probes, gpu_backends, system, context, bench, timings):
+    for family in (metal, probes, gpu_backends, system, context, bench, timings, starts):
         for kind, handler in family.HANDLERS.items():
             if kind in table:
                 raise RuntimeError(f"event kind {kind!r} has two handlers ({family.__name__})")

@@ -378,6 +378,25 @@ def _timing(asm: Assembler, ev: Event) -> str | None:
     return None
 
 
+def _program_start(asm: Assembler, ev: Event) -> str | None:
+    """The 2026 llama-server's first line ('llama_server: initializing'): after another program's model load,
+    results, device list or system_info it opens the next run (its own backends may register before it)."""
+    run = asm.run
+    if loaded(run) or run.saw_system_info or run.facts.listed_devices is not None:
+        return "a program's first line"
+    return None
+
+
+def _server_listening(asm: Assembler, ev: Event) -> str | None:
+    """A server listens once, before its first request: after results it is another server's."""
+    return "a program's start after a finished run" if finished(asm.run) else None
+
+
+def _bench_sql_header(asm: Assembler, ev: Event) -> str | None:
+    """llama-bench -o sql prints its CREATE TABLE once, before its rows: after rows it is another invocation's."""
+    return "a llama-bench header after rows" if finished(asm.run) else None
+
+
 def _server_slot(asm: Assembler, ev: Event) -> str | None:
     """llama-server's slot lines, per request: after a benchmark's or mlx_lm's results they are a server's."""
     return "a program's start after a finished run" if run_family(asm.run) in ("llama-bench", "mlx_lm") else None
@@ -402,6 +421,9 @@ BOUNDARIES: tuple[Boundary, ...] = (
     Boundary(("timing", "timing.pair", "timing.trial", "timing.count", "timing.setup"), _timing),
     Boundary(tuple(sorted(STARTING)), _start_after_results),
     Boundary(("server.slot",), _server_slot),
+    Boundary(("program.start",), _program_start),
+    Boundary(("server.listening",), _server_listening),
+    Boundary(("bench.sql_header",), _bench_sql_header),
 )
 BY_KIND: dict[str, Boundary] = {kind: b for b in BOUNDARIES for kind in b.kinds}
 

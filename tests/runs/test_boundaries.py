@@ -99,6 +99,10 @@ MLX = "Averages: prompt_tps=1656.550, generation_tps=172.090, peak_memory=1.166\
 SLOT = ("slot print_timing: id  0 | task 0 | \n"
         "prompt eval time =      10.22 ms /    12 tokens (    0.85 ms per token,  1174.17 tokens per second)\n")
 DEVICES = "Available devices:\n  (none)\n"
+SERVER_2026 = "0.00.002.462 I srv  llama_server: initializing ...\n"
+LISTENING = "main: server is listening on http://127.0.0.1:8080 - starting the main loop\n"
+SQL = ("CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,\n  avg_ts REAL,\n  stddev_ts REAL\n);\n\n"
+       "INSERT INTO llama_bench (build_commit, build_number, cpu_info, gpu_info, backends, model_filename, model_type, model_size, model_n_params, n_batch, n_ubatch, n_threads, cpu_mask, cpu_strict, poll, type_k, type_v, n_gpu_layers, n_cpu_moe, split_mode, main_gpu, no_kv_offload, flash_attn, devices, tensor_split, tensor_buft_overrides, load_mode, lazy_mode, embeddings, no_op_offload, no_host, repack, fit_target, fit_min_ctx, n_prompt, n_gen, n_depth, test_time, avg_ns, stddev_ns, avg_ts, stddev_ts) VALUES ('0c1e570', '1', 'Intel(R) Xeon(R) Processor', '', 'CPU', 'models/tiny-llama-q4_0.gguf', 'llama ?B Q4_0', '3370752', '4170048', '2048', '512', '2', '0x0', '0', '50', 'f16', 'f16', '0', '0', 'layer', '0', '0', '-1', 'auto', '0.00', 'none', 'auto', 'auto', '0', '0', '0', '1', '0', '0', '64', '0', '0', '2026-12-05T08:07:09Z', '225064944', '25345774', '286.177045', '32.227925');" "\n")  # a row of field log 338 (llama-bench -o sql, llama.cpp 0c1e570)
 
 # reason -> (log, which run it opens: 1 is the second run)
 CASES: dict[str, tuple[str, int]] = {
@@ -227,6 +231,10 @@ AFTER_A_FINISHED_RUN = {
     "an M4-era Metal block after a model load": LOADER + M4_BLOCK,
     "a CUDA device list after a model load": LOADER + CUDA,
     "common_init's build line after a model load": LOADER + BUILD,
+    "the 2026 llama-server's first line after llama-simple's model load": LOADER + SERVER_2026 + SYSTEM_INFO,
+    "a server listening after llama-cli's timings": PERF + LISTENING + SLOT,
+    "llama-bench -o sql after llama-bench JSON rows": jsonl() + SQL,
+    "llama-bench -o sql twice": SQL + SQL,
 }
 
 
