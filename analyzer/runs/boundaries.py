@@ -169,6 +169,8 @@ def _build_target(asm: Assembler, ev: Event) -> str | None:
         return "common_init's build line after a result or a legacy Metal block"
     if "number" in ev.data and (loaded(run) or run.saw_system_info):
         return "a build line after another program's model load"
+    if finished(run) and ev.text.lstrip().startswith("built with"):
+        return "a program's start after a finished run"  # `--version`'s second line: that program runs nothing
     return None
 
 

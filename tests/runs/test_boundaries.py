@@ -235,6 +235,9 @@ AFTER_A_FINISHED_RUN = {
     "a server listening after llama-cli's timings": PERF + LISTENING + SLOT,
     "llama-bench -o sql after llama-bench JSON rows": jsonl() + SQL,
     "llama-bench -o sql twice": SQL + SQL,
+    # (real, Homebrew on macOS 27, 2026-10-07: shared/reference/field-2026.md 1.4)
+    "--version after llama-bench's rows": jsonl() + "version: 0.5.0 (build 11146, commit 7fe450e19)\n"
+                                          "built with AppleClang 21.0.0.21000334 for Darwin arm64\n",
 }
 
 
