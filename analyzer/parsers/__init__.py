@@ -20,6 +20,7 @@ from analyzer.parsers.crash import CRASH
 from analyzer.parsers.gpu_backends import CUDA, DEVICE_INFO, VULKAN, WHISPER
 from analyzer.parsers.metal import METAL
 from analyzer.parsers.probes import PROBE, SHIMS, SYSTEM_PROFILER
+from analyzer.parsers.starts import STARTS
 from analyzer.parsers.system import OLLAMA, SYSTEM
 from analyzer.parsers.tables import COMPARE
 from analyzer.parsers.timings import TIMINGS
@@ -27,7 +28,7 @@ from analyzer.parsers.wrappers import WRAPPERS
 from analyzer.read.normalize import normalize
 
 FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, DEVICE_INFO, BENCH, COMPARE, WRAPPERS, TIMINGS, PROBE,
-                               SYSTEM_PROFILER, SYSTEM, OLLAMA, CONTEXT, CRASH, WHISPER)
+                               SYSTEM_PROFILER, SYSTEM, OLLAMA, CONTEXT, CRASH, WHISPER, STARTS)
 
 LITERALS: tuple[str, ...] = tuple(dict.fromkeys(lit for fmt in FORMATS for lit in fmt.literals))
 LITERAL_BYTES: tuple[bytes, ...] = tuple(lit.encode() for lit in LITERALS)

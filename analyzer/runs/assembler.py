@@ -36,19 +36,10 @@ _HOLD_KINDS = frozenset(("metal.found_device", "metal.picking_device", "metal.de
 
 def handler_table() -> dict[str, Handler]:
     """Every family's HANDLERS merged; the same kind claimed twice is a programming error."""
-    from analyzer.runs import (
-        bench,
-        context,
-        gpu_backends,
-        metal,
-        probes,
-        system,
-        timings,
-        wrappers,
-    )
+    from analyzer.runs import bench, context, gpu_backends, metal, probes, starts, system, timings, wrappers
 
     table: dict[str, Handler] = {}
-    for family in (metal, probes, gpu_backends, system, context, bench, timings, wrappers):
+    for family in (metal, probes, gpu_backends, system, context, bench, timings, wrappers, starts):
         for kind, handler in family.HANDLERS.items():
             if kind in table:
                 raise RuntimeError(f"event kind {kind!r} has two handlers ({family.__name__})")

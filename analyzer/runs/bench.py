@@ -103,6 +103,7 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
     if f.program != "llama-bench":
         f.program = "llama-bench"
     run.bench_model = row.get("model")
+    run.bench_format = row.get("format")
     run.touch(ev, evidence=False)
     label = row.get("label")  # rows of a hand-edited table told apart by a label ('master', 'PR')
     run.add_throughput(Throughput(

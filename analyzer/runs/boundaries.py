@@ -51,6 +51,23 @@ ONCE_PER_PROCESS = frozenset(("llama_print_timings", "llama_perf_context_print",
                               "llama_perf_sampler_print"))
 BACK_TO_BACK = 4  # most lines from a block's eval line to the next block's first timing line, for a repeat
 _OWN_RUN = ("probe", "sysprof")  # device sources whose output is a run of its own
+# Lines a program prints while it starts, before it measures anything (its model load, backends, devices,
+# a benchmark's header). After a finished run, one that measured, such a line is the next program's start
+# (`cat *.log | capscan`): a process does not load again after its results, except llama-bench, which
+# reloads per test, so after its rows only a header or a line of its own start opens a run.
+STARTING = frozenset(("model.name", "model.ftype", "model.size", "model.device", "offload", "model.buffer",
+                      "kv.buffer", "layer.device", "backend.loaded", "whisper.weights", "ollama.compute",
+                      "mlx.device", "wrapper.gpu_layers", "device_info", "app.gpu", "app.arch",
+                      "metal.library_loaded", "bench.csv_header", "bench.table_header"))
+# llama-bench prints these once, at its start: after its own rows they are another invocation's
+BENCH_START = frozenset(("bench.csv_header", "bench.table_header", "backend.loaded"))
+# What llama-bench prints again between its rows (-v: the model loaded for each test)
+BENCH_RELOADS = frozenset(("model.name", "model.ftype", "model.size", "model.device", "offload", "model.buffer",
+                           "kv.buffer", "layer.device", "metal.library_loaded"))
+# Lines of another program that llama-bench never prints (2023's `main: build =`, system_info, llama-server's
+# slots): a llama-bench header or row after them is the next invocation's. (Not common_init's build line: a log
+# may carry it before a table as the same machine's, and a false split there could only lose a fix.)
+NOT_BENCH = frozenset(("process.start", "system_info", "server.slot"))
 
 
 def before_main(run: RunBuilder) -> bool:
@@ -67,7 +84,74 @@ def other_backend(run: RunBuilder) -> bool:
     return run.device_source not in (None, "metal") and not run.registering("metal")
 
 
+# What a program prints once it has read its arguments and build line: its model load and context (buffers, the
+# legacy Metal block, printed per context). A build line after these is another program's: llama.cpp prints its
+# build line first (backend registration, `load_backend:`, the CUDA/Vulkan device lists and the M4-era Metal
+# block, may come before it). Not so a llama-bench header: with -v it follows the first test's model load.
+LOADED = frozenset(("model.name", "model.ftype", "model.size", "model.device", "offload", "model.buffer", "kv.buffer",
+                    "layer.device", "whisper.weights", "metal.block_start", "metal.found_device",
+                    "metal.picking_device"))
+
+
+# Of those, what only follows a backend's registration (its devices listed, the M4-era Metal block): the
+# weights placed, a context made. (A model's name alone is not: a llava clip model is named before CUDA starts.)
+PLACED = frozenset(("offload", "model.buffer", "kv.buffer", "layer.device", "whisper.weights"))
+# Lines of a backend's registration, printed once per process before any model is placed
+REGISTERING = frozenset(("backend.loaded", "ollama.compute", "device_info"))
+
+
+def placed(run: RunBuilder) -> bool:
+    """Has the run's process placed weights or made a context? Its backends registered before that."""
+    return not run.kinds.isdisjoint(PLACED) or (run.block_device is not None and run.facts.metal_era == "legacy")
+
+
+def loaded(run: RunBuilder) -> bool:
+    """Has the run's process loaded a model or made a context (or measured)?"""
+    return run.has_results or not run.kinds.isdisjoint(LOADED) or \
+        (run.block_device is not None and run.facts.metal_era == "legacy")
+
+
+# Who printed a timing line, by its source: engines that never print each other's lines. llama.cpp's own
+# blocks (llama-cli, llama-server, whisper.cpp, and the wrappers that embed them: koboldcpp, webui, ollama's
+# runner) are one family.
+TIMING_FAMILY = {"ollama": "ollama", "mlx_lm": "mlx_lm"}
+
+
+def timing_family(source: str) -> str:
+    return TIMING_FAMILY.get(source, "llama.cpp")
+
+
+def run_family(run: RunBuilder) -> str | None:
+    """The family of what the run measured (None before a result): llama-bench rows are a family of their own."""
+    if not run.has_results:
+        return None
+    return {"llama-bench": "llama-bench", "mlx_lm": "mlx_lm", "ollama": "ollama"}.get(run.explicit_program or "",
+                                                                                        "llama.cpp")
+
+
+def finished(run: RunBuilder) -> bool:
+    """Has the run measured? A process prints its start before its results: what starts after them is
+    the next program's (llama-bench's per-test reloads and llama-server's per-request blocks excepted by
+    the boundaries that meet them)."""
+    return run.has_results
+
+
 # -- the boundaries ----------------------------------------------------------------------------------------
+
+def _start_after_results(asm: Assembler, ev: Event) -> str | None:
+    """A line of a program's start (model load, backends, devices, a benchmark's header) after a run that
+    measured is the next program's."""
+    run = asm.run
+    if not finished(run):
+        if ev.kind in BENCH_START and ev.kind != "backend.loaded" and not run.kinds.isdisjoint(NOT_BENCH):
+            return "a llama-bench header after another program's start"
+        if ev.kind in REGISTERING and placed(run):
+            return "a backend's registration after another program's model load"
+        return None
+    if run.explicit_program == "llama-bench" and ev.kind in BENCH_RELOADS:
+        return None  # llama-bench loads the model again for each test: its loader lines follow its rows
+    return "a program's start after a finished run"
+
 
 def _process_start(asm: Assembler, ev: Event) -> str | None:
     """'main: build = N' is the first line a 2023-24 example program prints: what came before was an
@@ -83,17 +167,26 @@ def _build_target(asm: Assembler, ev: Event) -> str | None:
     run = asm.run
     if "number" in ev.data and (run.has_results or (run.block_device is not None and run.facts.metal_era == "legacy")):
         return "common_init's build line after a result or a legacy Metal block"
+    if "number" in ev.data and (loaded(run) or run.saw_system_info):
+        return "a build line after another program's model load"
+    if finished(run) and ev.text.lstrip().startswith("built with"):
+        return "a program's start after a finished run"  # `--version`'s second line: that program runs nothing
     return None
 
 
 def _system_info(asm: Assembler, ev: Event) -> str | None:
     """A process prints `system_info` once: a second one is another process."""
+    # (not after results alone: a contrary sign there must stay with the run it vetoes, whatever its order:
+    # tests/rules/test_same_process_signs.py)
     return "a second system_info line" if asm.run.saw_system_info else None
 
 
 def _devices_header(asm: Assembler, ev: Event) -> str | None:
-    """A process lists its devices ('Available devices:') once: a second list is another process."""
-    return "a second device list" if asm.run.facts.listed_devices is not None else None
+    """A process lists its devices ('Available devices:') once, and `--list-devices` measures nothing: a second
+    list, or one after results, is another process."""
+    if asm.run.facts.listed_devices is not None:
+        return "a second device list"
+    return "a program's start after a finished run" if finished(asm.run) else None
 
 
 def _gpu_disabled(asm: Assembler, ev: Event) -> str | None:
@@ -168,6 +261,8 @@ def _metal_line(asm: Assembler, ev: Event) -> str | None:
         return "a Metal block after another backend's device"
     if ev.kind == "metal.block_start" and run.metal_blocks and run.has_results and run.facts.metal_era != "M4":
         return "a legacy Metal block after results"
+    if ev.kind == "metal.block_start" and finished(run) and run.explicit_program != "llama-bench":
+        return "a program's start after a finished run"  # a context is made before its results
     return None
 
 
@@ -181,6 +276,8 @@ def _metal_device(asm: Assembler, ev: Event) -> str | None:
     if d.get("era") == "M4":
         if d.get("index", 0) >= 1 and run.facts.metal_era == "M4" and run.metal_blocks and not run.has_results:
             return None
+        if placed(run) and not run.registering("metal"):
+            return "a backend's registration after another program's model load"
         if asm.pending_gate:
             return "a second M4-era Metal block"
         if run.m4_open and run.metal_blocks == 0:
@@ -205,6 +302,8 @@ def _device_list(asm: Assembler, ev: Event) -> str | None:
     source = ev.kind.partition(".")[0]
     if run.registering(source):
         return None  # the Metal block's process lists its other backend's devices: one run
+    if ev.kind.endswith(".count") and placed(run):
+        return "a backend's registration after another program's model load"
     if ev.kind.endswith(".count"):
         return "another device list" if run.device_source is not None else None
     if run.device_source is not None and (run.device_source != source or run.metal_blocks or run.has_results):
@@ -216,7 +315,12 @@ def _bench_md_header(asm: Assembler, ev: Event) -> str | None:
     """llama-bench prints its table header once per process: a header after a table's rows is another
     invocation's table (several backends' tables pasted in one log)."""
     run = asm.run
-    return "a llama-bench header after rows" if run.has_results and run.explicit_program == "llama-bench" else None
+    if run.has_results and run.explicit_program == "llama-bench":
+        return "a llama-bench header after rows"
+    if run.has_results:
+        return "a program's start after a finished run"
+    # (not after a model load: llama-bench -v prints its header with its first row, after the first test's load)
+    return "a llama-bench header after another program's start" if not run.kinds.isdisjoint(NOT_BENCH) else None
 
 
 def _bench_row(asm: Assembler, ev: Event) -> str | None:
@@ -227,12 +331,18 @@ def _bench_row(asm: Assembler, ev: Event) -> str | None:
     run, row = asm.run, ev.data
     if row["format"] != "md":
         key = row["key"]
-        if key == run.bench_key and run.bench_model == row["model"]:
+        if key == run.bench_key and run.bench_model == row["model"] and run.bench_format == row["format"]:
             return None  # another row of the same benchmark (files hold millions): the hot path
         if run.bench_key is not None and run.bench_key != key:
             return "a llama-bench row of another configuration"
         if run.device_source in _OWN_RUN:
             return "a llama-bench row after a probe"
+        if run.has_results and run.explicit_program not in ("llama-bench", None, "llama.cpp"):
+            return "a llama-bench row after another program's results"
+        if run.has_results and run.bench_format not in (None, row["format"]):
+            return "a llama-bench row in another output format"
+        if run.bench_key is None and not run.kinds.isdisjoint(NOT_BENCH):
+            return "a llama-bench header after another program's start"
         gpu = row.get("gpu_info")
         if run.device_source in ("metal", "vulkan", "cuda") and gpu and run.facts.device.name \
                 and not same_device(gpu, run.facts.device.name):
@@ -240,6 +350,10 @@ def _bench_row(asm: Assembler, ev: Event) -> str | None:
         return None
     if run.device_source in _OWN_RUN:
         return "a llama-bench row after a probe"
+    if run.has_results and run.explicit_program not in ("llama-bench", None, "llama.cpp"):
+        return "a llama-bench row after another program's results"
+    if run.has_results and run.bench_format not in (None, "md"):
+        return "a llama-bench row in another output format"  # one invocation prints one format (-o)
     if run.has_results and run.facts.bench_backends is not None and row.get("backend") \
             and row["backend"] != run.facts.bench_backends:
         return "a llama-bench row of another backend"
@@ -253,11 +367,57 @@ def _timing(asm: Assembler, ev: Event) -> str | None:
     run, d = asm.run, ev.data
     if run.device_source in _OWN_RUN:
         return "timings after a probe"
+    family = run_family(run)
+    if family is not None and "source" in d:
+        mine = timing_family(d["source"])
+        # llama.cpp's own blocks also come from ollama's runner and from llama-bench -v (a block per test)
+        if mine != family and not (mine == "llama.cpp" and family in ("ollama", "llama-bench")):
+            return "timings of another program after a finished run"
     if ev.kind == "timing" and d.get("source", "") in ONCE_PER_PROCESS and run.timing_closed_at is not None \
             and d["phase"] != "eval" and ev.line - run.timing_closed_at > BACK_TO_BACK \
             and run.explicit_program != "llama-server":
         return "a timing block of another process"
     return None
+
+
+def _program_start(asm: Assembler, ev: Event) -> str | None:
+    """The 2026 llama-server's first line ('llama_server: initializing'): after another program's model load,
+    results, device list or system_info it opens the next run (its own backends may register before it)."""
+    run = asm.run
+    if loaded(run) or run.saw_system_info or run.facts.listed_devices is not None:
+        return "a program's first line"
+    return None
+
+
+def _server_listening(asm: Assembler, ev: Event) -> str | None:
+    """A server listens once, before its first request: after results it is another server's."""
+    return "a program's start after a finished run" if finished(asm.run) else None
+
+
+def _bench_sql_header(asm: Assembler, ev: Event) -> str | None:
+    """llama-bench -o sql prints its CREATE TABLE once, before its rows: after rows it is another invocation's."""
+    return "a llama-bench header after rows" if finished(asm.run) else None
+
+
+def _server_slot(asm: Assembler, ev: Event) -> str | None:
+    """llama-server's slot lines, per request: after a benchmark's or mlx_lm's results they are a server's."""
+    return "a program's start after a finished run" if run_family(asm.run) in ("llama-bench", "mlx_lm") else None
+
+
+def _build_version(asm: Assembler, ev: Event) -> str | None:
+    """'version: 0.5.0 (build N, commit H)' (a program's first line since 2026) and the 2026 llama-cli banner's
+    'build      : bN-H', which comes after its model load: each after a finished run is the next program's."""
+    run = asm.run
+    if ev.data.get("program") == "llama-cli":
+        return "a program's start after a finished run" if finished(run) else None
+    return "a program's first line" if run.content and not before_main(run) else None
+
+
+def _program_named(asm: Assembler, ev: Event) -> str | None:
+    """llama-completion's first line ('llama_completion: llama backend init') starts it like llama-server's."""
+    if ev.data.get("program") != "llama-completion" or "backend init" not in ev.text:
+        return None
+    return _program_start(asm, ev)
 
 
 BOUNDARIES: tuple[Boundary, ...] = (
@@ -277,6 +437,13 @@ BOUNDARIES: tuple[Boundary, ...] = (
     Boundary(("bench.md_header",), _bench_md_header),
     Boundary(("bench.row",), _bench_row),
     Boundary(("timing", "timing.pair", "timing.trial", "timing.count", "timing.setup"), _timing),
+    Boundary(tuple(sorted(STARTING)), _start_after_results),
+    Boundary(("server.slot",), _server_slot),
+    Boundary(("program.start",), _program_start),
+    Boundary(("server.listening",), _server_listening),
+    Boundary(("bench.sql_header",), _bench_sql_header),
+    Boundary(("build.version",), _build_version),
+    Boundary(("program.named",), _program_named),
 )
 BY_KIND: dict[str, Boundary] = {kind: b for b in BOUNDARIES for kind in b.kinds}
 

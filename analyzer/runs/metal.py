@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from analyzer.model import Capabilities
 from analyzer.parsers.base import Event
-from analyzer.runs.boundaries import other_backend
+from analyzer.runs.boundaries import other_backend, placed
 from analyzer.runs.builder import MAX_LISTED, MAX_TEXT, MAX_UNSUPPORTED_OPS, RunBuilder
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ def on_metal_tensor_gate(asm: Assembler, ev: Event) -> None:
     the next GGML_METAL_DEVICES device of this one is known only at the
     GPU name line, so it waits there."""
     run = asm.run
-    if run.metal_blocks or other_backend(run) or run.has_results:
+    if run.metal_blocks or other_backend(run) or run.has_results or (placed(run) and not run.registering("metal")):
         asm.pending_gate.append(ev)
         return
     run.device_source = "metal"

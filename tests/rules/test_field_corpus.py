@@ -56,9 +56,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "060-llama-gpt-m2-max-70b-timings-2023":
         ("rows of different configurations averaged into one figure: two timing blocks of two requests become one "
          "(eval 0.63 for 0.60 and 0.66)"),
-    "088-obench-ollama-pi-500-eval-rates-2025":
-        ("rows of different configurations averaged into one figure: the three ollama eval rates (5.61, 5.52, "
-         "5.52) become one figure (their median, 5.52); obench's own average (5.55) is read, as its own figure"),
     "061-llama-bench-compare-old-metal-apple7-pr-2023":
         ("table of another shape: a hand-joined before/after llama-bench table names both speed columns \"t/s\"; "
          "which is before and which after is only their position, so its rows are refused, not read"),

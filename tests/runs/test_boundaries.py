@@ -83,8 +83,37 @@ OLLAMA_LOAD = ('time=2025-02-16T20:52:03.516-06:00 level=INFO source=server.go:3
                'cmd="/Applications/Ollama.app/Contents/Resources/ollama runner --model '
                '/Users/rae/.ollama/models/blobs/sha256-dde5aa3fc5ff --ctx-size 8192"\n')
 
+# Shapes of today's programs, from the real logs of llama.cpp 0c1e570 (2026-10-01, scripts/real-llama-logs)
+LOADER = """\
+llama_model_loader: loaded meta data with 22 key-value pairs and 21 tensors from models/tiny-llama-q4_0.gguf
+llama_model_loader: - kv   1:                               general.name str              = capscan tiny random llama
+load_tensors: offloaded 0/3 layers to GPU
+"""
+OLLAMA_RATES = """\
+prompt eval count:    26 token(s)
+prompt eval rate:     261.79 tokens/s
+eval count:           290 token(s)
+eval rate:            23.15 tokens/s
+"""
+MLX = "Averages: prompt_tps=1656.550, generation_tps=172.090, peak_memory=1.166\n"
+SLOT = ("slot print_timing: id  0 | task 0 | \n"
+        "prompt eval time =      10.22 ms /    12 tokens (    0.85 ms per token,  1174.17 tokens per second)\n")
+DEVICES = "Available devices:\n  (none)\n"
+SERVER_2026 = "0.00.002.462 I srv  llama_server: initializing ...\n"
+LISTENING = "main: server is listening on http://127.0.0.1:8080 - starting the main loop\n"
+SQL = ("CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,\n  avg_ts REAL,\n  stddev_ts REAL\n);\n\n"
+       "INSERT INTO llama_bench (build_commit, build_number, cpu_info, gpu_info, backends, model_filename, model_type, model_size, model_n_params, n_batch, n_ubatch, n_threads, cpu_mask, cpu_strict, poll, type_k, type_v, n_gpu_layers, n_cpu_moe, split_mode, main_gpu, no_kv_offload, flash_attn, devices, tensor_split, tensor_buft_overrides, load_mode, lazy_mode, embeddings, no_op_offload, no_host, repack, fit_target, fit_min_ctx, n_prompt, n_gen, n_depth, test_time, avg_ns, stddev_ns, avg_ts, stddev_ts) VALUES ('0c1e570', '1', 'Intel(R) Xeon(R) Processor', '', 'CPU', 'models/tiny-llama-q4_0.gguf', 'llama ?B Q4_0', '3370752', '4170048', '2048', '512', '2', '0x0', '0', '50', 'f16', 'f16', '0', '0', 'layer', '0', '0', '-1', 'auto', '0.00', 'none', 'auto', 'auto', '0', '0', '0', '1', '0', '0', '64', '0', '0', '2026-12-05T08:07:09Z', '225064944', '25345774', '286.177045', '32.227925');" "\n")  # a row of field log 338 (llama-bench -o sql, llama.cpp 0c1e570)
+
 # reason -> (log, which run it opens: 1 is the second run)
 CASES: dict[str, tuple[str, int]] = {
+    # cat *.log | capscan (issue 38): a program's start after a run that measured is the next program's
+    "a program's start after a finished run": (PERF + LOADER + PERF, 1),
+    "a build line after another program's model load": (LOADER + BUILD, 1),
+    "a llama-bench header after another program's start": (SYSTEM_INFO + MD_HEADER + MD_METAL, 1),
+    "a backend's registration after another program's model load": (LOADER + CUDA, 1),
+    "timings of another program after a finished run": (PERF + OLLAMA_RATES, 1),
+    "a llama-bench row after another program's results": (OLLAMA_RATES + jsonl(), 1),
+    "a llama-bench row in another output format": (MD_HEADER + MD_METAL + jsonl(), 1),
     "a program's first line": (
         "main: build = 1015 (226255b)\n" + LEGACY_M2 + PERF + "main: build = 1015 (226255b)\n" + LEGACY_M2, 1),
     "common_init's build line after a result or a legacy Metal block": (BUILD + LEGACY_M2 + PERF + BUILD, 1),
@@ -131,16 +160,25 @@ def test_each_boundary_opens_its_run(reason):
     assert runs[0].started_by is None  # the first run is opened by the input's start, not a boundary
 
 
-@pytest.mark.parametrize("reason", ["a second M4-era Metal block", "a llama-bench row of another configuration",
-                                    "a timing block of another process"])
+SAME_PROCESS = {
+    "a second M4-era Metal block": M4_BLOCK + M4_BLOCK.replace("MTL0 (Apple Paravirtual device)", "MTL1"),
+    "a llama-bench row of another configuration": jsonl() + jsonl(ts=12.70),
+    "a timing block of another process": PERF + PERF,  # a loop repeating one command: its blocks back to back
+    # llama-bench -v (real, 2026): the first test's model load, then the header with the first row, a perf block per
+    # test, the next test's load, its row
+    "a program's start after a finished run": LOADER + MD_HEADER + MD_METAL.splitlines(keepends=True)[0] + PERF
+                                              + LOADER + MD_METAL.splitlines(keepends=True)[1],
+    # one llama-bench -o json 2>&1 of the M4 era: its Metal block (backend registration) before its JSON
+    "a llama-bench row in another output format": M4_BLOCK + "[\n" + jsonl() + jsonl(ts=12.70),
+    # llama-server answering two requests: its slot lines and timings per request
+    "timings of another program after a finished run": SLOT + SLOT,
+}
+
+
+@pytest.mark.parametrize("reason", sorted(SAME_PROCESS))
 def test_the_same_process_stays_one_run(reason):
-    """The counter-cases the predicates are careful about: each pair here is one process."""
-    same = {
-        "a second M4-era Metal block": M4_BLOCK + M4_BLOCK.replace("MTL0 (Apple Paravirtual device)", "MTL1"),
-        "a llama-bench row of another configuration": jsonl() + jsonl(ts=12.70),
-        "a timing block of another process": PERF + PERF,  # a loop repeating one command: its blocks back to back
-    }[reason]
-    assert [r.started_by for r in assemble(same)] == [None]
+    """The counter-cases the predicates are careful about: each log here is one process."""
+    assert [r.started_by for r in assemble(SAME_PROCESS[reason])] == [None]
 
 
 def test_the_next_ollama_load_keeps_what_the_server_printed_at_start():
@@ -177,3 +215,33 @@ def test_every_boundary_kind_is_a_kind_some_parser_emits():
     from analyzer.parsers import FORMATS
     emitted = {s.kind for f in FORMATS for s in f.samples} | {"bench.row", "vulkan.device", "cuda.device"}
     assert set(boundaries.BY_KIND) <= emitted, set(boundaries.BY_KIND) - emitted
+
+
+# Each shape of `cat a.log b.log` where b starts a program after a's run measured (issue 38): b's first line
+# opens b's run. (The real logs of llama.cpp 0c1e570 and the field corpus's shapes.)
+AFTER_A_FINISHED_RUN = {
+    "llama-simple's model load after llama-cli's timings": PERF + LOADER,
+    "--list-devices after llama-completion's timings": PERF + DEVICES,
+    "llama-server's slot lines after llama-bench's JSON": jsonl() + SLOT,
+    "mlx_lm's averages after llama.cpp's timings": PERF + MLX,
+    "ollama's eval rates after llama.cpp's timings": PERF + OLLAMA_RATES,
+    "a llama-bench JSON row after ollama's eval rates": OLLAMA_RATES + jsonl(),
+    "a llama-bench JSON row after a markdown table": MD_HEADER + MD_METAL + jsonl(),
+    "a legacy Metal block after llama-cli's timings": PERF + LEGACY_M1,
+    "an M4-era Metal block after a model load": LOADER + M4_BLOCK,
+    "a CUDA device list after a model load": LOADER + CUDA,
+    "common_init's build line after a model load": LOADER + BUILD,
+    "the 2026 llama-server's first line after llama-simple's model load": LOADER + SERVER_2026 + SYSTEM_INFO,
+    "a server listening after llama-cli's timings": PERF + LISTENING + SLOT,
+    "llama-bench -o sql after llama-bench JSON rows": jsonl() + SQL,
+    "llama-bench -o sql twice": SQL + SQL,
+    # (real, Homebrew on macOS 27, 2026-10-07: shared/reference/field-2026.md 1.4)
+    "--version after llama-bench's rows": jsonl() + "version: 0.5.0 (build 11146, commit 7fe450e19)\n"
+                                          "built with AppleClang 21.0.0.21000334 for Darwin arm64\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(AFTER_A_FINISHED_RUN))
+def test_each_invocation_its_own_run(shape):
+    runs = assemble(AFTER_A_FINISHED_RUN[shape])
+    assert len(runs) == 2, [r.started_by for r in runs]
