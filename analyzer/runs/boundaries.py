@@ -125,8 +125,8 @@ def run_family(run: RunBuilder) -> str | None:
     """The family of what the run measured (None before a result): llama-bench rows are a family of their own."""
     if not run.has_results:
         return None
-    return {"llama-bench": "llama-bench", "mlx_lm": "mlx_lm", "ollama": "ollama"}.get(run.explicit_program or "",
-                                                                                        "llama.cpp")
+    return {"llama-bench": "llama-bench", "mlx_lm": "mlx_lm", "ollama": "ollama", "normiebench": "normiebench",
+            "obench (ollama)": "obench"}.get(run.explicit_program or "", "llama.cpp")
 
 
 def finished(run: RunBuilder) -> bool:
@@ -368,8 +368,10 @@ def _timing(asm: Assembler, ev: Event) -> str | None:
     if run.device_source in _OWN_RUN:
         return "timings after a probe"
     family = run_family(run)
-    if family is not None and "source" in d:
-        mine = timing_family(d["source"])
+    # ollama's token counts ('prompt eval count:') carry no source: their text says whose they are
+    source = d.get("source") or ("ollama" if ev.kind == "timing.count" and "eval count:" in ev.text else None)
+    if family is not None and source is not None:
+        mine = timing_family(source)
         # llama.cpp's own blocks also come from ollama's runner and from llama-bench -v (a block per test)
         if mine != family and not (mine == "llama.cpp" and family in ("ollama", "llama-bench")):
             return "timings of another program after a finished run"
@@ -420,6 +422,19 @@ def _program_named(asm: Assembler, ev: Event) -> str | None:
     return _program_start(asm, ev)
 
 
+def _wrapper_start(asm: Assembler, ev: Event) -> str | None:
+    """A wrapper's result (normiebench's or mlx_lm's JSON, obench's 'Running benchmark' or table header) and
+    koboldcpp's per-reply line: after another program's results they are the next invocation's."""
+    run = asm.run
+    if not finished(run):
+        return None
+    if ev.kind == "wrapper.kobold_total" and run.explicit_program == "koboldcpp":
+        return None  # one koboldcpp server, a line per reply
+    if ev.kind == "wrapper.obench" and "model" not in ev.data and run.explicit_program == "obench (ollama)":
+        return None  # its table's header, after its own 'Running benchmark' line... or another table of it
+    return "a wrapper's result after a finished run"
+
+
 BOUNDARIES: tuple[Boundary, ...] = (
     Boundary(("process.start",), _process_start),
     Boundary(("build.target",), _build_target),
@@ -444,6 +459,7 @@ BOUNDARIES: tuple[Boundary, ...] = (
     Boundary(("bench.sql_header",), _bench_sql_header),
     Boundary(("build.version",), _build_version),
     Boundary(("program.named",), _program_named),
+    Boundary(("wrapper.json", "wrapper.obench", "wrapper.kobold_total"), _wrapper_start),
 )
 BY_KIND: dict[str, Boundary] = {kind: b for b in BOUNDARIES for kind in b.kinds}
 

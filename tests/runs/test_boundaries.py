@@ -108,6 +108,8 @@ SQL = ("CREATE TABLE IF NOT EXISTS llama_bench (\n  build_commit TEXT,\n  avg_ts
 CASES: dict[str, tuple[str, int]] = {
     # cat *.log | capscan (issue 38): a program's start after a run that measured is the next program's
     "a program's start after a finished run": (PERF + LOADER + PERF, 1),
+    "a wrapper's result after a finished run": (PERF + "Running benchmark 3 times using model: llama3.2:1b\n"
+                                                "| Run | Eval Rate (Tokens/Second) |\n| 1 | 80.32 tokens/s |\n", 1),
     "a build line after another program's model load": (LOADER + BUILD, 1),
     "a llama-bench header after another program's start": (SYSTEM_INFO + MD_HEADER + MD_METAL, 1),
     "a backend's registration after another program's model load": (LOADER + CUDA, 1),
