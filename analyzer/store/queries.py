@@ -13,23 +13,30 @@ if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic n
     from analyzer.store.db import Database
 
 
+MAX_ROWS_SHOWN = 64  # as analyzer.runs.builder.MAX_ROWS_SHOWN (the store does not import the runs layer)
+
+
 def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
-    """One entry per (model, test, kind): the row itself, or the median of
-    several. Aggregated in SQL: a llama-bench file can give a run a million rows."""
-    groups = db.conn.execute(
-        "SELECT model, test, kind, COUNT(*), MIN(line), MAX(tok_s), MAX(stddev) FROM throughput WHERE run_id = ? "
-        "GROUP BY model, test, kind ORDER BY MIN(rowid)", (run_id,)).fetchall()
+    """A run's figures as ``RunBuilder.throughput_summary`` gives them, for a run stored without that
+    summary: each row as printed (``n`` 1, ``reduced`` None) in the order of its lines; a (model, test,
+    kind) with more than MAX_ROWS_SHOWN rows is one entry, the median of its rows as one of them
+    (median_low), labelled ``reduced``. (The table keeps no configuration: rows of one test at several
+    configurations are told apart only while each is listed.) In SQL: a run may hold a million rows."""
+    rows = db.conn.execute(
+        "SELECT model, test, kind, tok_s, stddev, line, n FROM (SELECT model, test, kind, tok_s, stddev, line, "
+        "rowid AS r, ROW_NUMBER() OVER (PARTITION BY model, test, kind ORDER BY rowid) AS k, "
+        "COUNT(*) OVER (PARTITION BY model, test, kind) AS n FROM throughput WHERE run_id = ?) "
+        "WHERE n <= ? OR k = 1 ORDER BY line, r", (run_id, MAX_ROWS_SHOWN)).fetchall()
     out = []
-    for model, test, kind, n, line, top, stddev in groups:
-        tok_s = top
-        if n > 1:
-            middle = db.conn.execute(
+    for model, test, kind, tok_s, stddev, line, n in rows:
+        reduced = None
+        if n > MAX_ROWS_SHOWN:
+            tok_s = db.conn.execute(
                 "SELECT tok_s FROM throughput WHERE run_id = ? AND test = ? AND kind = ? AND model IS ? "
-                "ORDER BY tok_s LIMIT 2 OFFSET ?", (run_id, test, kind, model, (n - 1) // 2)).fetchall()
-            tok_s = middle[0][0] if n % 2 else (middle[0][0] + middle[1][0]) / 2
-            stddev = None
-        out.append({"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind, "n": n,
-                    "line": line})
+                "ORDER BY tok_s LIMIT 1 OFFSET ?", (run_id, test, kind, model, (n - 1) // 2)).fetchone()[0]
+            stddev, reduced = None, {"by": "median", "of": n}
+        out.append({"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind,
+                    "n": n if reduced else 1, "line": line, "config": None, "reduced": reduced})
     return out
 
 
