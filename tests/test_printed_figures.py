@@ -80,6 +80,58 @@ def test_the_report_shows_both_rows_of_one_visible_configuration():
     assert "1393.92" not in text  # the mean of the two pp64 rows
 
 
+# -- one measurement printed twice at different precision ----------------------------------------------------
+
+@pytest.mark.parametrize(("path", "prompt", "generation"), [
+    ("timings/llama-cli-2026-lv4-print-timing.log", [20.01], [9.81]),
+    ("timings/llama-cli-2026-two-turns-perf-then-summary.log", [407.04, 367.36], [55.03, 51.68]),
+    ("timings/llama-cli-2026-summary-then-common-perf.log", [38.54], [14.30]),
+])
+def test_a_measurement_printed_twice_is_one_figure_the_more_precise(path, prompt, generation):
+    """The 2026 llama-cli at -lv 4 prints the perf lines (20.01) and its own summary ([ Prompt: 20.0 t/s ]) of
+    the same request: one figure, 20.01 (not 20.005000000000003), whichever comes first."""
+    entries = shown(fixture(path))
+    assert speeds(entries, "prompt") == prompt
+    assert speeds(entries, "generation") == generation
+
+
+def test_two_figures_that_differ_are_kept_even_from_two_sources():
+    """A summary line that is not the rounding of the perf line before it is another measurement."""
+    text = fixture("timings/llama-cli-2026-lv4-print-timing.log").replace(b"[ Prompt: 20.0 t/s",
+                                                                           b"[ Prompt: 24.3 t/s")
+    assert sorted(speeds(shown(text), "prompt")) == [20.01, 24.3]
+
+
+# -- streamed running totals ------------------------------------------------------------------------------------
+
+def test_a_streamed_requests_running_timings_count_once():
+    """llama-server -v logs each streamed chunk with its running timings (604.59 ... 940.50): the request's
+    figure is the last (940.5, also printed by its print_timing block), not a median of the chunks."""
+    entries = shown(fixture("timings/server-stream-verbose-2026.log"))
+    assert speeds(entries, "generation") == [940.5]
+    assert speeds(entries, "prompt") == [604.59]
+
+
+def test_two_streamed_requests_are_two_figures():
+    entries = shown(fixture("timings/server-stream-sse-two-requests-2026.log"))
+    assert speeds(entries, "generation") == [254.434429, 249.293668]
+    assert speeds(entries, "prompt") == [506.189315, 510.486238]
+
+
+# -- separate prompts and separate runs ----------------------------------------------------------------------
+
+def test_each_ollama_prompts_eval_rate_is_its_own_figure():
+    entries = shown(fixture("timings/ollama-verbose-four-prompts.log"))
+    assert speeds(entries, "generation") == [19.62, 19.31, 18.94, 19.12]
+    assert speeds(entries, "prompt") == [97.91, 156.40, 183.77, 201.08]
+
+
+def test_two_mlx_lm_runs_are_two_figures():
+    entries = shown(fixture("timings/mlx-lm-generate-before-after.log"))
+    assert speeds(entries, "generation") == [88.214, 104.517]
+    assert speeds(entries, "prompt") == [412.377, 498.902]
+
+
 # -- one figure standing for several: labelled, and a printed value ---------------------------------------------
 
 def _repeats(n: int) -> bytes:

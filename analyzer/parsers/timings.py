@@ -116,8 +116,9 @@ def _server_timings(m: regex.Match) -> dict | None:
                           count("predicted_n"))
     if p is None and g is None:
         return None
+    # prompt_ms: a streamed request's chunks all carry its prompt's one timing (runs.timings tells them apart)
     return {"prompt_tok_s": p, "eval_tok_s": g, "prompt_n": count("prompt_n"), "eval_n": count("predicted_n"),
-            "source": "server-json", **refused}
+            "prompt_ms": num("prompt_ms"), "source": "server-json", **refused}
 
 
 def _single(m: regex.Match, phase: str, source: str, tokens: int | None = None) -> dict | None:
