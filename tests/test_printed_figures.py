@@ -118,12 +118,25 @@ def test_two_streamed_requests_are_two_figures():
     assert speeds(entries, "prompt") == [506.189315, 510.486238]
 
 
+def test_a_streaming_slots_running_rate_counts_once_per_task():
+    """LM Studio's llama.cpp engine at debug level logs a running 'n_decoded = N, tg = 3.65 t/s' while it
+    streams: one measurement per task, its last value (3.63, then 4.17 for the next task)."""
+    entries = shown(fixture("timings/server-running-tg-two-tasks-2026.log"))
+    assert speeds(entries, "generation") == [3.63, 4.17]
+
+
 # -- separate prompts and separate runs ----------------------------------------------------------------------
 
 def test_each_ollama_prompts_eval_rate_is_its_own_figure():
     entries = shown(fixture("timings/ollama-verbose-four-prompts.log"))
     assert speeds(entries, "generation") == [19.62, 19.31, 18.94, 19.12]
     assert speeds(entries, "prompt") == [97.91, 156.40, 183.77, 201.08]
+
+
+def test_eval_rates_pasted_in_markdown_bold_are_read_as_printed():
+    entries = shown(fixture("timings/ollama-verbose-markdown-bold.log"))
+    assert speeds(entries, "generation") == [31.05, 33.78]
+    assert speeds(entries, "prompt") == [123.30, 131.24]
 
 
 def test_two_mlx_lm_runs_are_two_figures():

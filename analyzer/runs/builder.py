@@ -95,6 +95,7 @@ class RunBuilder:
         # (prompt_n, prompt_ms, predicted_n, prompt figure, generation figure) of the last streamed server chunk
         self.last_timing: dict[str, tuple[Throughput, str, bool]] = {}
         self.stream: tuple | None = None
+        self.running_task: str | None = None  # the task of the last streaming slot's running rate
         self.ollama_steps: set[str] = set()  # the steps of the ollama model load being read (runs/system)
         self.timing_closed_at: int | None = None  # the eval line of a once-per-process timing block (runs/timings)
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line

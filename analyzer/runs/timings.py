@@ -55,6 +55,7 @@ def _timing(asm: Assembler, ev: Event, phase: str, tok_s: float | None, source: 
     if tokens is None:
         tokens = pending if pending is not None else run.setup_counts.get(key)
     program = {"ollama": "ollama", "mlx_lm": "mlx_lm", "server-slot": "llama-server", "server-json": "llama-server",
+               "server-running": "llama-server",
                "llama-cli": "llama-cli", "koboldcpp": "koboldcpp"}.get(source)
     if program and run.explicit_program in (None, "llama.cpp"):
         run.explicit_program = program
@@ -85,7 +86,15 @@ def _timing(asm: Assembler, ev: Event, phase: str, tok_s: float | None, source: 
 
 def on_timing(asm: Assembler, ev: Event) -> None:
     d = ev.data
-    _timing(asm, ev, d["phase"], d.get("tok_s"), d.get("source", ""), d.get("tokens"))
+    continues = None
+    if d.get("source") == "server-running":
+        # a streaming slot's running rate: a later line of the same task, more tokens decoded, supersedes it
+        prev = asm.run.last_timing.get("eval")
+        if (prev is not None and prev[1] == "server-running" and asm.run.running_task == d.get("task")
+                and prev[0].n_gen is not None and (d.get("tokens") or 0) > prev[0].n_gen):
+            continues = prev[0]
+        asm.run.running_task = d.get("task")
+    _timing(asm, ev, d["phase"], d.get("tok_s"), d.get("source", ""), d.get("tokens"), continues=continues)
 
 
 def on_timing_pair(asm: Assembler, ev: Event) -> None:
