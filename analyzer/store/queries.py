@@ -22,22 +22,30 @@ def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
     kind) with more than MAX_ROWS_SHOWN rows is one entry, the median of its rows as one of them
     (median_low), labelled ``reduced``. (The table keeps no configuration: rows of one test at several
     configurations are told apart only while each is listed.) In SQL: a run may hold a million rows."""
-    rows = db.conn.execute(
-        "SELECT model, test, kind, tok_s, stddev, line, n FROM (SELECT model, test, kind, tok_s, stddev, line, "
-        "rowid AS r, ROW_NUMBER() OVER (PARTITION BY model, test, kind ORDER BY rowid) AS k, "
-        "COUNT(*) OVER (PARTITION BY model, test, kind) AS n FROM throughput WHERE run_id = ?) "
-        "WHERE n <= ? OR k = 1 ORDER BY line, r", (run_id, MAX_ROWS_SHOWN)).fetchall()
-    out = []
-    for model, test, kind, tok_s, stddev, line, n in rows:
-        reduced = None
-        if n > MAX_ROWS_SHOWN:
-            tok_s = db.conn.execute(
-                "SELECT tok_s FROM throughput WHERE run_id = ? AND test = ? AND kind = ? AND model IS ? "
-                "ORDER BY tok_s LIMIT 1 OFFSET ?", (run_id, test, kind, model, (n - 1) // 2)).fetchone()[0]
-            stddev, reduced = None, {"by": "median", "of": n}
-        out.append({"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind,
-                    "n": n if reduced else 1, "line": line, "config": None, "reduced": reduced})
-    return out
+    conn = db.conn
+    groups = conn.execute("SELECT model, test, kind, COUNT(*), MIN(line), MIN(rowid) FROM throughput WHERE run_id = ? "
+                          "GROUP BY model, test, kind", (run_id,)).fetchall()
+    found: list[tuple] = []  # (line, rowid, entry)
+    if all(g[3] <= MAX_ROWS_SHOWN for g in groups):  # every row is listed: one pass, in file order
+        rows = conn.execute("SELECT model, test, kind, tok_s, stddev, line, rowid FROM throughput WHERE run_id = ?",
+                            (run_id,)).fetchall()
+    else:  # (a million rows of one test: only the listed groups' rows are read, the rest by the index)
+        rows = []
+        for model, test, kind, n, line, first in groups:
+            where = "run_id = ? AND test = ? AND kind = ? AND model IS ?"
+            if n <= MAX_ROWS_SHOWN:
+                rows += conn.execute(f"SELECT model, test, kind, tok_s, stddev, line, rowid FROM throughput WHERE {where}",
+                                     (run_id, test, kind, model)).fetchall()
+                continue
+            middle = conn.execute(f"SELECT tok_s FROM throughput WHERE {where} ORDER BY tok_s LIMIT 1 OFFSET ?",
+                                  (run_id, test, kind, model, (n - 1) // 2)).fetchone()[0]
+            found.append((line, first, {"test": test, "tok_s": middle, "stddev": None, "model": model, "kind": kind,
+                                        "n": n, "line": line, "config": None, "reduced": {"by": "median", "of": n}}))
+    for model, test, kind, tok_s, stddev, line, rowid in rows:
+        found.append((line, rowid, {"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind,
+                                    "n": 1, "line": line, "config": None, "reduced": None}))
+    found.sort(key=lambda f: (f[0] if f[0] is not None else -1, f[1]))
+    return [f[2] for f in found]
 
 
 MAX_ID = (1 << 63) - 1  # SQLite's INTEGER PRIMARY KEY range; a larger number is no stored id
