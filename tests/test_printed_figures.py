@@ -72,6 +72,16 @@ def test_a_cpu_builds_ngl_sweep_is_four_printed_figures(path):
             ["ngl=0", "ngl=99"]
 
 
+def test_csv_rows_between_verbose_lines_are_each_read():
+    """llama-bench -o csv -v 2>&1 (a real 2026 CPU build, -ngl 0,99): the verbose output of each test comes
+    between the table's rows; every row is a printed figure, not only the one after the header."""
+    entries = shown(fixture("bench/csv-verbose-interleaved-2026.log"), "csv-v.log")
+    assert [(t["test"], t["tok_s"], t["stddev"]) for t in entries] == [
+        ("pp64", 94327.172832, 15328.099273), ("tg16", 1108.994029, 1131.892353),
+        ("pp64", 90596.980588, 15972.203378), ("tg16", 1373.232229, 179.882976)]
+    assert [re.search(r"\bngl=\d+", t["config"]).group() for t in entries] == ["ngl=0"] * 2 + ["ngl=99"] * 2
+
+
 def test_the_report_shows_both_rows_of_one_visible_configuration():
     run, = ingested(fixture("bench/cpu-ngl-0-99-2026.md"))
     text = plain_text(run_lines(run))

@@ -46,6 +46,9 @@ class Dispatcher:
 
     def __init__(self) -> None:
         self.collector: Collector | None = None
+        # A closed collector whose table may go on after other lines (``resumes``: llama-bench -o csv -v 2>&1
+        # prints each test's verbose output between the rows): a line nothing else reads is offered to it
+        self.dormant: Collector | None = None
         self.recognised = 0
         self.unrecognised = 0
         self.rejected = 0  # records skipped for wrong types or impossible values
@@ -90,6 +93,8 @@ class Dispatcher:
                     self.recognised += 1
                     continue
                 events.extend(self.collector.finish())
+                if getattr(self.collector, "resumes", False):
+                    self.dormant = self.collector
                 self.collector = None
             before = len(events)
             try:
@@ -97,6 +102,8 @@ class Dispatcher:
             except BAD_RECORD as exc:
                 self.rejected += _records(exc)
                 del events[before:]
+                continue
+            if len(events) == before and self.dormant is not None and self._resume(line_no, text, events):
                 continue
             if len(events) > before:
                 self.recognised += 1
@@ -133,6 +140,23 @@ class Dispatcher:
         self.recognised += measured
         return events
 
+    def _resume(self, line_no: int, text: str, events: list[Event]) -> bool:
+        """A line no format reads, offered to the dormant table: one of its rows opens it again."""
+        assert self.dormant is not None
+        try:
+            got = self.dormant.feed(line_no, text)
+        except BAD_RECORD as exc:
+            self.rejected += _records(exc)
+            return False
+        if not got:
+            return False
+        for ev in got:
+            ev.text = ev.text or text
+        events.extend(got)
+        self.collector, self.dormant = self.dormant, None
+        self.recognised += 1
+        return True
+
     def _dispatch(self, line_no: int, text: str, events: list[Event]) -> None:
         for fmt in FORMATS:
             if not any(lit in text for lit in fmt.literals):
@@ -145,7 +169,7 @@ class Dispatcher:
                 self.rejected += data.pop(REJECTED_KEY)
             events.append(Event(pattern.kind, line_no, text, data))
             if pattern.collector is not None:
-                self.collector = pattern.collector(data, line_no, text)
+                self.collector, self.dormant = pattern.collector(data, line_no, text), None
             return
 
     def finish(self) -> list[Event]:

@@ -393,6 +393,7 @@ class _JsonObjectCollector:
 
 class _CsvCollector:
     survives_rejects = True  # one row a line: a refused row ends no table
+    resumes = True  # a row after other lines goes on the table (-o csv -v 2>&1: verbose output between rows)
 
     def __init__(self, header: str):
         try:
