@@ -135,6 +135,17 @@ def test_a_streaming_slots_running_rate_counts_once_per_task():
     assert speeds(entries, "generation") == [3.63, 4.17]
 
 
+@pytest.mark.parametrize(("path", "generation"), [
+    ("timings/llama-simple-decoded-speed-2026.log", [512.33, 622.07]),
+    ("timings/llama-simple-decoded-speed-2024.log", [41.45, 42.80]),
+])
+def test_llama_simples_decoded_speed_is_a_printed_figure(path, generation):
+    """llama-simple prints its own 'main: decoded 16 tokens in 0.03 s, speed: 512.33 t/s' (glued to the
+    generated text when it ends without a newline) beside the perf lines: another measurement (its
+    clock includes sampling), a figure of its own."""
+    assert sorted(speeds(shown(fixture(path)), "generation")) == generation
+
+
 # -- separate prompts and separate runs ----------------------------------------------------------------------
 
 def test_each_ollama_prompts_eval_rate_is_its_own_figure():

@@ -154,7 +154,7 @@ TIMINGS = Format(
                 "JSON timings, ollama --verbose, mlx_lm, new llama-cli, whisper_print_timings",
     literals=("per second", "per_second", "print_timing", "rate:", "-per-sec", "_tps", "t/s ]", "eval count:",
               '"prompt_n"', '"predicted_n"', "prompt_tokens=", "Output generated in ", "ms/T = ", "Speed: ",
-              ",koboldcpp"),
+              ",koboldcpp", "main: decoded "),
     patterns=(
         # One-line server JSON: both rates with their counts (before the single-key pattern below).
         Pattern("timing.pair", rx(r'"timings"\s*:\s*\{(?P<body>[^{}]*)\}'), _server_timings),
@@ -196,6 +196,10 @@ TIMINGS = Format(
                 _pair("p", "g", "mlx_lm")),
         Pattern("timing.pair", rx(rf"\[ Prompt: (?P<p>{_NUM}) t/s \| Generation: (?P<g>{_NUM}) t/s \]"),
                 _pair("p", "g", "llama-cli")),
+        # llama-simple's own summary (its clock includes sampling: another measurement than the perf lines'),
+        # often glued to the generated text that ends without a newline ('...kindmain: decoded 16 tokens')
+        Pattern("timing", rx(rf"main: decoded (?P<n>\d++) tokens in (?:{_NUM}) s, speed: (?P<tps>{_NUM}) t/s"),
+                lambda m: _single(m, "eval", "llama-simple", to_int(m.group("n")))),
         # text-generation-webui, per reply: the generation rate and its token count (", context N" since 2023-03,
         # ", seed N" later); the prompt's time is inside the seconds, so the line gives no prompt rate.
         Pattern("timing", rx(rf"\bOutput generated in (?:{_NUM}) seconds \((?P<tps>{_NUM}) tokens/s, (?P<n>\d++) tokens\b"),
@@ -246,6 +250,9 @@ TIMINGS = Format(
                {"prompt_tok_s": 1656.55, "eval_tok_s": 172.09, "source": "mlx_lm"}),
         Sample("eval rate:            8.12 tokens/s", "timing", {"phase": "eval", "tok_s": 8.12, "source": "ollama"}),
         Sample("eval rate:            **13.08 tokens/s**", "timing", {"phase": "eval", "tok_s": 13.08, "source": "ollama"}),
+        Sample("main: decoded 16 tokens in 0.03 s, speed: 512.33 t/s", "timing",
+               {"phase": "eval", "tok_s": 512.33, "tokens": 16, "source": "llama-simple"}),
+        Sample("ließ⸮ indentkindmain: decoded 63 tokens in 1.52 s, speed: 41.45 t/s", "timing", {"tok_s": 41.45}),
         Sample("Generation: 100 tokens, 30.501 tokens-per-sec", "timing", {"phase": "eval", "tok_s": 30.501,
                                                                           "source": "mlx_lm"}),
         Sample("[ Prompt: 45.3 t/s | Generation: 12.1 t/s ]", "timing.pair", {"prompt_tok_s": 45.3, "eval_tok_s": 12.1}),
