@@ -213,6 +213,30 @@ def test_the_stored_reader_gives_the_same_printed_rows():
         assert [{k: t.get(k) for k in keys} for t in from_sql] == [{k: t.get(k) for k in keys} for t in summary]
 
 
+def test_the_pairing_with_a_baseline_is_the_best_row_and_says_of_how_many():
+    """A guest whose llama-bench was run three times into one file, against its host's run: each tg128 is
+    paired through the best row of its configuration, a printed figure, and the pairing says of how many."""
+    guest = json.loads(fixture("bench/guest-stock.json"))
+    rows = []
+    for scale in (1.0, 0.96, 0.98):
+        for row in guest:
+            r = dict(row)
+            r["avg_ts"] = round(r["avg_ts"] * scale, 6)
+            rows.append(r)
+    with tempfile.TemporaryDirectory() as d:
+        db = open_db(Path(d) / "p.db")
+        try:
+            ids = ingest(db, Input("host.json", io.BytesIO(fixture("bench/host-m1-ultra.json")))).run_ids
+            ids += ingest(db, Input("guest.json", io.BytesIO(json.dumps(rows).encode()))).run_ids
+            runs = list(diagnose_runs(db, ids, refresh_peers=True))
+        finally:
+            db.conn.close()
+    paired = run_to_json(runs[-1])["pairing"]
+    tg = next(t for t in paired["tests"] if t["test"] == "tg128")
+    assert tg["tok_s"] == max(r["avg_ts"] for r in rows if r["n_gen"]) and tg["rows"] == 3
+    assert "tg128 " in plain_text(run_lines(runs[-1])) and "best of 3 rows)" in plain_text(run_lines(runs[-1]))
+
+
 def test_the_report_labels_a_reduced_figure():
     run, = ingested(_repeats(200), "loop.jsonl")
     text = plain_text(run_lines(run))

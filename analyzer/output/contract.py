@@ -129,6 +129,7 @@ class PairedTestJSON(_Closed):
     test: str
     config: str | None = Field(default=None, description="this run's configuration of the figure (see throughput)")
     tok_s: float | None
+    rows: int = Field(default=1, description="this run's printed rows of the figure: tok_s is the best of them")
     baseline_tok_s: float | None
     baseline_config: str | None = Field(default=None, description="the baseline's figure's configuration: the same "
                                         "value of every parameter both state")
