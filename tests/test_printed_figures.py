@@ -237,6 +237,15 @@ def test_the_pairing_with_a_baseline_is_the_best_row_and_says_of_how_many():
     assert "tg128 " in plain_text(run_lines(runs[-1])) and "best of 3 rows)" in plain_text(run_lines(runs[-1]))
 
 
+def test_the_compare_is_the_best_row_and_says_of_how_many():
+    from analyzer.rules.compare import compare_runs
+
+    a, = ingested(_repeats(3), "a.jsonl")
+    b, = ingested(_repeats(1), "b.jsonl")
+    tg, = compare_runs(a, b)["tests"]
+    assert (tg["a_tok_s"], tg["a_rows"], tg["b_tok_s"], tg["b_rows"]) == (300.5, 3, 300.0, 1)
+
+
 def test_the_report_labels_a_reduced_figure():
     run, = ingested(_repeats(200), "loop.jsonl")
     text = plain_text(run_lines(run))
