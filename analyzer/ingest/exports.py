@@ -76,6 +76,15 @@ class _Speed(_Lax):
     model: str | None = None
     config: str | None = None
     line: int | None = None
+    reduced: Any = None  # {"by": "median"|"best", "of": n}: one figure for many rows (read by _reduced)
+
+
+def _reduced(s: _Speed) -> dict[str, Any] | None:
+    """The origin's label of a figure standing for several rows, if well formed (else none is trusted)."""
+    r = s.reduced
+    if isinstance(r, dict) and r.get("by") in ("median", "best") and type(r.get("of")) is int and 1 < r["of"] < 2**62:
+        return {"by": r["by"], "of": r["of"]}
+    return None
 
 
 class _Origin(_Lax):
@@ -269,8 +278,10 @@ def _facts(run: ExportedRun, speeds: list[_Speed]) -> tuple[RunFacts, list[Throu
                                            "name": run.device.name and clean(run.device.name)[:MAX_TEXT]})
     facts = RunFacts(first_line=run.first_line, last_line=run.last_line, program=run.program, backend=run.backend,
                      device=device, capabilities=run.capabilities, shim=run.shim, model=model)
+    # a figure the origin labelled as standing for many rows keeps its label (issue 38)
     facts.throughput_summary = [{"test": s.test, "tok_s": s.tok_s, "stddev": s.stddev, "model": s.model,
-                                 "kind": "bench", "n": 1, "line": s.line, "config": s.config} for s in speeds]
+                                 "kind": "bench", "n": (r or {}).get("of", 1), "line": s.line, "config": s.config,
+                                 "reduced": r} for s in speeds for r in (_reduced(s),)]
     rows = [Throughput(s.test, s.tok_s, s.stddev, s.model, s.line) for s in speeds]  # type: ignore[arg-type]
     return facts, rows
 

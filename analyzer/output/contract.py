@@ -55,15 +55,29 @@ class ShimJSON(_Closed):
     apple_family_max: int | None
 
 
+class ReducedJSON(_Closed):
+    """How one entry stands for several printed rows of one configuration."""
+
+    by: Literal["median", "best"] = Field(description="median: the median row (one of the rows, never the mean "
+                                          "of two); best: the fastest row")
+    of: int = Field(description="how many rows it stands for")
+
+
 class ThroughputJSON(_Closed):
+    """One printed figure (a row, a timing line), or, with ``reduced``, one standing for the many rows of
+    one configuration."""
+
     test: str = Field(description="pp512, tg128, ...")
     # JSON has no infinity: a non-finite figure an older capscan stored is written as null
     tok_s: float | None = Field(description="tokens per second as printed (null: a non-finite figure)")
-    stddev: float | None
+    stddev: float | None = Field(description="the ± printed with it (null: none printed, or a reduced entry)")
     model: str | None
     config: str | None = Field(default=None, description="the configuration its rows state, 'threads=8 fa=1' "
                                "(llama-bench display names); null where they state none")
-    line: int | None = Field(default=None, description="the line of its first row")
+    line: int | None = Field(default=None, description="the line it was printed on (a reduced entry: its first row's)")
+    n: int = Field(default=1, description="rows it stands for: 1 for a printed row")
+    reduced: ReducedJSON | None = Field(default=None, description="null for a row as printed; else how it stands "
+                                        "for its rows (a configuration printed more than 64 times)")
 
 
 class EvidenceLineJSON(_Closed):
@@ -115,6 +129,7 @@ class PairedTestJSON(_Closed):
     test: str
     config: str | None = Field(default=None, description="this run's configuration of the figure (see throughput)")
     tok_s: float | None
+    rows: int = Field(default=1, description="this run's printed rows of the figure: tok_s is the best of them")
     baseline_tok_s: float | None
     baseline_config: str | None = Field(default=None, description="the baseline's figure's configuration: the same "
                                         "value of every parameter both state")

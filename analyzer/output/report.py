@@ -72,6 +72,11 @@ def render_compare(out: Console, doc: dict[str, Any]) -> None:
                 tp.add_row(t["test"], fmt_tps(t["a_tok_s"]), fmt_tps(t["b_tok_s"]), f"{t['ratio']:.1%}",
                            f"{t['per_token_s'] * 1000:+.3f} ms")
             out.print(tp)
+            several = [f"{t['test']} A of {t.get('a_rows', 1)}, B of {t.get('b_rows', 1)}" for t in pair["tests"]
+                       if t.get("a_rows", 1) > 1 or t.get("b_rows", 1) > 1]
+            if several:  # a figure standing for several printed rows says so
+                out.print("  tok/s: the best printed row of its configuration (" + "; ".join(several) + " rows)",
+                          style="dim")
         else:
             out.print("  no test in common", style="dim")
         out.print()

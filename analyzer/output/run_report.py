@@ -6,6 +6,7 @@ report's SafeConsole on a terminal (``analyzer.output.report.console``)."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from analyzer.model import GUEST_PROCESS, figure_key, provenance_words, split_figure
@@ -51,11 +52,44 @@ def facts_lines(run: StoredRun) -> list[str]:
     if run.throughput:
         parts = []
         for t, config in zip(run.throughput[:8], distinguishing_configs(run.throughput), strict=False):
-            parts.append(f"{t['test']}{f' [{config}]' if config else ''} {fmt_tps(t['tok_s'])} t/s"
-                         + (f" (n={t['n']})" if t.get("n", 1) > 1 else ""))
+            sd = t.get("stddev")
+            parts.append(f"{t['test']}{f' [{config}]' if config else ''} {fmt_printed(t['tok_s'])}"
+                         + (f" ± {fmt_printed(sd)}" if isinstance(sd, (int, float)) else "") + " t/s"
+                         + (f" ({reduced_words(t)})" if reduced_words(t) else ""))
         more = f" (+{len(run.throughput) - 8} more)" if len(run.throughput) > 8 else ""
         lines.append("throughput " + ", ".join(parts) + more)
     return lines
+
+
+def fmt_printed(value: float | None) -> str:
+    """A figure as the log printed it: its own digits (412.377, 940.5 as 940.50), never rounded to two
+    places nor grouped (the report shows printed figures; fmt_tps is for tables of computed ones)."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or abs(value) >= 1e9:
+        return fmt_tps(value)
+    text = repr(float(value))
+    if "e" in text:
+        return fmt_tps(value)
+    return text if len(text.partition(".")[2]) > 2 else f"{value:.2f}"
+
+
+def reduced_words(entry: dict[str, Any]) -> str | None:
+    """'median of 200 rows' for an entry standing for several printed rows (None for a printed row)."""
+    reduced = entry.get("reduced")
+    if isinstance(reduced, dict) and isinstance(reduced.get("of"), int):
+        return f"{reduced.get('by') or 'median'} of {reduced['of']} rows"
+    n = entry.get("n")
+    return f"median of {n} rows" if isinstance(n, int) and n > 1 else None  # a summary stored before issue 38
+
+
+def best_of(throughput: list[dict[str, Any]]) -> dict[str, tuple[float, int]]:
+    """test -> (its best finite tok/s, how many rows it is the best of)."""
+    best: dict[str, tuple[float, int]] = {}
+    for t in throughput:
+        v = t.get("tok_s")
+        if isinstance(v, (int, float)) and 0 < v < math.inf:
+            top, n = best.get(t["test"], (0.0, 0))
+            best[t["test"]] = (max(top, float(v)), n + (t.get("n") or 1))
+    return best
 
 
 def distinguishing_configs(throughput: list[dict[str, Any]]) -> list[str | None]:
@@ -151,19 +185,18 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
 
 def reference_lines(diag: dict[str, Any], throughput: list[dict[str, Any]]) -> list[str]:
     """A guest without a stored host run, against the bandwidth ceiling (an estimate, never a baseline)."""
-    best: dict[str, float] = {}
-    for t in throughput:
-        v = t.get("tok_s")
-        if isinstance(v, (int, float)) and v > 0:
-            best[t["test"]] = max(best.get(t["test"], 0.0), float(v))
+    best = best_of(throughput)
     out = []
     for r in diag.get("reference") or []:
-        mine, ceiling = best.get(r["test"]), r["ceiling_tok_s"]
+        mine, n = best.get(r["test"], (None, 0))
+        ceiling = r["ceiling_tok_s"]
+        # the best of several rows is said to be one (a printed figure, never their mean)
+        figure = f"{fmt_printed(mine)} t/s" + (f" (best of {n} rows)" if n > 1 else "")
         if mine and ceiling and r["basis"].startswith("published: "):
-            out.append(f"reference  {r['test']} {fmt_tps(mine)} t/s: {mine / ceiling:.0%} of the {ceiling:,g} t/s published "
+            out.append(f"reference  {r['test']} {figure}: {mine / ceiling:.0%} of the {ceiling:,g} t/s published "
                        f"for {r['basis'].removeprefix('published: ')}")
         elif mine and ceiling:
-            out.append(f"reference  {r['test']} {fmt_tps(mine)} t/s: {mine / ceiling:.0%} of the {ceiling:,.0f} t/s "
+            out.append(f"reference  {r['test']} {figure}: {mine / ceiling:.0%} of the {ceiling:,.0f} t/s "
                        f"the host's memory bandwidth allows ({r['basis']}; an estimate, not a measured host run)")
     return out
 
@@ -178,7 +211,10 @@ def baseline_lines(diag: dict[str, Any]) -> list[str]:
     lines = [f"baseline   bare-metal run {base['run']}: {base['why']}"]
     paired = diag.get("paired")
     if paired:
-        parts = [f"{t['test']} {t['ratio']:.1%} ({t['per_token_s'] * 1000:+.2f} ms/token)" for t in paired["tests"][:4]]
+        # a figure that is the best of several printed rows says so (issue 38)
+        parts = [f"{t['test']} {t['ratio']:.1%} ({t['per_token_s'] * 1000:+.2f} ms/token"
+                 + (f", best of {t['rows']} rows" if (t.get("rows") or 1) > 1 else "") + ")"
+                 for t in paired["tests"][:4]]
         lines.append(f"{'vs run ' + str(paired['run']):<10} " + ", ".join(parts))
     return lines
 

@@ -31,10 +31,12 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         "environment": diag.get("environment"),
         "capabilities": diag.get("capabilities") or f.capabilities.as_dict(),
         "shim": ({"name": f.shim.name, "apple_family_max": f.shim.apple_family_max} if f.shim else None),
-        # one entry per test and configuration (a figure is never a mean over configurations):
-        # ``config`` as the rows state it (threads, batch, KV types, fa, ngl), ``line`` the first row's
+        # one entry per printed row, with its ± and its line (a figure is never a mean): ``config`` as the
+        # row states it (threads, batch, KV types, fa, ngl); a configuration printed past the budget is one
+        # entry, ``reduced`` saying how (a summary stored before issue 38 gave one entry of n rows: its ``n``)
         "throughput": [{"test": t["test"], "tok_s": t["tok_s"], "stddev": t["stddev"], "model": t["model"],
-                        "config": t.get("config"), "line": t.get("line")}
+                        "config": t.get("config"), "line": t.get("line"), "n": t.get("n") or 1,
+                        "reduced": _reduced(t)}
                        for t in run.throughput],
         "verdict": diag.get("verdict", "unknown"),
         "fixable": bool(diag.get("fixable", False)),
@@ -56,6 +58,15 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
         # imported from another capscan's export: where it was diagnosed (null for a run of a log stored here)
         "origin": _origin(run),
     }
+
+
+def _reduced(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """How an entry stands for several rows; an older summary's entry of n > 1 rows was their median."""
+    reduced = entry.get("reduced")
+    if isinstance(reduced, dict):
+        return {"by": reduced.get("by"), "of": reduced.get("of")}
+    n = entry.get("n") or 1
+    return {"by": "median", "of": n} if isinstance(n, int) and n > 1 else None
 
 
 def _origin(run: StoredRun) -> dict[str, Any] | None:

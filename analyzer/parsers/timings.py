@@ -116,8 +116,9 @@ def _server_timings(m: regex.Match) -> dict | None:
                           count("predicted_n"))
     if p is None and g is None:
         return None
+    # prompt_ms: a streamed request's chunks all carry its prompt's one timing (runs.timings tells them apart)
     return {"prompt_tok_s": p, "eval_tok_s": g, "prompt_n": count("prompt_n"), "eval_n": count("predicted_n"),
-            "source": "server-json", **refused}
+            "prompt_ms": num("prompt_ms"), "source": "server-json", **refused}
 
 
 def _single(m: regex.Match, phase: str, source: str, tokens: int | None = None) -> dict | None:
@@ -129,6 +130,12 @@ def _single(m: regex.Match, phase: str, source: str, tokens: int | None = None) 
     if tokens is not None:
         out["tokens"] = tokens
     return out
+
+
+def _running(m: regex.Match) -> dict | None:
+    """A streaming slot's running generation rate, with its task and the tokens decoded so far."""
+    out = _single(m, "eval", "server-running", to_int(m.group("n")))
+    return {**out, "task": m.group("task")} if out else None
 
 
 def _count(phase_group: str):
@@ -160,6 +167,11 @@ TIMINGS = Format(
             ),
             _llama_timing,
         ),
+        # A streaming slot's running rate (LM Studio's llama.cpp engine at debug level): 'n_decoded = 1132,
+        # tg = 3.65 t/s' over the generation so far; runs.timings keeps the task's last
+        Pattern("timing", rx(rf"slot print_timing: id\s+(?P<slot>\d+) \| task (?P<task>\d+) \|\s*n_decoded\s*=\s*"
+                             rf"(?P<n>\d+),\s*tg\s*=\s*(?P<tps>{_NUM})\s*t/s"),
+                lambda m: _running(m)),
         Pattern("server.slot", rx(r"slot print_timing: id\s+(?P<slot>\d+) \| task (?P<task>\d+) \|")),
         Pattern(
             "timing",
@@ -175,7 +187,8 @@ TIMINGS = Format(
         Pattern("timing.trial",
                 rx(rf"^Trial (?P<trial>\d+):\s+prompt_tps\s*[=:]\s*(?P<p>{_NUM}),?\s+generation_tps\s*[=:]\s*(?P<g>{_NUM})"),
                 lambda m: {"trial": int(m.group("trial")), **(_pair("p", "g", "mlx_lm")(m) or {})}),
-        Pattern("timing", rx(rf"^(?P<phase>prompt eval|eval) rate:\s+(?P<tps>{_NUM}) tokens/s"),
+        # (as pasted in a markdown comment, bold: 'eval rate:            **13.08 tokens/s**')
+        Pattern("timing", rx(rf"^(?P<phase>prompt eval|eval) rate:\s+(?:\*\*)?(?P<tps>{_NUM}) tokens/s"),
                 lambda m: _single(m, _phase(m.group("phase")), "ollama")),
         Pattern("timing", rx(rf"^(?P<phase>Prompt|Generation): (?P<n>\d+) tokens, (?P<tps>{_NUM}) tokens-per-sec"),
                 lambda m: _single(m, _phase(m.group("phase")), "mlx_lm", to_int(m.group("n")))),
@@ -214,6 +227,8 @@ TIMINGS = Format(
         Sample("       eval time =     572.42 ms /    50 tokens (   11.45 ms per token,    87.35 tokens per second)", "timing",
                {"phase": "eval", "tok_s": 87.35, "source": "server-slot"}),
         Sample("slot print_timing: id  0 | task 0 | ", "server.slot", {"slot": "0", "task": "0"}),
+        Sample(" 52.56.061.034 I slot print_timing: id  0 | task 0 | n_decoded =   1132, tg =   3.65 t/s", "timing",
+               {"phase": "eval", "tok_s": 3.65, "tokens": 1132, "task": "0", "source": "server-running"}),
         Sample('"timings":{"prompt_n":12,"prompt_ms":46.19,"prompt_per_token_ms":3.85,"prompt_per_second":259.79}',
                "timing.pair", {"prompt_tok_s": 259.79, "prompt_n": 12, "source": "server-json"}),
         Sample('{"content":"...","timings":{"prompt_n":14,"prompt_per_second":443.64,"predicted_n":12,'
@@ -230,6 +245,7 @@ TIMINGS = Format(
         Sample("Averages: prompt_tps=1656.550, generation_tps=172.090, peak_memory=1.942", "timing.pair",
                {"prompt_tok_s": 1656.55, "eval_tok_s": 172.09, "source": "mlx_lm"}),
         Sample("eval rate:            8.12 tokens/s", "timing", {"phase": "eval", "tok_s": 8.12, "source": "ollama"}),
+        Sample("eval rate:            **13.08 tokens/s**", "timing", {"phase": "eval", "tok_s": 13.08, "source": "ollama"}),
         Sample("Generation: 100 tokens, 30.501 tokens-per-sec", "timing", {"phase": "eval", "tok_s": 30.501,
                                                                           "source": "mlx_lm"}),
         Sample("[ Prompt: 45.3 t/s | Generation: 12.1 t/s ]", "timing.pair", {"prompt_tok_s": 45.3, "eval_tok_s": 12.1}),

@@ -38,6 +38,15 @@ def best_by_test(run: StoredRun) -> dict[str, float]:
     return out
 
 
+def rows_by_figure(run: StoredRun) -> dict[str, int]:
+    """figure -> how many printed rows its best (``best_by_test``) is the best of."""
+    out: dict[str, int] = {}
+    for t in run.throughput:
+        key = figure_key(t["test"], t.get("config"))
+        out[key] = out.get(key, 0) + (t.get("n") or 1)
+    return out
+
+
 def per_token_cost(slow_tok_s: float, fast_tok_s: float) -> float:
     """Seconds per token that the slower run pays over the faster one."""
     return 1.0 / slow_tok_s - 1.0 / fast_tok_s
@@ -80,11 +89,13 @@ def compare_runs(a: StoredRun, b: StoredRun) -> dict[str, Any]:
     ca, cb = _caps(a), _caps(b)
     caps = [{"field": k, "a": ca[k], "b": cb[k], "differs": ca[k] != cb[k]} for k in ca]
     ta, tb = best_by_test(a), best_by_test(b)
+    ra, rb = rows_by_figure(a), rows_by_figure(b)
     tests = []
     for test, other in like_pairs(ta, tb):
         (name, config), b_config = figure_parts(test), figure_parts(other)[1]
+        # each side's figure is the best printed row of its configuration: *_rows says of how many (issue 38)
         tests.append({"test": name, "config": config, "b_config": b_config, "a_tok_s": ta[test], "b_tok_s": tb[other],
-                      "ratio": tb[other] / ta[test],
+                      "a_rows": ra.get(test, 1), "b_rows": rb.get(other, 1), "ratio": tb[other] / ta[test],
                       "per_token_s": per_token_cost(tb[other], ta[test])})
     return {"a": a.id, "b": b.id, "model_a": a.facts.model, "model_b": b.facts.model, "capabilities": caps,
             "tests": tests}

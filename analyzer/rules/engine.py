@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Collection
 
 from analyzer import chips
-from analyzer.model import figure_parts, like_pairs
+from analyzer.model import figure_key, figure_parts, like_pairs
 from analyzer.rules import baseline
 from analyzer.rules.advice import CONFIRM_HOST, START_UP_BLOCK, evidence_advice  # noqa: F401 - re-exported
 from analyzer.rules.catalog import RULE_BY_ID, RULES
@@ -101,10 +101,15 @@ def _baseline(view: RunView) -> dict[str, Any]:
     if found is None:
         return {"baseline": None, "paired": None}
     peer, mine = found.peer, view.best()
+    # each figure is the best printed row of its configuration: ``rows`` says of how many (issue 38)
+    rows: dict[str, int] = {}
+    for t in view.throughput:
+        key = figure_key(t["test"], t.get("config"))
+        rows[key] = rows.get(key, 0) + (t.get("n") or 1)
     # like with like: a figure per test and configuration, paired with the baseline's of the same test
     # and the same stated parameters (threads, batch, KV types, fa, ngl)
     tests = [] if peer is None else [
-        {"test": figure_parts(t)[0], "config": figure_parts(t)[1], "tok_s": mine[t],
+        {"test": figure_parts(t)[0], "config": figure_parts(t)[1], "tok_s": mine[t], "rows": rows.get(t, 1),
          "baseline_tok_s": peer.throughput[p], "baseline_config": figure_parts(p)[1],
          "ratio": mine[t] / peer.throughput[p], "per_token_s": per_token_cost(mine[t], peer.throughput[p])}
         for t, p in like_pairs(mine, peer.throughput) if peer.throughput[p] > 0 and mine[t] > 0]

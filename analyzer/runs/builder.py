@@ -33,6 +33,9 @@ MAX_NAMES = 16
 MAX_LISTED = 32
 MAX_TEXT = 300
 _APPLE = range(1001, 2000)
+# Rows of one figure (model, test, kind, configuration) the run summary lists one by one, as printed; a figure
+# repeated more often (a loop appending to one file, a million-row bench file) is listed as their median, labelled
+MAX_ROWS_SHOWN = 64
 # One observation per distinct (fact, subject, value, block): a run that shows more than this many
 # distinct readings is hostile or many machines merged; the first ones are kept (and a contradiction
 # among them is still seen), the rest counted in ``observations_dropped``.
@@ -85,9 +88,15 @@ class RunBuilder:
         # waiting for the rate line of the same phase; mlx_lm.benchmark's 'Timing with ...' counts.
         self.pending_counts: dict[str, int] = {}
         self.setup_counts: dict[str, int] = {}
-        # (model, test, kind, config) -> speeds: a figure per configuration (threads, batch, type_k, fa, ngl ...
-        # as the row states them, see analyzer.parsers.bench), never a mean over several
-        self._series: dict[tuple, tuple[array, int | None, float | None]] = {}
+        # (model, test, kind, config) -> (every speed, the first MAX_ROWS_SHOWN + 1 rows as (tok_s, stddev, line)):
+        # a figure per configuration (threads, batch, type_k, fa, ngl ... as the row states them, see
+        # analyzer.parsers.bench), each row as printed, never a mean over several
+        self._series: dict[tuple, tuple[array, list[tuple[float, float | None, int | None]]]] = {}
+        # phase -> (the last timing figure, its source, whether another printing of it was already folded in);
+        # (prompt_n, prompt_ms, predicted_n, prompt figure, generation figure) of the last streamed server chunk
+        self.last_timing: dict[str, tuple[Throughput, str, bool]] = {}
+        self.stream: tuple | None = None
+        self.running_task: str | None = None  # the task of the last streaming slot's running rate
         self.ollama_steps: set[str] = set()  # the steps of the ollama model load being read (runs/system)
         self.timing_closed_at: int | None = None  # the eval line of a once-per-process timing block (runs/timings)
         self.trials: list[Throughput] = []  # mlx_lm.benchmark trials, superseded by its Averages line
@@ -179,7 +188,7 @@ class RunBuilder:
 
     def add_many(self, tps, config: str | None = None) -> None:
         """Record measured speeds (the store gets them at the next spill) and keep
-        each (model, test, kind, config)'s series for the run's summary."""
+        each (model, test, kind, config)'s rows for the run's summary."""
         series = self._series
         pending = self.pending
         isfinite = math.isfinite
@@ -191,9 +200,35 @@ class RunBuilder:
             group = (tp.model, tp.test, tp.kind, config)
             found = series.get(group)
             if found is None:
-                series[group] = (array("d", (tp.tok_s,)), tp.line, tp.stddev)
+                series[group] = (array("d", (tp.tok_s,)), [(tp.tok_s, tp.stddev, tp.line)])
             else:
                 found[0].append(tp.tok_s)
+                if len(found[1]) <= MAX_ROWS_SHOWN:
+                    found[1].append((tp.tok_s, tp.stddev, tp.line))
+
+    def replace(self, old: Throughput, new: Throughput, config: str | None = None) -> bool:
+        """One measurement printed again (more precisely, or as a stream's later running total): ``new``
+        takes the place of ``old``, which stays a single figure. False when ``old`` was already handed to
+        the store (the caller then adds ``new`` as a figure of its own)."""
+        pending = self.pending
+        for i in range(len(pending) - 1, max(-1, len(pending) - 65), -1):  # a timing figure is among the last
+            if pending[i] is old:
+                break
+        else:
+            return False
+        pending[i] = new
+        found = self._series.get((old.model, old.test, old.kind, config))
+        if found is not None:
+            values, kept = found
+            for j in range(len(values) - 1, -1, -1):
+                if values[j] == old.tok_s:
+                    values[j] = new.tok_s
+                    break
+            for j in range(len(kept) - 1, -1, -1):
+                if kept[j][2] == old.line and kept[j][0] == old.tok_s:
+                    kept[j] = (new.tok_s, new.stddev, new.line)
+                    break
+        return True
 
     def add_bench_rows(self, model: str | None, rows: list[tuple], start: int = 0, config: str | None = None) -> None:
         """``add_many`` for the dense path's rows of one configuration,
@@ -202,35 +237,45 @@ class RunBuilder:
         holds a few tests, each looked up once)."""
         isfinite, make = math.isfinite, tuple.__new__
         pending, series = self.pending, self._series
-        values_of: dict[str, array] = {}  # test -> its series' speeds
+        found_of: dict[str, tuple[array, list]] = {}  # test -> its series
         added = 0
         for i in range(start, len(rows)):
             line, test, tok_s, stddev, n_prompt, n_gen, n_depth = rows[i]
             if not isfinite(tok_s):
                 continue  # 'inf tokens per second' (0 ms measured) is not a rate
             pending.append(make(Throughput, (test, tok_s, stddev, model, line, "bench", n_prompt, n_gen, n_depth)))
-            values = values_of.get(test)
-            if values is None:
+            found = found_of.get(test)
+            if found is None:
                 found = series.get((model, test, "bench", config))
                 if found is None:
-                    found = series[(model, test, "bench", config)] = (array("d"), line, stddev)
-                values = values_of[test] = found[0]
-            values.append(tok_s)
+                    found = series[(model, test, "bench", config)] = (array("d"), [])
+                found_of[test] = found
+            found[0].append(tok_s)
+            if len(found[1]) <= MAX_ROWS_SHOWN:
+                found[1].append((tok_s, stddev, line))
             added += 1
         self.throughput_count += added
 
     def throughput_summary(self) -> list[dict]:
-        """One entry per (model, test, kind, configuration), in order of appearance: the
-        row itself, or the median of several repeats of one configuration (a bench file
-        may give a run a million rows; the store keeps every row, readers take this
-        summary). Rows of different configurations are never merged: each entry names its
-        ``config`` (None where the row states none) and the first ``line`` it was read on."""
+        """The run's figures in the order they were printed: each row as printed (its tok/s, its
+        ``stddev``, its ``line``, its configuration as ``config``, None where the row states none,
+        ``n`` 1, ``reduced`` None). A (model, test, kind, configuration) printed more than
+        MAX_ROWS_SHOWN times (a bench file may give a run a million rows; the store keeps every row)
+        is one entry instead: the median of its rows, a printed value (``median_low``, never the mean
+        of the middle two), ``n`` the rows, ``reduced`` ``{"by": "median", "of": n}``."""
         out = []
-        for (model, test, kind, config), (values, line, stddev) in self._series.items():
+        for (model, test, kind, config), (values, kept) in self._series.items():
             n = len(values)
-            out.append({"test": test, "tok_s": values[0] if n == 1 else statistics.median(values),
-                        "stddev": stddev if n == 1 else None, "model": model, "kind": kind, "n": n, "line": line,
-                        "config": config})
+            if n > MAX_ROWS_SHOWN:
+                out.append({"test": test, "tok_s": statistics.median_low(values), "stddev": None, "model": model,
+                            "kind": kind, "n": n, "line": kept[0][2], "config": config,
+                            "reduced": {"by": "median", "of": n}})
+                continue
+            out.extend({"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind, "n": 1,
+                        "line": line, "config": config, "reduced": None} for tok_s, stddev, line in kept)
+        # rows in the order of their lines (a figure's rows and another's interleave as printed); stable, so
+        # two figures of one line (prompt and generation) keep their order
+        out.sort(key=lambda e: e["line"] if e["line"] is not None else -1)
         return out
 
     @property

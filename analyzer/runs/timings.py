@@ -14,20 +14,48 @@ if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
 
 
+# How finely a source prints its rates: the new llama-cli's summary line is '%.1f' ('[ Prompt: 20.0 t/s ]'),
+# llama.cpp's perf and print_timing lines '%.2f'; the server's JSON prints the double itself
+_COARSE = {"llama-cli": 0.05}
+_PERF = 0.005
+
+
+def _half_step(tok_s: float, source: str) -> float:
+    """Half the last printed digit's step: how far the printed figure may be from the measurement."""
+    if source in _COARSE:
+        return _COARSE[source]
+    _, _, frac = repr(tok_s).partition(".")
+    return min(_PERF, 0.5 * 10.0 ** -len(frac)) if source == "server-json" and "e" not in frac else _PERF
+
+
+def _printed_twice(prev: tuple[Throughput, str, bool] | None, tok_s: float, source: str) -> bool:
+    """Is this figure the one just before it (same phase) printed again by another line of the same program:
+    llama-cli's summary beside the perf lines of the same request, a streamed request's last running
+    total beside its print_timing block? Two sources, each printing folded at most once, and the same
+    value to the coarser one's precision."""
+    if prev is None or prev[2] or prev[1] == source:
+        return False
+    tolerance = max(_half_step(prev[0].tok_s, prev[1]), _half_step(tok_s, source))
+    return abs(prev[0].tok_s - tok_s) <= tolerance + 1e-9
+
+
 def _timing(asm: Assembler, ev: Event, phase: str, tok_s: float | None, source: str, tokens: int | None = None,
-            trial: bool = False) -> None:
+            trial: bool = False, continues: Throughput | None = None) -> Throughput | None:
+    """Record one timing figure (and return it). ``continues``: the figure of an earlier chunk of the
+    same streamed request, whose running total this one supersedes."""
     run = asm.run
     if source in ONCE_PER_PROCESS:
         # a block printed once per process closes at its eval line; where the next opens decides whether it
         # is the same command repeated or another process (runs.boundaries)
         run.timing_closed_at = ev.line if phase == "eval" else None
     if tok_s is None or phase == "sample":
-        return
+        return None
     key = "prompt" if phase == "prompt" else "eval"
     pending = run.pending_counts.pop(key, None)
     if tokens is None:
         tokens = pending if pending is not None else run.setup_counts.get(key)
     program = {"ollama": "ollama", "mlx_lm": "mlx_lm", "server-slot": "llama-server", "server-json": "llama-server",
+               "server-running": "llama-server",
                "llama-cli": "llama-cli", "koboldcpp": "koboldcpp"}.get(source)
     # (the '[ Prompt: ... ]' summary is the 2026 llama-cli's alone: its -lv 4 slot lines are its in-process server's)
     if program and (run.explicit_program in (None, "llama.cpp")
@@ -36,24 +64,59 @@ def _timing(asm: Assembler, ev: Event, phase: str, tok_s: float | None, source: 
     tp = Throughput(test="prompt" if key == "prompt" else "generation", tok_s=tok_s, model=run.facts.model,
                     line=ev.line, kind="timing", n_prompt=tokens if key == "prompt" else None,
                     n_gen=tokens if key == "eval" else None)
+    run.touch(ev)
     if trial:
         run.trials.append(tp)
-    else:
-        run.add_throughput(tp)
-    run.touch(ev)
+        return tp
+    prev = run.last_timing.get(key)
+    if continues is not None and prev is not None and prev[0] is continues and run.replace(continues, tp):
+        # a streamed request's running total: only its last chunk's counts (604.59 ... 940.50: 940.50)
+        run.last_timing[key] = (tp, source, False)
+        return tp
+    if _printed_twice(prev, tok_s, source):
+        # one measurement on two lines (20.01 and '[ Prompt: 20.0 t/s ]'): one figure, the more precise
+        assert prev is not None
+        if _half_step(tok_s, source) < _half_step(prev[0].tok_s, prev[1]) and run.replace(prev[0], tp):
+            run.last_timing[key] = (tp, source, True)
+        else:
+            run.last_timing[key] = (prev[0], prev[1], True)
+        return prev[0]
+    run.add_throughput(tp)
+    run.last_timing[key] = (tp, source, False)
+    return tp
 
 
 def on_timing(asm: Assembler, ev: Event) -> None:
     d = ev.data
-    _timing(asm, ev, d["phase"], d.get("tok_s"), d.get("source", ""), d.get("tokens"))
+    continues = None
+    if d.get("source") == "server-running":
+        # a streaming slot's running rate: a later line of the same task, more tokens decoded, supersedes it
+        prev = asm.run.last_timing.get("eval")
+        if (prev is not None and prev[1] == "server-running" and asm.run.running_task == d.get("task")
+                and prev[0].n_gen is not None and (d.get("tokens") or 0) > prev[0].n_gen):
+            continues = prev[0]
+        asm.run.running_task = d.get("task")
+    _timing(asm, ev, d["phase"], d.get("tok_s"), d.get("source", ""), d.get("tokens"), continues=continues)
 
 
 def on_timing_pair(asm: Assembler, ev: Event) -> None:
     d = ev.data
     run = asm.run
     run.trials = []  # an Averages line supersedes the trials before it
-    _timing(asm, ev, "prompt", d.get("prompt_tok_s"), d.get("source", ""), d.get("prompt_n"))
-    _timing(asm, ev, "eval", d.get("eval_tok_s"), d.get("source", ""), d.get("eval_n"))
+    source = d.get("source", "")
+    stream = None
+    if source == "server-json":
+        # Streamed chunks carry the request's running timings: the same prompt (its count and its time) and
+        # more tokens predicted than the chunk before continue that request; anything else is a new one.
+        last, now = run.stream, (d.get("prompt_n"), d.get("prompt_ms"), d.get("eval_n"))
+        if (last is not None and None not in now and now[:2] == last[:2] and last[2] is not None
+                and now[2] > last[2]):
+            stream = last
+    p = _timing(asm, ev, "prompt", d.get("prompt_tok_s"), source, d.get("prompt_n"),
+                continues=stream[3] if stream else None)
+    g = _timing(asm, ev, "eval", d.get("eval_tok_s"), source, d.get("eval_n"),
+                continues=stream[4] if stream else None)
+    run.stream = (d.get("prompt_n"), d.get("prompt_ms"), d.get("eval_n"), p, g) if source == "server-json" else None
 
 
 def on_timing_trial(asm: Assembler, ev: Event) -> None:

@@ -23,14 +23,15 @@ ORDER BY runs DESC, host_chip""",
     },
     "remedy_speedups": {
         "title": "Remedy speedups",
-        "description": "Each run made by capscan remedy against the stock run it fixed: speed per test and "
+        "description": "Each run made by capscan remedy against the stock run it fixed: speed per test (the best "
+                       "of the run's rows of that test, a printed figure, never their mean; *_rows: how many) and "
                        "the speedup (remedied / stock).",
         "sql": """WITH linked AS (SELECT run_id FROM run_links UNION SELECT stock_run_id FROM run_links),
-t AS (SELECT run_id, test, avg(tok_s) AS tok_s FROM throughput
+t AS (SELECT run_id, test, max(tok_s) AS tok_s, count(*) AS n FROM throughput
       WHERE run_id IN (SELECT run_id FROM linked) AND tok_s > 0 GROUP BY run_id, test)
 SELECT l.stock_run_id AS stock_run, l.run_id AS remedied_run, s.test,
-       round(s.tok_s, 2) AS stock_tok_s, round(r.tok_s, 2) AS remedied_tok_s,
-       round(r.tok_s / s.tok_s, 2) AS speedup
+       round(s.tok_s, 2) AS stock_tok_s, s.n AS stock_rows, round(r.tok_s, 2) AS remedied_tok_s,
+       r.n AS remedied_rows, round(r.tok_s / s.tok_s, 2) AS speedup
 FROM run_links l
 JOIN t s ON s.run_id = l.stock_run_id
 JOIN t r ON r.run_id = l.run_id AND r.test = s.test
@@ -69,7 +70,8 @@ TABLES: dict[str, dict[str, Any]] = {
                                          "host, no contrary sign)",
                               "environment": "vm, bare-metal or unknown",
                               "report": "the diagnosis as JSON (findings, next steps, pairing)"}},
-    "throughput": {"description": "Every measured speed: llama-bench rows and timing lines.",
+    "throughput": {"description": "Every measured speed as printed, one row per printed figure: llama-bench rows "
+                                  "and timing lines.",
                    "columns": {"tok_s": "tokens per second", "kind": "bench or timing"}},
     "evidence": {"description": "The recognised log lines each finding points at, numbered as in the source."},
     "remedy_actions": {"description": "What capscan remedy did, its result, and how to undo it."},

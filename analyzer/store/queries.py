@@ -13,24 +13,39 @@ if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic n
     from analyzer.store.db import Database
 
 
+MAX_ROWS_SHOWN = 64  # as analyzer.runs.builder.MAX_ROWS_SHOWN (the store does not import the runs layer)
+
+
 def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
-    """One entry per (model, test, kind): the row itself, or the median of
-    several. Aggregated in SQL: a llama-bench file can give a run a million rows."""
-    groups = db.conn.execute(
-        "SELECT model, test, kind, COUNT(*), MIN(line), MAX(tok_s), MAX(stddev) FROM throughput WHERE run_id = ? "
-        "GROUP BY model, test, kind ORDER BY MIN(rowid)", (run_id,)).fetchall()
-    out = []
-    for model, test, kind, n, line, top, stddev in groups:
-        tok_s = top
-        if n > 1:
-            middle = db.conn.execute(
-                "SELECT tok_s FROM throughput WHERE run_id = ? AND test = ? AND kind = ? AND model IS ? "
-                "ORDER BY tok_s LIMIT 2 OFFSET ?", (run_id, test, kind, model, (n - 1) // 2)).fetchall()
-            tok_s = middle[0][0] if n % 2 else (middle[0][0] + middle[1][0]) / 2
-            stddev = None
-        out.append({"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind, "n": n,
-                    "line": line})
-    return out
+    """A run's figures as ``RunBuilder.throughput_summary`` gives them, for a run stored without that
+    summary: each row as printed (``n`` 1, ``reduced`` None) in the order of its lines; a (model, test,
+    kind) with more than MAX_ROWS_SHOWN rows is one entry, the median of its rows as one of them
+    (median_low), labelled ``reduced``. (The table keeps no configuration: rows of one test at several
+    configurations are told apart only while each is listed.) In SQL: a run may hold a million rows."""
+    conn = db.conn
+    groups = conn.execute("SELECT model, test, kind, COUNT(*), MIN(line), MIN(rowid) FROM throughput WHERE run_id = ? "
+                          "GROUP BY model, test, kind", (run_id,)).fetchall()
+    found: list[tuple] = []  # (line, rowid, entry)
+    if all(g[3] <= MAX_ROWS_SHOWN for g in groups):  # every row is listed: one pass, in file order
+        rows = conn.execute("SELECT model, test, kind, tok_s, stddev, line, rowid FROM throughput WHERE run_id = ?",
+                            (run_id,)).fetchall()
+    else:  # (a million rows of one test: only the listed groups' rows are read, the rest by the index)
+        rows = []
+        for model, test, kind, n, line, first in groups:
+            where = "run_id = ? AND test = ? AND kind = ? AND model IS ?"
+            if n <= MAX_ROWS_SHOWN:
+                rows += conn.execute(f"SELECT model, test, kind, tok_s, stddev, line, rowid FROM throughput WHERE {where}",
+                                     (run_id, test, kind, model)).fetchall()
+                continue
+            middle = conn.execute(f"SELECT tok_s FROM throughput WHERE {where} ORDER BY tok_s LIMIT 1 OFFSET ?",
+                                  (run_id, test, kind, model, (n - 1) // 2)).fetchone()[0]
+            found.append((line, first, {"test": test, "tok_s": middle, "stddev": None, "model": model, "kind": kind,
+                                        "n": n, "line": line, "config": None, "reduced": {"by": "median", "of": n}}))
+    for model, test, kind, tok_s, stddev, line, rowid in rows:
+        found.append((line, rowid, {"test": test, "tok_s": tok_s, "stddev": stddev, "model": model, "kind": kind,
+                                    "n": 1, "line": line, "config": None, "reduced": None}))
+    found.sort(key=lambda f: (f[0] if f[0] is not None else -1, f[1]))
+    return [f[2] for f in found]
 
 
 MAX_ID = (1 << 63) - 1  # SQLite's INTEGER PRIMARY KEY range; a larger number is no stored id

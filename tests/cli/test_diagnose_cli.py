@@ -36,7 +36,8 @@ def test_diagnose_json_matches_the_contract(tmp_path):
     assert run["baseline"]["run"] is None and "host chip of this guest is unknown" in run["baseline"]["why"]
     assert run["program"] == "llama-bench" and run["backend"] == "metal"
     assert {t["test"]: t["tok_s"] for t in run["throughput"]} == {"pp512": 431.86, "tg128": 12.63}
-    assert set(run["throughput"][0]) == {"test", "tok_s", "stddev", "model", "config", "line"}
+    assert set(run["throughput"][0]) == {"test", "tok_s", "stddev", "model", "config", "line", "n", "reduced"}
+    assert all(t["n"] == 1 and t["reduced"] is None for t in run["throughput"])  # each a row as printed
     f = run["findings"][0]
     assert set(f) >= {"rule", "severity", "message", "evidence"}
     assert f["rule"] == "paravirtual-family-clamp" and f["severity"] == "error"

@@ -129,7 +129,8 @@ def test_show_json_shape(db_path):
     assert set(doc["capabilities"]) == {"simdgroup_reduction", "simdgroup_mm", "bfloat", "tensor"}
     assert doc["shim"] == {"name": "LumeMetalCapabilities", "apple_family_max": 1009}
     assert [(t["test"], t["tok_s"]) for t in doc["throughput"]] == [("pp512", 4786.7), ("tg128", 206.6)]
-    assert all(set(t) == {"test", "tok_s", "stddev", "model", "config", "line"} for t in doc["throughput"])
+    assert all(set(t) == {"test", "tok_s", "stddev", "model", "config", "line", "n", "reduced"}
+               for t in doc["throughput"])
     assert isinstance(doc["fixable"], bool) and isinstance(doc["findings"], list)
     for f in doc["findings"]:
         assert {"rule", "severity", "message", "evidence"} <= set(f)

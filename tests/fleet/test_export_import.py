@@ -296,3 +296,18 @@ def test_the_tui_filter_finds_a_guests_imported_runs(tmp_path):
         rows = browse.page(db.conn, browse.RunFilter(text="guest-a"), index=index)
         assert [r.source for r in rows] == [f"guest-a:{GUEST_LOGS[0]}"]
         assert browse.count(db.conn, browse.RunFilter(text="guest-a"), index) == 1
+
+
+def test_an_imported_reduced_figure_stays_labelled(tmp_path):
+    """A guest's figure standing for many rows (issue 38: ``reduced``) arrives labelled, never shown as a
+    printed row; a label of the wrong shape is dropped, not trusted (and the speed itself stays)."""
+    doc = tmp_path / "reduced.json"
+    doc.write_text(_export_doc(_run_obj(throughput=[
+        {"test": "tg128", "tok_s": 12.6, "stddev": None, "model": "m", "n": 300, "reduced": {"by": "median", "of": 300}},
+        {"test": "pp512", "tok_s": 431.9, "stddev": 2.0, "model": "m", "reduced": {"by": "mean", "of": -1}}])))
+    central = tmp_path / "central.db"
+    run_capscan("ingest", str(doc), db=central, check=True)
+    (run,) = _runs(central)
+    shown = {t["test"]: t for t in _show(central, run["id"])["throughput"]}
+    assert shown["tg128"]["reduced"] == {"by": "median", "of": 300} and shown["tg128"]["n"] == 300
+    assert shown["pp512"]["reduced"] is None and shown["pp512"]["tok_s"] == 431.9

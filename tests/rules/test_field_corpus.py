@@ -53,9 +53,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("llama-bench JSON alone of a shimmed guest with only a pp512 row: no capability block and no "
          "token-generation figure to set against the bandwidth ceiling, so the verdict is unknown (label healthy, "
          "from the thread)"),
-    "060-llama-gpt-m2-max-70b-timings-2023":
-        ("rows of different configurations averaged into one figure: two timing blocks of two requests become one "
-         "(eval 0.63 for 0.60 and 0.66)"),
     "061-llama-bench-compare-old-metal-apple7-pr-2023":
         ("table of another shape: a hand-joined before/after llama-bench table names both speed columns \"t/s\"; "
          "which is before and which after is only their position, so its rows are refused, not read"),
@@ -65,10 +62,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "169-llama-bench-intel-mbp-5600m-metal-ngl-sweep-2024":
         ("Intel-Mac Metal table without device lines: the AMD GPU's hardware limit is not known from Metal rows "
          "alone, and the ngl 0 rows make the verdict no-gpu-offload"),
-    "184-llama-benchy-llama-server-turboquant-cuda-table-2026":
-        ("rows of different configurations averaged into one figure: the llama-benchy table is read by its header "
-         "names, but its two pp2048 rows (one run with tg32, one with tg128) have no column that tells them apart and "
-         "become one figure"),
     "100-llama-bench-gh-runner-macos15-apple5-stderr-tail-2026":
         ("host proof not read: the arm64 guest shows itself only by its CPU backend library (load_backend: ... "
          "libggml-cpu-apple_m1.so); no host chip or arm64 target is read, so the Apple5 clamp of the GitHub runner "
@@ -77,9 +70,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("host proof outside the log: the stock guest's stderr names no host chip (the M1 Ultra host is in the "
          "evidence set's metadata.md), so the downgrade stays not fixable; 027, its tg128 twin, is labeled false "
          "under the log-only reading"),
-    "115-llama-cli-and-llama-server-perf-print-timing-2025":
-        ("rows of different configurations averaged into one figure: the llama-cli perf lines and the llama-server "
-         "print_timing block become one prompt (54.29) and one generation (12.29) figure"),
     "125-phi2-intel-macbook-air-metal-unsupported-mul-mat-2024":
         ("abort without a capability block not read: \"ggml_metal_graph_compute_block_invoke: error: unsupported op "
          "'MUL_MAT'\" + GGML_ASSERT (a GPU without simdgroup reduction) gives no verdict (unknown)"),
@@ -102,33 +92,7 @@ EXPECTED_FAILURES: dict[str, str] = {
          "decides healthy, while the later \"whisper_backend_init: using BLAS backend\" and "
          "\"whisper_backend_init_gpu: no GPU found\" lines (every later transcription on the CPU) are not recognised "
          "(label no-gpu-offload)"),
-    "280-ollama-0-7-0-vs-0-6-8-eval-rate-ps-cpu-gpu-2025":
-        ("figures in markdown bold not read: \"eval rate:            **13.08 tokens/s**\" and \"**36.02 "
-         "tokens/s**\" (the reporter's bold, two ollama versions) give no figure, only the eval count lines are "
-         "recognised; the ollama ps lines (\"11%/89% CPU/GPU\", \"100% GPU\") are not read either (verdict unknown, "
-         "accepted)"),
-    "281-mlx-lm-generate-causal-mask-pre-post-m2-ultra-2025":
-        ("figures averaged: the before/after mlx_lm runs (\"Prompt: 33898 tokens, 676.212\" and \"869.279 "
-         "tokens-per-sec\") become one run and one figure, prompt 772.75 t/s (n=2), printed nowhere"),
-    "282-mlx-lm-benchmark-ssm-pre-post-averages-2025":
-        ("figures averaged: the Pre and Post \"Averages:\" lines of two mlx_lm.benchmark runs become one run with "
-         "prompt 470.12 and generation 85.09 t/s (n=2), printed nowhere"),
-    "286-lmstudio-llama-print-timing-streaming-running-tg-2026":
-        ("running totals not read: the 2026 llama-server streaming lines \"slot print_timing: id  0 | task 0 | "
-         "n_decoded =   1238, tg =   3.62 t/s\" (LM Studio debug log) give no figure; the last running rate 3.62 is "
-         "the measurement"),
     # real logs of llama.cpp 0c1e570 (2026-10-01) made here by scripts/real-llama-logs (issue 38 item 7)
-    "330-llama-bench-cpu-md-ngl-0-99-2026":
-        ("rows of different configurations averaged into one figure: a CPU build's markdown table has no ngl column, "
-         "so the -ngl 0 and -ngl 99 rows (pp64 2235.64 and 39527.97, tg16 223.88 and 132.89, lines 3-6) become one "
-         "pp64 20881.805 and one tg16 178.385, with stddev null"),
-    "331-llama-bench-cpu-md-ngl-0-99-verbose-2026":
-        ("rows of different configurations averaged into one figure: as 330 with -v (rows apart, among the loader and "
-         "llama_perf lines): pp64 89749.80 and 103772.88 become 96761.34, tg16 195.24 and 2756.54 become 1475.89"),
-    "343-llama-cli-single-turn-lv4-cpu-device-info-2026":
-        ("one measurement printed twice at different precision becomes their mean: the slot print_timing eval line "
-         "(73.93 t/s, line 213) and llama-cli's summary `[ Prompt: 1871.4 t/s | Generation: 73.9 t/s ]` (line 222) "
-         "give generation 73.915 and prompt 1871.39 (printed 1871.38), neither printed"),
 }
 
 

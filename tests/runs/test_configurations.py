@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.ingest import ingest
-from analyzer.model import like_pairs
+from analyzer.model import figure_key, like_pairs
 from analyzer.output.run_report import run_lines
 from analyzer.output.runjson import run_to_json as run_json
 from analyzer.output.styled import plain_text
@@ -70,7 +70,8 @@ def test_a_thread_sweep_is_six_figures_each_findable():
         t = by_config[("tg64", f"threads={n}")]
         assert (t["tok_s"], t["n"], t["line"]) == (tok_s, 1, line)
     text = report(run)
-    assert "tg64 [threads=1] 47.84 t/s" in text and "tg64 [threads=10] 243.65 t/s" in text
+    # each figure as printed, with its ± (issue 38)
+    assert "tg64 [threads=1] 47.84 ± " in text and "tg64 [threads=10] 243.65 ± " in text
     js = run_json(run)["throughput"]
     assert [(t["config"], t["tok_s"], t["line"]) for t in js][:2] == [("threads=1", 47.84, 5), ("threads=2", 87.31, 6)]
 
@@ -85,13 +86,15 @@ def test_json_rows_at_two_thread_counts_stay_apart(fmt):
     # the rest of the configuration is stated too, so the figure is findable by every parameter
     assert all("n_batch=2048" in t["config"] and "type_k=f16" in t["config"] for t in run.throughput)
     # the report names only what tells the figures apart
-    assert "tg128 [threads=4] 6.32 t/s" in report(run) or "tg128 [threads=4] 6.31 t/s" in report(run)
+    assert "tg128 [threads=4] 6.315 ± " in report(run)
 
 
 def test_same_configuration_repeated_is_still_one_figure():
+    """Each printed row is shown as printed (issue 38); compared, they are one figure: the best."""
     rows = _rows_at("bench/guest-stock.json", {8: 1.0}) * 3
     [run] = diagnosed(json.dumps(rows))
-    assert [(t["test"], t["n"]) for t in run.throughput] == [("pp512", 3), ("tg128", 3)]
+    assert sorted((t["test"], t["n"]) for t in run.throughput) == [("pp512", 1)] * 3 + [("tg128", 1)] * 3
+    assert len({figure_key(t["test"], t["config"]) for t in run.throughput}) == 2
 
 
 def test_baseline_pairs_like_with_like():

@@ -18,6 +18,7 @@ from textual.widgets import Footer, Header, Static
 from analyzer.model import StoredRun
 from analyzer.output.display import clean_run
 from analyzer.output.headline import best_speeds, confidence_clause, headline
+from analyzer.output.run_report import best_of, reduced_words
 from analyzer.safe_text import clean, clean_deep
 from analyzer.store import browse as queries
 from analyzer.store.queries import load_run
@@ -174,12 +175,15 @@ class DetailScreen(CapscanScreen):
         if not mine:
             return None
         host = best_speeds(self.baseline.throughput) if self.baseline is not None else {}
+        rows = best_of(run.throughput)
         t = Text("best ", style="dim")
         for i, (test, tok_s) in enumerate(list(mine.items())[:4]):
             if i:
                 t.append("  ·  ", style="dim")
             t.append(f"{test} ")
             t.append(f"{fmt_tps(tok_s)} tok/s", style="bold")
+            if rows.get(test, (0, 1))[1] > 1:  # one figure standing for several printed rows says so
+                t.append(f" (best of {rows[test][1]} rows)", style="dim")
             if host.get(test):
                 t.append(f" ({tok_s / host[test]:.0%} of host)", style="dim")
         return t
@@ -243,8 +247,10 @@ class DetailScreen(CapscanScreen):
             scale = max(v for v in (t["tok_s"], h) if v is not None and v == v and v != float("inf")) \
                 if t["tok_s"] not in (None, float("inf")) else 0
             name = key if len(configs[t["test"]]) > 1 else t["test"]
+            # a printed row (n 1), or one entry standing for many rows of one configuration: 'median of 200'
+            rows = (reduced_words(t) or "").removesuffix(" rows") or str(t.get("n") or 1)
             table.add_row(name, fmt_tps(t["tok_s"]), fmt_tps(t["stddev"]) if t["stddev"] is not None else "",
-                          str(t["n"]), str(t["line"] or ""), Text(bar(t["tok_s"], scale), style=style),
+                          rows, str(t["line"] or ""), Text(bar(t["tok_s"], scale), style=style),
                           f"{t['tok_s'] / h:.1%}" if h and t["tok_s"] else "")
             if h and self.baseline is not None:
                 table.add_row(Text(f"  host run {self.baseline.id}", style="dim"), Text(fmt_tps(h), style="dim"),
