@@ -15,8 +15,8 @@ from analyzer.model import RunFacts, Throughput
 from analyzer.parsers import Dispatcher
 from analyzer.parsers.scanner import Scanner
 from analyzer.read.reader import Input, InputError, PartialInputError, open_input
-from analyzer.runs.assembler import Assembler
 from analyzer.rules.diagnose import diagnose_runs
+from analyzer.runs.assembler import Assembler
 from analyzer.runs.builder import RunBuilder
 from analyzer.store.db import open_db
 from analyzer.store.queries import load_run
@@ -180,3 +180,12 @@ def diagnosed(tmp_path: Path, *files: str) -> list:
     all_ids = [r[0] for r in db.conn.execute("SELECT id FROM runs ORDER BY id")]
     diagnose_runs(db, all_ids, refresh_peers=True)
     return diagnose_runs(db, result.run_ids, refresh_peers=True)
+
+
+def json_invocation(log: bytes, json_rows: bytes) -> bytes:
+    """One `llama-bench -o json 2>&1` as it prints: a fixture log's stderr (its Metal block; its own markdown
+    table and `build:` footer left out) and then the JSON rows. A JSON output after the table would be another
+    invocation, and another run (issue 38)."""
+    block = b"".join(line for line in log.splitlines(keepends=True)
+                     if line.strip() and not line.startswith((b"|", b"build:")))
+    return block + json_rows

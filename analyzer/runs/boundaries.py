@@ -412,7 +412,9 @@ def _build_version(asm: Assembler, ev: Event) -> str | None:
     run = asm.run
     if ev.data.get("program") == "llama-cli":
         return "a program's start after a finished run" if finished(run) else None
-    return "a program's first line" if run.content and not before_main(run) else None
+    # (a build's backends register, and may print their devices, before its version line: only a process that
+    # loaded a model or measured is over)
+    return "a program's first line" if loaded(run) else None
 
 
 def _program_named(asm: Assembler, ev: Event) -> str | None:
@@ -471,3 +473,4 @@ def starts_run(asm: Assembler, ev: Event) -> tuple[str, Boundary] | None:
         return None
     why = boundary.decide(asm, ev)
     return (why, boundary) if why else None
+

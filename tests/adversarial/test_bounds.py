@@ -26,6 +26,7 @@ from analyzer.rules import diagnose as diagnose_mod
 from analyzer.rules.diagnose import diagnose_runs
 from analyzer.store.db import open_db
 from analyzer.store.queries import load_run
+from tests.ingest_util import json_invocation
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 # the budgets (getattr: on the code before them, the tests fail on their assertions, not on an import)
@@ -135,14 +136,10 @@ def _baselines(tmp_path: Path) -> dict[str, Path]:
     """The files of a prediction: a remedied (shim) guest and its bare-metal host of one model (llama
     1B), and the bare-metal host of the model to predict (gemma 12B), all on an M1 Ultra."""
     out = {}
-    # each as one `llama-bench -o json 2>&1` prints it: the Metal block on stderr, then the JSON rows (the
-    # log's own markdown table and footer left out: a JSON output after them is another invocation's run)
     for name, (log, js) in {"shim": ("metal/m4-2026-08-guest-lume-shim.log", "bench/guest-shim.json"),
                             "host": ("metal/m4-2026-08-host-m1-ultra.log", "bench/host-m1-ultra.json")}.items():
-        block = b"".join(line for line in (FIX / log).read_bytes().splitlines(keepends=True)
-                         if not line.startswith((b"|", b"build:")) and line.strip())
         out[name] = tmp_path / f"{name}.log"
-        out[name].write_bytes(block + (FIX / js).read_bytes())
+        out[name].write_bytes(json_invocation((FIX / log).read_bytes(), (FIX / js).read_bytes()))
     out["gemma-host"] = FIX / "bench/gemma-12b-host.jsonl"
     return out
 

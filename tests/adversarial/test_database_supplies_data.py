@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer.cli import cli
+from analyzer.rules.version import RULES_VERSION
 from analyzer.store import open_db
 from tests.remedy.conftest import stand_in_calls
 
@@ -442,7 +443,7 @@ def test_a_lying_diagnosis_stamped_by_another_installation_is_decided_again(tmp_
     assert theirs is not None
     with conn:
         conn.execute("UPDATE diagnoses SET fixable = 1, verdict = 'capability-downgrade', stamp = ? WHERE run_id = ?",
-                     (stamp.stamp(theirs, intel, "capability-downgrade", 1, env, "5", facts), intel))
+                     (stamp.stamp(theirs, intel, "capability-downgrade", 1, env, RULES_VERSION, facts), intel))
     conn.close()
     # on their machine the forged row verifies (the stamp only says who wrote it) ...
     assert intel not in _claims(db)

@@ -16,6 +16,7 @@ import pytest
 
 from analyzer.rules.compare import decompose_numbers, per_token_cost, predict_tok_s
 from tests.conftest import run_capscan
+from tests.ingest_util import json_invocation
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -87,7 +88,7 @@ def test_compare_three_runs_decomposes_the_gap(tmp_path):
     for name, (log, js) in {"stock": ("metal/m4-2026-08-guest-stock.log", "bench/guest-stock.json"),
                             "shim": ("metal/m4-2026-08-guest-lume-shim.log", "bench/guest-shim.json"),
                             "host": ("metal/m4-2026-08-host-m1-ultra.log", "bench/host-m1-ultra.json")}.items():
-        (tmp_path / f"{name}.log").write_bytes((FIX / log).read_bytes() + (FIX / js).read_bytes())
+        (tmp_path / f"{name}.log").write_bytes(json_invocation((FIX / log).read_bytes(), (FIX / js).read_bytes()))
     ids = _ingest(db, *(str(tmp_path / f"{n}.log") for n in ("shim", "host", "stock")))
     out = run_capscan("compare", *map(str, ids), "--json", db=db, check=True)
     dec = {t["test"]: t for t in json.loads(out.stdout)["decomposition"]["tests"]}
@@ -102,7 +103,7 @@ def test_report_predicts_the_remedied_speed_of_another_model(tmp_path):
     db = tmp_path / "p.db"
     for name, (log, js) in {"shim": ("metal/m4-2026-08-guest-lume-shim.log", "bench/guest-shim.json"),
                             "host": ("metal/m4-2026-08-host-m1-ultra.log", "bench/host-m1-ultra.json")}.items():
-        (tmp_path / f"{name}.log").write_bytes((FIX / log).read_bytes() + (FIX / js).read_bytes())
+        (tmp_path / f"{name}.log").write_bytes(json_invocation((FIX / log).read_bytes(), (FIX / js).read_bytes()))
     _ingest(db, str(tmp_path / "shim.log"), str(tmp_path / "host.log"), "bench/gemma-12b-host.jsonl")
     # llama-bench -o jsonl 2>&1: the M4 block is always on its stderr (the fixable proof needs the clamp's own lines)
     block = (FIX / "metal/m4-2026-08-guest-stock.log").read_bytes().split(b"| model")[0]

@@ -10,10 +10,11 @@ from analyzer.read.reader import Input
 from analyzer.rules.diagnose import diagnose_runs
 from analyzer.store import diagnoses
 from analyzer.store.db import open_db
+from tests.ingest_util import json_invocation
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
-SHIM = (FIX / "metal/m4-2026-08-guest-lume-shim.log").read_bytes() + (FIX / "bench/guest-shim.json").read_bytes()
-HOST = (FIX / "metal/m4-2026-08-host-m1-ultra.log").read_bytes() + (FIX / "bench/host-m1-ultra.json").read_bytes()
+SHIM = json_invocation((FIX / "metal/m4-2026-08-guest-lume-shim.log").read_bytes(), (FIX / "bench/guest-shim.json").read_bytes())
+HOST = json_invocation((FIX / "metal/m4-2026-08-host-m1-ultra.log").read_bytes(), (FIX / "bench/host-m1-ultra.json").read_bytes())
 STOCK = ((FIX / "metal/m4-2026-08-guest-stock.log").read_bytes().split(b"| model")[0]
          + (FIX / "bench/gemma-12b-stock.jsonl").read_bytes())
 
