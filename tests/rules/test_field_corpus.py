@@ -85,8 +85,7 @@ EXPECTED_FAILURES: dict[str, str] = {
     "264-llama-opt-inferna-gh-runner-paravirtual-adamw-abort-2026":
         ("host proof outside the log: the four prefix-stripped capability lines (MTL0 Apple Paravirtual device, "
          "Apple5, reduction/mm false) give the downgrade, but the arm64 runner is named only in the draft's prose, so "
-         "not fixable; the OPT_STEP_ADAMW abort line (\"pre-allocated tensor ... in a buffer (MTL0) that cannot run "
-         "the operation\") is not read as a crash or a training signature either"),
+         "not fixable (the OPT_STEP_ADAMW abort line is read: finding training-aborts)"),
     "266-whisper-screenpipe-m4-max-no-gpu-found-blas-2026":
         ("runs merged, whisper.cpp's CPU fallback not read: the first model load (GPU name Apple M4 Max, Apple9) "
          "decides healthy, while the later \"whisper_backend_init: using BLAS backend\" and "
