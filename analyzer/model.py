@@ -53,6 +53,12 @@ class Shim(_Record):
     line: int | None = None
 
 
+# Rows of one figure (model, test, kind, configuration) a run's summary lists one by one, as printed; a figure
+# repeated more often (a loop appending to one file, a million-row bench file) is listed as their median, labelled
+# (runs.builder while reading, store.queries for a run stored without its summary)
+MAX_ROWS_SHOWN = 64
+
+
 class Throughput(NamedTuple):
     """One measured speed. A plain tuple, not a Struct: a bench file can
     hold a million of these, and they are checked by their parser already.

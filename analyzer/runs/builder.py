@@ -16,7 +16,15 @@ import statistics
 from array import array
 from collections import Counter
 
-from analyzer.model import GUEST_PROCESS, Evidence, Observation, Provenance, RunFacts, Throughput
+from analyzer.model import (
+    GUEST_PROCESS,
+    MAX_ROWS_SHOWN,
+    Evidence,
+    Observation,
+    Provenance,
+    RunFacts,
+    Throughput,
+)
 from analyzer.parsers.base import Event
 
 SPILL_AT = 5000
@@ -33,9 +41,6 @@ MAX_NAMES = 16
 MAX_LISTED = 32
 MAX_TEXT = 300
 _APPLE = range(1001, 2000)
-# Rows of one figure (model, test, kind, configuration) the run summary lists one by one, as printed; a figure
-# repeated more often (a loop appending to one file, a million-row bench file) is listed as their median, labelled
-MAX_ROWS_SHOWN = 64
 # One observation per distinct (fact, subject, value, block): a run that shows more than this many
 # distinct readings is hostile or many machines merged; the first ones are kept (and a contradiction
 # among them is still seen), the rest counted in ``observations_dropped``.

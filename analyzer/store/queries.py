@@ -13,15 +13,14 @@ if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic n
     from analyzer.store.db import Database
 
 
-MAX_ROWS_SHOWN = 64  # as analyzer.runs.builder.MAX_ROWS_SHOWN (the store does not import the runs layer)
-
-
 def _throughput(db: Database, run_id: int) -> list[dict[str, Any]]:
     """A run's figures as ``RunBuilder.throughput_summary`` gives them, for a run stored without that
     summary: each row as printed (``n`` 1, ``reduced`` None) in the order of its lines; a (model, test,
     kind) with more than MAX_ROWS_SHOWN rows is one entry, the median of its rows as one of them
     (median_low), labelled ``reduced``. (The table keeps no configuration: rows of one test at several
     configurations are told apart only while each is listed.) In SQL: a run may hold a million rows."""
+    from analyzer.model import MAX_ROWS_SHOWN  # (as load_run imports it: listing runs needs no pydantic)
+
     conn = db.conn
     groups = conn.execute("SELECT model, test, kind, COUNT(*), MIN(line), MIN(rowid) FROM throughput WHERE run_id = ? "
                           "GROUP BY model, test, kind", (run_id,)).fetchall()
