@@ -88,6 +88,8 @@ class RunBuilder:
         # of the enumeration before it, a loader line) is not the block's: another name there opens no run.
         self.block_device: str | None = None
         self.bench_model: str | None = None  # model of the last llama-bench row (with bench_key: the fast path)
+        # the model a wrapper is running (obench benchmarks several models in turn, each its own figures)
+        self.wrapper_model: str | None = None
         self.bench_format: str | None = None  # md, json, csv, sql: one invocation prints one (runs.boundaries)
         # Token counts printed apart from their rate (ollama 'prompt eval count:', server JSON 'prompt_n'),
         # waiting for the rate line of the same phase; mlx_lm.benchmark's 'Timing with ...' counts.

@@ -6,19 +6,15 @@ meaning (a wrapper's run, its average or median), so no figure becomes a mean no
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from weakref import WeakKeyDictionary
 
 from analyzer.model import Throughput
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import RunBuilder
 from analyzer.runs.timings import on_timing_pair
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler, Handler
 
 _OBENCH = "obench (ollama)"
-# The model obench is running, per run: one output benchmarks several models in turn, each its own figures.
-_OBENCH_MODEL: WeakKeyDictionary[RunBuilder, str] = WeakKeyDictionary()
 
 
 def _name(asm: Assembler, program: str) -> None:
@@ -75,19 +71,19 @@ def on_obench(asm: Assembler, ev: Event) -> None:
     if model:
         if asm.run.facts.model is None:
             asm.run.facts.model = model
-        _OBENCH_MODEL[asm.run] = model
+        asm.run.wrapper_model = model
     asm.run.touch(ev, evidence=False)
 
 
 def on_obench_run(asm: Assembler, ev: Event) -> None:
     _name(asm, _OBENCH)
-    _add(asm, ev, "generation", ev.data["tok_s"], f"run={ev.data['run']}", model=_OBENCH_MODEL.get(asm.run))
+    _add(asm, ev, "generation", ev.data["tok_s"], f"run={ev.data['run']}", model=asm.run.wrapper_model)
 
 
 def on_obench_average(asm: Assembler, ev: Event) -> None:
     # the wrapper's own average, as printed, labelled so: never merged with the rates it averages
     _name(asm, _OBENCH)
-    _add(asm, ev, "generation", ev.data["tok_s"], "aggregate=average", model=_OBENCH_MODEL.get(asm.run))
+    _add(asm, ev, "generation", ev.data["tok_s"], "aggregate=average", model=asm.run.wrapper_model)
 
 
 HANDLERS: dict[str, Handler] = {
