@@ -106,9 +106,8 @@ def placed(run: RunBuilder) -> bool:
 
 
 def loaded(run: RunBuilder) -> bool:
-    """Has the run's process loaded a model or made a context (or measured)?"""
-    return run.has_results or not run.kinds.isdisjoint(LOADED) or \
-        (run.block_device is not None and run.facts.metal_era == "legacy")
+    """Has the run's process loaded a model or made a context (or measured)? (LOADED holds PLACED.)"""
+    return run.has_results or placed(run) or not run.kinds.isdisjoint(LOADED)
 
 
 # Who printed a timing line, by its source: engines that never print each other's lines. llama.cpp's own
@@ -121,12 +120,16 @@ def timing_family(source: str) -> str:
     return TIMING_FAMILY.get(source, "llama.cpp")
 
 
+# Programs whose results are a family of their own (every other program's: llama.cpp's)
+RUN_FAMILY = {"llama-bench": "llama-bench", "mlx_lm": "mlx_lm", "ollama": "ollama", "normiebench": "normiebench",
+              "obench (ollama)": "obench"}
+
+
 def run_family(run: RunBuilder) -> str | None:
     """The family of what the run measured (None before a result): llama-bench rows are a family of their own."""
     if not run.has_results:
         return None
-    return {"llama-bench": "llama-bench", "mlx_lm": "mlx_lm", "ollama": "ollama", "normiebench": "normiebench",
-            "obench (ollama)": "obench"}.get(run.explicit_program or "", "llama.cpp")
+    return RUN_FAMILY.get(run.explicit_program or "", "llama.cpp")
 
 
 def finished(run: RunBuilder) -> bool:
