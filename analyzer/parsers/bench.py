@@ -146,6 +146,18 @@ def config_label(fields: dict[str, Any]) -> str | None:
     return " ".join(parts) or None
 
 
+def _setup(fields: dict[str, Any]) -> str:
+    """The row's configuration as one text: its fields before ``n_prompt``, where llama-bench prints the
+    configuration in every era and after which it prints the test and what it measured (the dense path's
+    configuration bytes, JsonlRows: parsed once per configuration, shared by its rows)."""
+    out = []
+    for key, value in fields.items():
+        if key == "n_prompt":
+            break
+        out.append((key, value))
+    return repr(out)
+
+
 def _configuration(fields: dict[str, Any], fmt: str) -> dict[str, Any]:
     """The row fields that come from the benchmark's configuration, not its measurement.
 
@@ -169,6 +181,9 @@ def _configuration(fields: dict[str, Any], fmt: str) -> dict[str, Any]:
             "key": (cpu_info, gpu_info, backend, commit),
             # what makes two rows of one test two figures (see runs.builder's summary)
             "config": config_label(fields),
+            # every field of the configuration (all but the test and what was measured): one invocation
+            # prints a test of one setup once, so a repeat is the next invocation's (runs.boundaries)
+            "setup": _setup(fields),
             # the most tok/s its rows can show: (prompt, generation)
             "limits": _limits(fields, cpu_info, gpu_info, backend, model)}
 
@@ -288,7 +303,7 @@ def _row(config: dict[str, Any], m: tuple) -> dict:
             "stddev": stddev, "model": config["model"], "backend": config["backend"], "cpu_info": config["cpu_info"],
             "gpu_info": config["gpu_info"], "n_gpu_layers": config["n_gpu_layers"],
             "build_commit": config["build_commit"], "key": config["key"], "config": config["config"],
-            "model_size": config.get("model_size")}
+            "model_size": config.get("model_size"), "setup": config.get("setup")}
 
 
 bench_row_from = _row  # for the dispatcher's batches
@@ -508,8 +523,10 @@ def _md_header_any(m: regex.Match) -> dict | None:
 BENCH = Format(
     name="llama-bench",
     description="llama-bench results: md, json, jsonl, csv, sql (2023-2026)",
-    literals=("build_commit", '"avg_ns"', '"avg_ts"', "INSERT INTO", "\u00b1", "| model", "model |"),
+    # ']': the line that closes -o json's array, which nothing else of llama-bench's output names
+    literals=("build_commit", '"avg_ns"', '"avg_ts"', "INSERT INTO", "\u00b1", "| model", "model |", "]"),
     patterns=(
+        Pattern("bench.json_end", rx(r"^\]\s*+$")),
         Pattern("bench.row", rx(r"^\{(?>.*\"build_commit\")(?>.*\})\s*+,?\s*+$"), _json_row),
         Pattern("bench.row_list", rx(r"^\[\s*+\{(?>.*\"build_commit\")(?>.*\})\s*+\]\s*+$"), _json_array),
         # the first field line of a multi-line object: llama-bench's own order, or sorted keys
@@ -549,6 +566,7 @@ BENCH = Format(
                "('3ffbbd5c', '4840', '1', 'Apple M2 Max', '512', '0', '1234.5', '3.2');", "bench.row",
                {"test": "pp512", "backend": "Metal", "table": "test"}),
         Sample('"build_commit": "ee3d1b54c",', "bench.json_start", {}),
+        Sample("]", "bench.json_end", {}),
         Sample('    "avg_ns": 1187046603,', "bench.json_start", {}),
         Sample('"avg_ts": 431.322577,', "bench.json_start", {}),
         Sample('[{"build_commit":"ee3d1b54c","cpu_info":"Accelerate, Apple M1 Ultra","gpu_info":"Apple M1 Ultra",'

@@ -49,9 +49,25 @@ def on_bench_rows(asm: Assembler, ev: Event) -> None:
     asm.spill()
 
 
+def on_bench_json_end(asm: Assembler, ev: Event) -> None:
+    """llama-bench -o json's closing ']': after it, its invocation prints nothing more (runs.boundaries)."""
+    run = asm.run
+    if run.bench_format == "json":
+        run.bench_closed = True
+        run.touch(ev, evidence=False)
+
+
+# the (setup, test) pairs a run remembers to tell a repeat (the next invocation) from its own rows
+MAX_SEEN = 4096
+
+
 def _bench(asm: Assembler, ev: Event, row: dict) -> None:
     run = asm.run
     f = run.facts
+    setup = row.get("setup")
+    if setup is not None and len(run.bench_seen) < MAX_SEEN:
+        run.bench_seen.add((setup, row["test"]))
+    run.bench_reloaded = False
     if row["format"] != "md":
         key = row["key"]
         if key == run.bench_key and run.bench_model == row["model"]:
@@ -121,6 +137,7 @@ def opens_block(asm: Assembler, ev: Event) -> None:
 
 HANDLERS: dict[str, Handler] = {
     "bench.json_start": opens_block,
+    "bench.json_end": on_bench_json_end,
     "bench.csv_header": opens_block,
     "bench.table_header": opens_block,
     "bench.md_header": on_bench_md_header,

@@ -80,8 +80,12 @@ def before_main(run: RunBuilder) -> bool:
 
 
 def other_backend(run: RunBuilder) -> bool:
-    """The run is another backend's, and not one process registering both (`registering`)."""
-    return run.device_source not in (None, "metal") and not run.registering("metal")
+    """The run is another backend's, and not one process registering both (`registering`), or its llama-bench
+    rows name backends without Metal (a CANN or CPU build's table prints no Metal block)."""
+    if run.device_source not in (None, "metal") and not run.registering("metal"):
+        return True
+    backends = run.facts.bench_backends
+    return backends is not None and not any(b in backends.lower() for b in ("metal", "mtl"))
 
 
 # What a program prints once it has read its arguments and build line: its model load and context (buffers, the
@@ -151,7 +155,8 @@ def _start_after_results(asm: Assembler, ev: Event) -> str | None:
         if ev.kind in REGISTERING and placed(run):
             return "a backend's registration after another program's model load"
         return None
-    if run.explicit_program == "llama-bench" and ev.kind in BENCH_RELOADS:
+    if run.explicit_program == "llama-bench" and ev.kind in BENCH_RELOADS and not run.bench_closed:
+        run.bench_reloaded = True  # (a repeated test after this load is the next invocation's: _bench_row)
         return None  # llama-bench loads the model again for each test: its loader lines follow its rows
     return "a program's start after a finished run"
 
@@ -264,7 +269,7 @@ def _metal_line(asm: Assembler, ev: Event) -> str | None:
         return "a Metal block after another backend's device"
     if ev.kind == "metal.block_start" and run.metal_blocks and run.has_results and run.facts.metal_era != "M4":
         return "a legacy Metal block after results"
-    if ev.kind == "metal.block_start" and finished(run) and run.explicit_program != "llama-bench":
+    if ev.kind == "metal.block_start" and finished(run) and (run.explicit_program != "llama-bench" or run.bench_closed):
         return "a program's start after a finished run"  # a context is made before its results
     return None
 
@@ -332,6 +337,12 @@ def _bench_row(asm: Assembler, ev: Event) -> str | None:
     backend column too (one build prints one backend for all its rows). After a probe or system_profiler
     block any row does."""
     run, row = asm.run, ev.data
+    if run.bench_closed:
+        return "a llama-bench row after its JSON array closed"
+    if run.bench_reloaded and row.get("setup") is not None and (row["setup"], row["test"]) in run.bench_seen:
+        # one invocation prints each test of a setup once, after its model load (-v): a repeat after a load is
+        # the next invocation's (rows back to back, with no load between, are a loop appending to one file)
+        return "a llama-bench row repeating a test of its setup"
     if row["format"] != "md":
         key = row["key"]
         if key == run.bench_key and run.bench_model == row["model"] and run.bench_format == row["format"]:
@@ -376,7 +387,8 @@ def _timing(asm: Assembler, ev: Event) -> str | None:
     if family is not None and source is not None:
         mine = timing_family(source)
         # llama.cpp's own blocks also come from ollama's runner and from llama-bench -v (a block per test)
-        if mine != family and not (mine == "llama.cpp" and family in ("ollama", "llama-bench")):
+        if mine != family and not (mine == "llama.cpp" and family in ("ollama", "llama-bench")
+                                   and not run.bench_closed):
             return "timings of another program after a finished run"
     if ev.kind == "timing" and d.get("source", "") in ONCE_PER_PROCESS and run.timing_closed_at is not None \
             and d["phase"] != "eval" and ev.line - run.timing_closed_at > BACK_TO_BACK \
@@ -427,6 +439,14 @@ def _program_named(asm: Assembler, ev: Event) -> str | None:
     return _program_start(asm, ev)
 
 
+def _command(asm: Assembler, ev: Event) -> str | None:
+    """A pasted shell command that starts a llama.cpp program ('$ llama-bench -m ...') after a process that
+    loaded a model or measured: the user typed the next one, so it opens the next run (and names it). Not after
+    what a user pastes about the machine first (`sw_vers`, `file`, `--version`, `--list-devices`): that is the
+    context of the run it introduces."""
+    return "a pasted command after another process's run" if loaded(asm.run) else None
+
+
 def _wrapper_start(asm: Assembler, ev: Event) -> str | None:
     """A wrapper's result (normiebench's or mlx_lm's JSON, obench's 'Running benchmark' or table header) and
     koboldcpp's per-reply line: after another program's results they are the next invocation's."""
@@ -464,6 +484,7 @@ BOUNDARIES: tuple[Boundary, ...] = (
     Boundary(("bench.sql_header",), _bench_sql_header),
     Boundary(("build.version",), _build_version),
     Boundary(("program.named",), _program_named),
+    Boundary(("command.line",), _command),
     Boundary(("wrapper.json", "wrapper.obench", "wrapper.kobold_total"), _wrapper_start),
 )
 BY_KIND: dict[str, Boundary] = {kind: b for b in BOUNDARIES for kind in b.kinds}

@@ -91,6 +91,12 @@ class RunBuilder:
         # the model a wrapper is running (obench benchmarks several models in turn, each its own figures)
         self.wrapper_model: str | None = None
         self.bench_format: str | None = None  # md, json, csv, sql: one invocation prints one (runs.boundaries)
+        # llama-bench -o json closed its array (']'): the invocation is over, whatever follows is the next's
+        self.bench_closed = False
+        # (setup, test) of the llama-bench rows seen (up to MAX_SEEN): one invocation never prints a test of one
+        # setup twice, so a repeat is the next invocation's (runs.boundaries)
+        self.bench_seen: set[tuple] = set()
+        self.bench_reloaded = False  # a model load (llama-bench -v) since its last row
         # Token counts printed apart from their rate (ollama 'prompt eval count:', server JSON 'prompt_n'),
         # waiting for the rate line of the same phase; mlx_lm.benchmark's 'Timing with ...' counts.
         self.pending_counts: dict[str, int] = {}

@@ -82,8 +82,8 @@ def on_build_version(asm: Assembler, ev: Event) -> None:
 
 def on_command_line(asm: Assembler, ev: Event) -> None:
     """A pasted command that starts a llama.cpp program ('$ llama serve -m ...') names the run it opens.
-    It is not a line of that process's output, so it neither opens a run nor joins one: after another
-    process's lines it names nothing (where one process ends is runs.boundaries' to decide)."""
+    It is not a line of that process's output: after another process's lines it opens the next run
+    (runs.boundaries), which it names."""
     run = asm.run
     if run.content:
         return

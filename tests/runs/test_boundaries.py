@@ -9,6 +9,7 @@ logs in tests/fixtures (real llama.cpp, ollama and probe output); a reason witho
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -70,11 +71,18 @@ MD_METAL = """\
 MD_CPU = MD_METAL.replace("Metal,BLAS", "BLAS      ")
 
 
-def jsonl(gpu: str = "Apple Paravirtual device", commit: str = "ee3d1b54c", ts: float = 12.63) -> str:
+def jsonl(gpu: str = "Apple Paravirtual device", commit: str = "ee3d1b54c", ts: float = 12.63, pp: bool = False) -> str:
+    """A llama-bench JSONL row: tg128, or pp512 (one invocation prints each test of a setup once)."""
+    n_prompt, n_gen = (512, 0) if pp else (0, 128)
     return (f'{{"build_commit": "{commit}", "build_number": 10167, "cpu_info": "Accelerate, Apple M1 Ultra (Virtual)", '
             f'"gpu_info": "{gpu}", "backends": "MTL,BLAS", "model_filename": "/Users/admin/models/tinyllama.gguf", '
             '"model_type": "llama 1B Q4_K - Medium", "n_batch": 2048, "n_threads": 8, "n_gpu_layers": 99, '
-            f'"n_prompt": 0, "n_gen": 128, "n_depth": 0, "avg_ts": {ts}, "stddev_ts": 0.05}}\n')
+            f'"n_prompt": {n_prompt}, "n_gen": {n_gen}, "n_depth": 0, "avg_ts": {ts}, "stddev_ts": 0.05}}\n')
+
+
+def json_array(*rows: str) -> str:
+    """llama-bench -o json: its rows as an array of objects, a field per line."""
+    return "[\n" + ",\n".join(json.dumps(json.loads(r), indent=4) for r in rows) + "\n]\n"
 
 
 OLLAMA_START = ('time=2025-02-16T20:51:57.943-06:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
@@ -140,7 +148,13 @@ CASES: dict[str, tuple[str, int]] = {
         "ggml_metal_init: GPU name:   Apple M2 Max\n" + jsonl(gpu="Apple Paravirtual device"), 1),
     "a llama-bench row of another backend": (MD_HEADER + MD_METAL + MD_CPU, 1),
     "timings after a probe": (PROBE + PERF, 1),
-    "a timing block of another process": (PERF + "\n## q8_0\n\n```\n$ ./llama-cli -m q8.gguf -p hi\n```\n\n" + PERF, 1),
+    "a timing block of another process": (PERF + "\n## q8_0\n\n```\n" + PERF, 1),
+    # the user's next command (a shell prompt's '$') after another process's model load or results
+    "a pasted command after another process's run": (PERF + "$ ./llama-cli -m q8.gguf -p hi\n" + PERF, 1),
+    # (-o json: `]` closes the array, after the last object; with -v its loader lines follow, like the next one's)
+    "a llama-bench row after its JSON array closed": (json_array(jsonl(pp=True)) + json_array(jsonl()), 1),
+    # -o jsonl: no close, but one invocation prints each test of its setup once (here a second tg128)
+    "a llama-bench row repeating a test of its setup": (jsonl() + LOADER + jsonl(ts=12.70), 1),
 }
 
 
@@ -164,14 +178,14 @@ def test_each_boundary_opens_its_run(reason):
 
 SAME_PROCESS = {
     "a second M4-era Metal block": M4_BLOCK + M4_BLOCK.replace("MTL0 (Apple Paravirtual device)", "MTL1"),
-    "a llama-bench row of another configuration": jsonl() + jsonl(ts=12.70),
+    "a llama-bench row of another configuration": jsonl(pp=True) + jsonl(ts=12.70),
     "a timing block of another process": PERF + PERF,  # a loop repeating one command: its blocks back to back
     # llama-bench -v (real, 2026): the first test's model load, then the header with the first row, a perf block per
     # test, the next test's load, its row
     "a program's start after a finished run": LOADER + MD_HEADER + MD_METAL.splitlines(keepends=True)[0] + PERF
                                               + LOADER + MD_METAL.splitlines(keepends=True)[1],
     # one llama-bench -o json 2>&1 of the M4 era: its Metal block (backend registration) before its JSON
-    "a llama-bench row in another output format": M4_BLOCK + "[\n" + jsonl() + jsonl(ts=12.70),
+    "a llama-bench row in another output format": M4_BLOCK + "[\n" + jsonl(pp=True) + jsonl(ts=12.70),
     # llama-server answering two requests: its slot lines and timings per request
     "timings of another program after a finished run": SLOT + SLOT,
 }
@@ -247,3 +261,14 @@ AFTER_A_FINISHED_RUN = {
 def test_each_invocation_its_own_run(shape):
     runs = assemble(AFTER_A_FINISHED_RUN[shape])
     assert len(runs) == 2, [r.started_by for r in runs]
+
+
+@pytest.mark.parametrize("backend", ["CANN", "CPU", "BLAS", "Vulkan"])
+def test_a_metal_block_after_a_table_of_another_backend_is_the_next_process(backend):
+    """A llama-bench table whose backend column names no Metal (field 091: CANN) is a build that prints no
+    Metal block: one after its rows is the next process's, even though llama-bench -v reloads per test."""
+    table = MD_HEADER + MD_METAL.replace("Metal,BLAS", f"{backend:<10}")
+    runs = assemble(table + LEGACY_M2)
+    assert [r.started_by for r in runs] == [None, "a Metal block after another backend's device"]
+    assert [r.facts.device.name for r in runs] == [None, "Apple M2 Max"]
+

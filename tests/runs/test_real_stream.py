@@ -21,15 +21,12 @@ REAL = sorted(p.stem for p in FIELD.glob("3[345]?-*-2026.log") if 330 <= int(p.n
 
 BENCH_RELOAD = ("starts with a model load, which after llama-bench rows reads as llama-bench -v loading the model "
                 "for its next test (field 331, 333, 335, 337, 339 show that shape)")
-ONE_JSON = ("llama-bench JSON rows of the build, model and device of the JSON rows before them: one invocation's "
-            "rows look so; the array's `[` that would tell them apart is not read")
+ONE_JSONL = ("llama-bench -o jsonl rows right after rows of the same setup (another -o jsonl run without -v): a loop "
+             "appending to one file prints exactly that, one run (its median); no line between tells them apart")
 KNOWN: dict[str, str] = {
     "347-llama-simple-cpu-layers-decoded-speed-2026": BENCH_RELOAD,
     "348-llama-simple-ngl0-cpu-layers-2026": BENCH_RELOAD,
-    "335-llama-bench-cpu-json-ngl-0-99-verbose-2026": BENCH_RELOAD,
-    "337-llama-bench-cpu-jsonl-ngl-0-99-verbose-2026": BENCH_RELOAD,
-    "334-llama-bench-cpu-json-ngl-0-99-2026": ONE_JSON,
-    "336-llama-bench-cpu-jsonl-ngl-0-99-2026": ONE_JSON,
+    "336-llama-bench-cpu-jsonl-ngl-0-99-2026": ONE_JSONL,
 }
 
 pytestmark = pytest.mark.skipif(len(REAL) < 27, reason="the real logs of field 330-356 come with i38-reallogs")

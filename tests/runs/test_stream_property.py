@@ -7,9 +7,11 @@ same figures (its throughput rows as stored) and the same verdict.
 The issue's rule is that a program's start after a *finished* run begins a new run. Most field logs are cuts a
 thread poster made, and a cut that ends before its results (a start-up block, a model load, an error) is no
 finished run: a bare timing block, a context block or a bare table after it is exactly what that process would
-print next. So a log that ends open and the log after it are read as one unit on both sides of the comparison
-(`continues`, decided from the logs' own lines, never by name); after every log that ends with results the next
-must split. What still differs is bounded per order by MAX_DIFFERENT_SHARE, which may only go down.
+print next. Likewise a cut that begins mid-process (its first line a timing line, a slot's progress, a bare row)
+is no invocation. So such a log and its neighbour are read as one unit on both sides of the comparison
+(`continues`, decided from the logs' own lines, never by name); after every log that ends with results, a log
+that begins with a program's start must split. What still differs is bounded per order by MAX_DIFFERENT_SHARE,
+which may only go down.
 
 Both readings are diagnosed over the same runs (apart: a source per unit, all diagnosed together), so a run's
 peers (runs of its model on its hardware) are the same in both.
@@ -21,6 +23,7 @@ import difflib
 import io
 import random
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -65,12 +68,20 @@ def shape(name: str) -> tuple[str | None, bool]:
     return (kinds[0] if kinds else None), (not runs or not runs[-1].has_results)
 
 
+# What a program prints once it measured (its timing lines, a slot's progress, a bare row): a log whose first
+# line is one of these is a cut from the middle of a process, not an invocation
+MID_PROCESS = frozenset(("timing", "timing.count", "timing.pair", "timing.trial", "timing.setup", "whisper.timing",
+                         "server.slot", "bench.row", "wrapper.kobold_total"))
+
+
 def continues(before: str, after: str) -> bool:
     """May `after` be read as the rest of the process `before` was cut from? When `before` ends open: the
     issue's rule is that a program's start after a *finished* run begins a new run, and a cut before its
     results (a start-up block, a model load, an error) is no finished run: a bare timing block, a context
-    block or a bare table after it is exactly what that process would print next."""
-    return shape(before)[1]
+    block or a bare table after it is exactly what that process would print next. And when `after` begins
+    mid-process (its first line a timing line, a slot's progress, a bare row): a cut without its start is no
+    invocation, and nothing in its lines says that another process printed it."""
+    return shape(before)[1] or shape(after)[0] in MID_PROCESS
 
 
 def order(which: str) -> list[str]:
@@ -142,13 +153,12 @@ def read_differently(parts: list[tuple[str, ...]], alone: list[list[Reading]], s
     return ["+".join(parts[k]) for k in sorted(bad)]
 
 
-# The share of units each order still reads differently (a start after an open fragment's device lines read as
-# its continuation, two llama-bench JSON outputs of one build, model and device read as one, a neighbour's run
-# changing a verdict). At 66065a3, before issue 38: 0.45 to 0.57 of the units; now at most 0.36 here, and 0.37
-# with the public and real logs of i38-publiclogs and i38-reallogs; 0.32 once wrappers and ollama counts
-# split after another program's results, 0.35 with every printed row compared apart (i38-figures). A share, not a count, so that new field logs
-# do not break it; it may only go down.
-MAX_DIFFERENT_SHARE = 0.35
+# The share of units each order still reads differently. At 66065a3, before issue 38: 0.45 to 0.57 of the units;
+# 0.35 at a673fe4. Now 0.03 to 0.08 (sorted, reversed, seed-1, seed-2): what is left is a cut that begins inside a
+# Metal block after another cut that ended open (two machines' lines read as one process, as any reader would), a
+# neighbour's merge changing a run's peers, and `ollama` slog lines of two servers. A share, not a count, so that
+# new field logs do not break it; it may only go down.
+MAX_DIFFERENT_SHARE = 0.10
 
 
 @pytest.mark.parametrize("which", ORDERS)
@@ -162,10 +172,14 @@ def test_runs_together_are_the_runs_apart(which, tmp_path):
 
 
 def test_every_finished_log_is_a_junction_that_must_split():
-    """The property is not vacuous: every log that ends with results ends a unit, so the next log's start must
-    open a run of its own (a third of the corpus and more)."""
+    """The property is not vacuous: every log that ends with results, followed by a log that begins with a
+    program's start (not mid-process), ends a unit, so that start must open a run of its own (a third of the
+    corpus and more)."""
     finished = [n for n in logs() if not shape(n)[1]]
     assert len(finished) * 3 > len(logs())
     for which in ORDERS:
-        parts = units(order(which))
-        assert sum(1 for u in parts if not shape(u[-1])[1]) == sum(1 for n in order(which) if not shape(n)[1])
+        names = order(which)
+        junctions = [a for a, b in pairwise(names) if not shape(a)[1] and shape(b)[0] not in MID_PROCESS]
+        assert len(junctions) * 4 > len(names)
+        last = {u[-1] for u in units(names)}
+        assert all(a in last for a in junctions)
