@@ -192,6 +192,9 @@ class RunFacts(_Record):
     # the model file the program names (llama-cli's 2026 banner 'model : ...', llama-server's "loading model '...'"):
     # the run's name when the log prints no model name
     model_file: str | None = None
+    # when the log says its run began (llama-bench's test_time in JSON, CSV and SQL rows; UTC ISO 8601): the
+    # run's name, rather than the time it was read
+    log_time: str | None = None
     cpu_info: str | None = None
     gpu_info: str | None = None
     bench_backends: str | None = None

@@ -5,6 +5,7 @@ and ``llama_bench``). See shared/reference/log-formats.md section 6."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import functools
 import json
 import math
@@ -88,7 +89,23 @@ def row_from_fields(fields: dict[str, Any], fmt: str) -> dict | None:
     if m is None:
         return None
     config = _configuration(fields, fmt)
-    return _row(config, _plausible(m, config["limits"]))
+    row = _row(config, _plausible(m, config["limits"]))
+    if fmt != "jsonl":  # (JSONL's dense path parses no row's time: its rows must equal the whole parse's)
+        row["test_time"] = log_time(fields.get("test_time"))
+    return row
+
+
+def log_time(value: Any) -> str | None:
+    """llama-bench's test_time ('2026-08-11T10:22:33Z') as UTC ISO 8601, or None when it is not a time."""
+    if type(value) is not str or len(value) > 40:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)  # llama-bench prints UTC ('Z'); a bare time is read so
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _plausible(m: tuple, limits: tuple[float, float]) -> tuple:

@@ -100,6 +100,8 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
             f.gpu_info = row["gpu_info"]
         if f.model_size_bytes is None and row.get("model_size"):
             f.model_size_bytes = row["model_size"]
+        if f.log_time is None and row.get("test_time"):
+            f.log_time = row["test_time"]
         if f.build_commit is None and row.get("build_commit"):
             f.build_commit = row["build_commit"]
         if run.device_source is None and row.get("gpu_info"):

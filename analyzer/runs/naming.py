@@ -52,9 +52,15 @@ def _listing(facts: RunFacts) -> bool:
 
 
 def piped_source_name(first: RunFacts | None, runs: int = 1, when: dt.datetime | None = None) -> str:
-    """``program · model · YYYY-MM-DD HH:MM`` of the first run (a part the log did not show is
+    """``program · model · YYYY-MM-DD HH:MM`` of the first run, at the time the log printed (llama-bench's
+    test_time) or else now (a part the log did not show is
     left out; a `--list-devices` output is a "device listing"; no run at all is "piped log"), and how many
     runs when there are several."""
+    if when is None and first is not None and first.log_time:
+        try:
+            when = dt.datetime.fromisoformat(first.log_time)  # the log's own time (llama-bench's test_time)
+        except ValueError:  # (facts from elsewhere: an import) not a time: the time it was read
+            when = None
     when = when or dt.datetime.now(dt.timezone.utc)
     program = clean(first.program) if first is not None and first.program else None
     if first is not None and _listing(first):

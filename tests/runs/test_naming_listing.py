@@ -44,3 +44,25 @@ def test_the_loaders_general_name_still_comes_first():
     facts = RunFacts(first_line=1, last_line=9, program="llama-server", model="TinyLlama",
                      model_file="/m/tinyllama-1.1b-chat.Q4_K_M.gguf")
     assert piped_source_name(facts, 1, WHEN) == "llama-server · TinyLlama · 2026-10-01 09:30"
+
+
+@pytest.mark.parametrize("name, when", [
+    ("../../examples/m1-ultra-guest-stock-json.log", "2026-08-09 18:13"),  # -o json 2>&1 (its first test_time)
+    ("field/101-llama-bench-json-gh-runner-macos15-qwen-1-5b-2026.log", None),  # GitHub runner, -o json stdout
+    ("field/338-llama-bench-cpu-sql-ngl-0-99-2026.log", None),
+    ("field/332-llama-bench-cpu-csv-ngl-0-99-2026.log", None),
+])
+def test_a_run_is_named_by_the_time_its_log_printed(tmp_path, name, when):
+    """llama-bench's JSON, CSV and SQL rows carry test_time: the run is named by it, not by when it was read."""
+    run = diagnosed(tmp_path, name)[0]
+    assert run.facts.log_time is not None and run.facts.log_time.endswith("Z")
+    shown = run.facts.log_time[:16].replace("T", " ")
+    assert when is None or shown == when
+    assert piped_source_name(run.facts, 1).endswith(f" · {shown}")
+    assert piped_source_name(run.facts, 1, WHEN).endswith(" · 2026-10-01 09:30")  # a time given wins
+
+
+@pytest.mark.parametrize("value", ["yesterday", "2026-13-40T99:00:00Z", 1723224783, "", "x" * 100])
+def test_a_test_time_that_is_no_time_names_nothing(value):
+    from analyzer.parsers.bench import log_time
+    assert log_time(value) is None
