@@ -305,10 +305,10 @@ class Follower:
         return [piece] if piece.run_ids else []
 
     def _ingest(self, data: bytes, move_cursor: Callable[[], None]) -> list[int]:
-        from analyzer.ingest import ingest
+        from analyzer.pipeline import store_input
 
         try:
-            result = ingest(self.db, Input(self.path, io.BytesIO(data)), force=True,
+            result = store_input(self.db, Input(self.path, io.BytesIO(data)), force=True,
                             first_line=self.base_line + 1, before_commit=move_cursor)
         except InputError as exc:  # e.g. NUL bytes: not a text log; skip this piece, counted in the notice
             last = self.base_line + data.count(b"\n")
@@ -372,7 +372,7 @@ class Watcher:
             self.followers[key] = Follower(self.db, key, settle=self.settle, on_notice=self.on_notice)
 
     def poll(self, now: float | None = None, *, final: bool = False) -> list:
-        from analyzer.rules.diagnose import diagnose_runs
+        from analyzer.pipeline import diagnose_and_store
 
         now = time.monotonic() if now is None else now
         if self.discover is not None and now - self.last_discovery >= 10.0:
@@ -388,7 +388,7 @@ class Watcher:
                 continue
             ids = [rid for piece in pieces for rid in piece.run_ids]
             if ids:
-                runs = diagnose_runs(self.db, ids, refresh_peers=True)
+                runs = diagnose_and_store(self.db, ids, refresh_peers=True)
                 out += runs
                 self.on_runs(runs)
         return out

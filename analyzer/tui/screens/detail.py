@@ -82,9 +82,9 @@ class DetailScreen(CapscanScreen):
             run = load_run(db, self.run_id)
             baseline = None
             if run is not None:
-                from analyzer.rules.diagnose import diagnose_for_reading
+                from analyzer.pipeline import diagnose_to_read
 
-                diagnose_for_reading(db, run)  # a stored verdict is a claim: decided again, as `show` does
+                diagnose_to_read(db, run)  # a stored verdict is a claim: decided again, as `show` does
                 bid = queries.baseline_for(db.conn, run.id, run.facts.model, run.diagnosis)
                 baseline = load_run(db, bid) if bid is not None else None
         # log text is shown only cleaned (older databases may hold escape sequences)
