@@ -35,3 +35,17 @@ def test_a_command_that_goes_round_the_pipeline_breaks_the_contract(tmp_path, mo
     # the layers contract still holds: the pipeline's contract is what caught it
     assert "each layer imports only the layers below it KEPT" in result.stdout
 
+
+def test_the_rules_reaching_for_a_parser_break_the_contract(tmp_path):
+    """The rules read runs, never log lines: the speed ceilings they share with the parsers live in
+    analyzer.plausible, below both."""
+    pytest.importorskip("importlinter", reason="make test installs the lint extra")
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "analyzer", tree / "analyzer", ignore=shutil.ignore_patterns("__pycache__", "_native"))
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    baseline = tree / "analyzer" / "rules" / "baseline.py"
+    baseline.write_text(baseline.read_text() + "\n\ndef _round():\n    from analyzer.parsers import plausible  # noqa\n")
+    result = _lint_imports(tree)
+    assert result.returncode == 1
+    assert "The rules import no parser BROKEN" in result.stdout
+    assert "analyzer.rules.baseline -> analyzer.parsers.plausible" in result.stdout
