@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, Sequen
 
 if TYPE_CHECKING:
     from analyzer.ingest import IngestResult
+    from analyzer.ingest.pieces import Piece
     from analyzer.model import StoredRun
     from analyzer.read.reader import Input
     from analyzer.store.db import Database
@@ -36,6 +37,31 @@ def store_input(db: Database, source: Input, *, force: bool = False, keep_raw: b
 
     return ingest(db, source, force=force, keep_raw=keep_raw, tee=tee, progress=progress, first_line=first_line,
                   before_commit=before_commit)
+
+
+def read_piece(path: str, data: bytes, *, first_line: int) -> Piece:
+    """A piece of a followed log (``capscan watch``: whole lines, its first numbered ``first_line``)
+    scanned once, nothing stored: its runs' spans (``Piece.spans``) decide what is complete, and
+    ``store_piece`` stores it from the same scan (analyzer.ingest.pieces)."""
+    from analyzer.ingest.pieces import scan_piece
+
+    return scan_piece(path, data, first_line=first_line)
+
+
+def store_piece(db: Database, piece: Piece, *, nbytes: int, before_commit: Callable[[], None]) -> IngestResult:
+    """Store the first ``nbytes`` of a piece ``read_piece`` scanned (all of it, or its complete runs) as
+    one source, as ``store_input(..., force=True)`` would; ``before_commit`` runs in its transaction."""
+    from analyzer.ingest.pieces import write_piece
+
+    return write_piece(db, piece, nbytes=nbytes, before_commit=before_commit)
+
+
+def piece_after(piece: Piece, nbytes: int) -> Piece | None:
+    """What is left of a piece once its first ``nbytes`` are stored, from the same scan, when scanning
+    it alone would give the same; None when it must be scanned again (``read_piece``)."""
+    from analyzer.ingest.pieces import rest_of_piece
+
+    return rest_of_piece(piece, nbytes)
 
 
 # -- diagnosing stored runs -----------------------------------------------------------------------
