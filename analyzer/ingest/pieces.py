@@ -108,14 +108,23 @@ class Piece:
     sha256: str = ""
 
 
+def _as_read(path: str, data: bytes) -> tuple[Input, list[bytes] | None]:
+    """``data`` as ``Input`` hands it to ingest, in its chunks (its size and sha256 then known); None
+    when Input refuses it."""
+    source = Input(path, io.BytesIO(data))
+    try:
+        return source, list(source.chunks())
+    except InputError:
+        return source, None
+    finally:
+        _ = source.sha256  # the digest's thread ends here, whatever the caller does next
+
+
 def scan_piece(path: str, data: bytes, *, first_line: int) -> Piece:
     """Scan ``data`` once and find its runs' spans; nothing is stored."""
     piece = Piece(path, data, first_line)
-    source = Input(path, io.BytesIO(data))
-    try:
-        chunks = list(source.chunks())
-    except InputError:
-        chunks = None  # what ingest would refuse: the raw scan finds the runs, ingest says why (watch tells)
+    # what ingest would refuse (chunks None) or change: the raw scan finds the runs, ingest stores them
+    source, chunks = _as_read(path, data)
     if chunks is None or b"".join(chunks) != data or (first_line == 1 and chunks and sniff(chunks[0])):
         piece.spans = _raw_spans(data, first_line)
         return piece
@@ -192,11 +201,8 @@ def rest_of_piece(piece: Piece, nbytes: int) -> Piece | None:
     if found is None or (found[1] is not None and not found[1].fresh):
         return None
     _, at_cut, upto = found
-    head = Input(piece.path, io.BytesIO(rest))
-    try:
-        if b"".join(head.chunks()) != rest:
-            return None
-    except InputError:
+    head, chunks = _as_read(piece.path, rest)
+    if chunks is None or b"".join(chunks) != rest:
         return None
     base = (at_cut.recognised, at_cut.unrecognised, at_cut.rejected) if at_cut is not None else (0, 0, 0)
     after = Piece(piece.path, rest, last_line + 1, plain=True)
@@ -233,8 +239,8 @@ def write_piece(db: Database, piece: Piece, *, nbytes: int, before_commit: Calla
         size, sha256, overlong = piece.size, piece.sha256, piece.overlong
     else:
         counts = (at_cut.recognised, at_cut.unrecognised, at_cut.rejected) if at_cut is not None else (0, 0, 0)
-        head = Input(piece.path, io.BytesIO(data))
-        if b"".join(head.chunks()) != data:  # (as scan_piece: it changes nothing of a plain piece's lines)
+        head, chunks = _as_read(piece.path, data)
+        if chunks is None or b"".join(chunks) != data:  # (as scan_piece: it changes nothing of a plain piece)
             return ingest(db, Input(piece.path, io.BytesIO(data)), force=True, first_line=piece.first_line,
                           before_commit=before_commit)
         size, sha256 = head.size, head.sha256
