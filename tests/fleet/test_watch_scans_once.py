@@ -53,3 +53,30 @@ def test_a_quiet_file_is_scanned_once_for_deciding_and_storing(tmp_path, db_path
     assert sum(fed) == 0  # from the scan already made: nothing was read since
     w.close()
     assert snapshot(db_path) == one_shot(tmp_path, [(str(log), GUEST)])
+
+
+
+
+def test_a_piece_input_would_change_is_stored_by_ingest_and_leaves_no_thread(tmp_path):
+    """Bytes Input changes before the scanners see them (a UTF-8 byte-order mark, UTF-16 from PowerShell's
+    `>`) are not replayed from the raw scan: ingest stores them, as it did before the single scan, and the
+    hashing thread of each poll's look at them ends with it."""
+    import threading
+
+    from tests.conftest import REPO
+
+    forms = REPO / "tests" / "fixtures" / "forms"
+    for name in ("utf8-bom-concatenated.log", "utf16le-bom-powershell.log"):
+        content = (forms / name).read_bytes()
+        log = tmp_path / name
+        log.write_bytes(content)
+        before = threading.active_count()
+        w = watcher(tmp_path / f"{name}.db", log, settle=5.0)
+        stored = [r for t in (0.0, 1.0, 2.0, 6.0) for r in w.poll(now=t)]
+        w.close()
+        assert threading.active_count() == before, name
+        if name.startswith("utf8"):
+            assert [r.facts.first_line for r in stored] == [1, 28]  # two runs, the mark dropped as ingest drops it
+            reference = tmp_path / "reference"
+            reference.mkdir()
+            assert snapshot(tmp_path / f"{name}.db") == one_shot(reference, [(str(log), content)])
