@@ -32,11 +32,11 @@ def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
     if len(set(ids)) != len(ids):
         twice = next(i for i in ids if ids.count(i) > 1)
         raise click.UsageError(f"run {twice} is given twice; compare takes different runs")
-    from analyzer.rules.diagnose import diagnose_for_reading
+    from analyzer.pipeline import diagnose_to_read
     from analyzer.store.queries import load_run
 
     loaded = [load_run(database, i) for i in ids]
-    runs_ = [diagnose_for_reading(database, r) for r in loaded if r is not None]  # a reading command: no write
+    runs_ = [diagnose_to_read(database, r) for r in loaded if r is not None]  # a reading command: no write
     if len(runs_) != len(ids):
         found = {r.id for r in runs_}
         raise CapscanError("no run " + ", ".join(str(i) for i in ids if i not in found))

@@ -337,7 +337,7 @@ def _push_logs(events: list[dict], snap, timeout: float) -> int:
 def _recent_runs(opts: Options, max_age_days: float | None) -> tuple[object, list]:
     """The stored runs the snapshot covers (the newest 1,000 within --max-age), diagnosed."""
     from analyzer.fleet.metrics import RECENT_RUNS, _epoch
-    from analyzer.rules.diagnose import diagnose_runs
+    from analyzer.pipeline import diagnose_and_store
     from analyzer.store.queries import recent_run_times
 
     database = open_existing_db(opts)
@@ -347,7 +347,7 @@ def _recent_runs(opts: Options, max_age_days: float | None) -> tuple[object, lis
     oldest = None if max_age is None else time.time() - max_age
     ids = [rid for rid, created in recent_run_times(database, RECENT_RUNS)
            if oldest is None or (_epoch(created) or 0) >= oldest]
-    return database, list(diagnose_runs(database, sorted(ids)))
+    return database, list(diagnose_and_store(database, sorted(ids), refresh_peers=False))
 
 
 @export.command("otlp")

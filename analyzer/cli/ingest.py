@@ -19,6 +19,7 @@ from analyzer.cli.output import (
     verdict_of,
     write,
 )
+from analyzer.pipeline import diagnose_and_store
 
 
 def _progress_for(path: str):
@@ -67,7 +68,7 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
     a bad input does not stop the others or undo what they stored.
     ``opened``: inputs already open (stdin under --tee, already passing through); ``name``: what stdin
     is stored as (--name)."""
-    from analyzer.ingest import ingest
+    from analyzer.pipeline import store_input
     from analyzer.read.reader import InputError, open_input
 
     opened = dict(opened or {})
@@ -87,10 +88,10 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
                 progress, size = bar
                 with progress:
                     task = progress.add_task(os.path.basename(path), total=size)
-                    result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream,
-                                    progress=partial(progress.advance, task))
+                    result = store_input(db, source, force=force, keep_raw=keep_raw, tee=tee_stream,
+                                         progress=partial(progress.advance, task))
             else:
-                result = ingest(db, source, force=force, keep_raw=keep_raw, tee=tee_stream)
+                result = store_input(db, source, force=force, keep_raw=keep_raw, tee=tee_stream)
         except InputError as exc:
             errors.append(str(exc))
             error_line(exc)
@@ -118,14 +119,6 @@ def stdin_is_empty() -> bool:
         return False
 
 
-def diagnose_runs(db, run_ids: list[int], *, keep: bool = True) -> list:
-    """Diagnose the runs (rules) and keep the diagnosis in the store (with
-    ``keep=False`` the runs are not returned: bounded memory for any count)."""
-    from analyzer.rules.diagnose import diagnose_runs as run_rules
-
-    return run_rules(db, run_ids, refresh_peers=True, keep=keep)
-
-
 def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
     """Bare ``capscan`` with stdin not a terminal: ingest stdin, store it, print the report."""
     name_fits(opts, ["-"])
@@ -136,7 +129,7 @@ def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
     if errors and not results:
         sys.exit(EXIT_USAGE)  # the one-line reason was printed by ingest_paths
     run_ids = [rid for r in results for rid in r.run_ids]
-    write(opts, report_result(opts, diagnose_runs(database, run_ids)))
+    write(opts, report_result(opts, diagnose_and_store(database, run_ids, refresh_peers=True)))
     if errors:
         sys.exit(EXIT_USAGE)  # what could be read was stored and reported
 
@@ -170,12 +163,14 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | No
     results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee,
                                    opened=opened, name=opts.name)
     # the runs are kept only for a --fail-on gate: 60,000 runs are diagnosed in bounded memory otherwise
-    runs_ = diagnose_runs(database, [rid for r in results if not r.duplicate for rid in r.run_ids],
-                          keep=bool(opts.fail_on))
+    runs_ = diagnose_and_store(database, [rid for r in results if not r.duplicate for rid in r.run_ids],
+                               refresh_peers=True, keep=bool(opts.fail_on))
     # an import that contradicts a report stored before flags that one too (analyzer.rules.origin)
-    diagnose_runs(database, [rid for r in results for rid in getattr(r, "conflicts", [])], keep=False)
+    diagnose_and_store(database, [rid for r in results for rid in getattr(r, "conflicts", [])], refresh_peers=True,
+                       keep=False)
     if opts.fail_on:  # the gate also sees runs stored by an earlier ingest of the same content
-        runs_ += diagnose_runs(database, [rid for r in results if r.duplicate for rid in r.run_ids])
+        runs_ += diagnose_and_store(database, [rid for r in results if r.duplicate for rid in r.run_ids],
+                                    refresh_peers=True)
 
     def human(out) -> None:
         for r in results:
@@ -236,6 +231,6 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
         missing = [i for i in ids if not run_exists(database, i)]
         if missing:
             raise CapscanError("no run " + ", ".join(str(i) for i in missing))
-    write(opts, report_result(opts, diagnose_runs(database, list(dict.fromkeys(ids)))))
+    write(opts, report_result(opts, diagnose_and_store(database, list(dict.fromkeys(ids)), refresh_peers=True)))
     if errors:
         sys.exit(EXIT_USAGE)

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from analyzer.cli.exits import CapscanError
-from analyzer.cli.ingest import diagnose_runs
 from analyzer.cli.options import open_db, shared_options
 from analyzer.cli.output import emit_report, notice
 from analyzer.cli.via import via_options
+from analyzer.pipeline import diagnose_and_store, store_input
 
 
 @click.command("probe", context_settings={"ignore_unknown_options": True})
@@ -26,7 +26,6 @@ from analyzer.cli.via import via_options
 @shared_options("db", "formats", "fail_on", "gha", "force")
 def probe(opts, probe_path, kernels, probe_args) -> None:
     """Run the native capability probe, store its output as a run, print the diagnosis."""
-    from analyzer.ingest import ingest
     from analyzer.read.reader import Input, InputError
     from analyzer.remedy import platform as plat
     from analyzer.remedy.dylib import probe_binary
@@ -56,8 +55,8 @@ def probe(opts, probe_path, kernels, probe_args) -> None:
     data = (result.stderr + result.stdout).encode()
     db = open_db(opts)
     try:
-        res = ingest(db, Input("capscan-probe", io.BytesIO(data)), force=opts.force)
+        res = store_input(db, Input("capscan-probe", io.BytesIO(data)), force=opts.force)
     except InputError as exc:
         raise CapscanError(str(exc)) from None
     notice(res)
-    emit_report(opts, diagnose_runs(db, res.run_ids))
+    emit_report(opts, diagnose_and_store(db, res.run_ids, refresh_peers=True))

@@ -154,17 +154,17 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, inject_children, comman
         cmd = cmd[1:]
     if not cmd:
         raise CapscanError("nothing to run: capscan remedy run -- CMD ARGS...")
+    from analyzer.pipeline import diagnose_and_store
     from analyzer.remedy import launch as L
     from analyzer.remedy import platform as plat
     from analyzer.remedy.plan import refusal_for
     from analyzer.remedy.preflight import run_preflight
     from analyzer.remedy.runner import Runner
-    from analyzer.rules.diagnose import diagnose_runs
 
     db = open_db(opts)
     L.reconcile(db)  # what a capscan that died left 'running' is marked lost first
     stock_id = _stock_run(db, run_id, last)
-    stock = next(iter(diagnose_runs(db, [stock_id])), None)
+    stock = next(iter(diagnose_and_store(db, [stock_id], refresh_peers=False)), None)
     if stock is None:
         raise CapscanError(f"no run {stock_id}")
     diag = stock.diagnosis or {}
@@ -245,11 +245,11 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, inject_children,
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
+    from analyzer.pipeline import diagnose_and_store
     from analyzer.remedy import prefix as px
     from analyzer.remedy.plan import refusal_for
     from analyzer.remedy.preflight import run_preflight
     from analyzer.remedy.runner import Runner
-    from analyzer.rules.diagnose import diagnose_runs
     from analyzer.store import remedy_records as records
 
     db = open_db(opts)
@@ -257,7 +257,7 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, inject_children,
     shim = None
     rid = run_id if run_id is not None else (_stock_run(db, None, True) if last else records.latest_stock_run(db))
     if rid is not None:
-        stock = next(iter(diagnose_runs(db, [rid])), None)
+        stock = next(iter(diagnose_and_store(db, [rid], refresh_peers=False)), None)
         if stock is None:
             raise CapscanError(f"no run {rid}")
         diag = stock.diagnosis or {}

@@ -22,8 +22,8 @@ def report(opts: Options, run_refs: tuple[str, ...], html_path: str) -> None:
     (or stock guest, remedied guest and host) the chart `capscan compare` draws."""
     from analyzer import __version__
     from analyzer.output.html_report import html_page
+    from analyzer.pipeline import diagnose_to_read
     from analyzer.rules.compare import assign_roles, compare_runs, decompose
-    from analyzer.rules.diagnose import diagnose_for_reading
     from analyzer.store.queries import load_run
 
     database = open_existing_db(opts)
@@ -35,7 +35,7 @@ def report(opts: Options, run_refs: tuple[str, ...], html_path: str) -> None:
     if missing:
         raise CapscanError("no run " + ", ".join(missing))
     # diagnosed in memory with their peers, as `show` does: writing a page changes nothing stored
-    runs_ = [diagnose_for_reading(database, run) for run in loaded.values() if run is not None]
+    runs_ = [diagnose_to_read(database, run) for run in loaded.values() if run is not None]
     doc: dict[str, Any] | None = None
     if len(runs_) == 2:
         doc = {"pairs": [compare_runs(runs_[0], runs_[1])]}

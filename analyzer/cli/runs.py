@@ -59,7 +59,7 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None, ins
     def rows() -> Iterator[dict[str, Any]]:
         if database is None:
             return
-        from analyzer.rules.today import todays_verdicts
+        from analyzer.pipeline import decide_listing
 
         listed: Iterable[dict[str, Any]] = iter_runs(database, limit=limit or None, verdict=verdict, text=search,
                                                      instance=instance)
@@ -68,7 +68,7 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None, ins
             listed = list(listed)
             among = [r["id"] for r in listed]
         # a stored verdict is a claim: today's rules decide each fixable or downgrade row again
-        for row, today in todays_verdicts(database, listed, lambda r: r["id"], among=among):
+        for row, today in decide_listing(database, listed, lambda r: r["id"], among=among):
             if today is not None:
                 row.update(verdict=today.get("verdict"), fixable=bool(today.get("fixable")),
                            environment=today.get("environment"))
@@ -217,7 +217,7 @@ def empty_runs_notice(database, verdict: str | None, search: str | None, instanc
 def show(opts: Options, run_ref: str) -> Result:
     """One run: device, capabilities, throughput, findings, evidence lines."""
     from analyzer.output.runjson import run_to_json
-    from analyzer.rules.diagnose import diagnose_for_reading
+    from analyzer.pipeline import diagnose_to_read
     from analyzer.store.queries import load_run
 
     database = open_existing_db(opts)
@@ -228,6 +228,6 @@ def show(opts: Options, run_ref: str) -> Result:
     if run is None:
         raise CapscanError(f"no run {run_ref}")
     # diagnosed in memory, with its peers as stored now: a reading command writes nothing
-    runs_ = [diagnose_for_reading(database, run)]
+    runs_ = [diagnose_to_read(database, run)]
     return report_result(opts, runs_, max_evidence=200, overall=False, doc=run_to_json(runs_[0]),
                          gha=False)

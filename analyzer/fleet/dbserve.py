@@ -24,8 +24,6 @@ from typing import Any
 
 from analyzer.store.described import CANNED_QUERIES, TABLES
 
-INSTALL_HINT = "pip install 'capscan[datasette]'"
-
 
 def metadata(db_name: str) -> dict[str, Any]:
     return {

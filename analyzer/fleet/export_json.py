@@ -26,14 +26,14 @@ def _diagnosed(db: Database, run):
     """The run with its diagnosis: the stored one when it claims nothing (not fixable, a settled verdict,
     today's rules), else the rules' in memory (an export writes nothing to the store, and passes on no
     stored claim it did not decide)."""
-    from analyzer.rules.today import todays_diagnosis
+    from analyzer.pipeline import decide_run
 
-    run.diagnosis = todays_diagnosis(db, run, keep_settled=True)
+    run.diagnosis = decide_run(db, run, keep_settled=True)
     return run
 
 
 def run_object(db: Database, run, instance: str, *, decided: bool = False) -> dict:
-    """A run as the export holds it; ``decided``: its diagnosis is today's already (``todays_reports``)."""
+    """A run as the export holds it; ``decided``: its diagnosis is today's already (``decide_reports``)."""
     from analyzer.output.runjson import run_to_json
     from analyzer.store.queries import source_sha256
 
@@ -52,13 +52,13 @@ def write_export(db: Database, out: TextIO, *, instance: str, since: str | None)
               "exported_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "since": since}
     head = json.dumps(header, ensure_ascii=True)
     out.write(head[:-1] + ', "runs": [')
-    from analyzer.rules.today import todays_reports
+    from analyzer.pipeline import decide_reports
 
     n = 0
     ids = run_ids_since(db, since)
     while batch := list(itertools.islice(ids, 100)):  # a few loaded runs at a time: their claims decided together
         runs = [run for rid in batch if (run := load_run(db, rid)) is not None]
-        todays_reports(db, runs)
+        decide_reports(db, runs)
         for run in runs:
             out.write(",\n" if n else "\n")
             # ASCII with escapes: a log's newline or bidi override stays inside its JSON string

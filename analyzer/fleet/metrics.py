@@ -158,7 +158,7 @@ def collect(db: Database, recent: int = RECENT_RUNS, *, instance: str | None = N
     import time
 
     from analyzer.chips import vendor
-    from analyzer.rules.today import todays_verdicts
+    from analyzer.pipeline import decide_listing
     from analyzer.store.origins import origin_instances
     from analyzer.store.queries import _throughput as run_throughput
     from analyzer.store.queries import last_remedy_outcome, recent_diagnosed_runs
@@ -171,7 +171,7 @@ def collect(db: Database, recent: int = RECENT_RUNS, *, instance: str | None = N
     instances: set[str] = set()
     imported_speeds = 0
     # a stored verdict is a claim: each fixable, downgrade or older-rules row is decided again today
-    for row, today in todays_verdicts(db, rows, lambda r: r[0], among=[r[0] for r in rows]):
+    for row, today in decide_listing(db, rows, lambda r: r[0], among=[r[0] for r in rows]):
         (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip, report) = row
         if today is not None:
             verdict, fixable, env, host_chip = (today.get("verdict"), bool(today.get("fixable")),

@@ -33,8 +33,6 @@ class OtlpError(Exception):
     """One line: why nothing was pushed."""
 
 
-INSTALL_HINT = "pip install 'capscan[otel]'"
-
 # (OTLP name, unit, description, Prometheus name the collector derives from it)
 METRICS = (
     ("capscan.run.info", "", "Verdict of the latest run per runtime, backend and environment (always 1).",

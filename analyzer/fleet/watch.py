@@ -25,6 +25,11 @@ content when server.log becomes server-1.log while capscan is stopped.
 
 Pieces without any recognised run move the cursor without storing a source
 (a busy server log would otherwise leave thousands of empty sources).
+
+What is read is scanned once (``analyzer.pipeline.read_piece``): the runs found in that scan
+decide what is complete, the piece is stored from the same scan (``store_piece``), and what is left
+after a cut keeps it (``piece_after``) unless a scan of it alone could differ. Lines read at a later
+poll are scanned with those still pending, as one piece.
 """
 
 from __future__ import annotations
@@ -37,14 +42,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from analyzer.parsers import Dispatcher
-from analyzer.parsers.scanner import Scanner
-from analyzer.read.reader import Input, InputError
-from analyzer.runs.assembler import Assembler
+from analyzer.pipeline import piece_after, read_piece, store_piece
+from analyzer.read.reader import InputError
 from analyzer.store import cursors
 from analyzer.store.writer import now as utc_now
 
 if TYPE_CHECKING:
+    from analyzer.pipeline import Piece
     from analyzer.store.db import Database
 
 HEAD = 1024  # bytes that identify a file's content
@@ -67,20 +71,6 @@ class StoredPiece:
 
 def _head_sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _runs_in(data: bytes, first_line: int) -> list[tuple[int, int]]:
-    """(first_line, last_line) of each run the pipeline finds in ``data``, in
-    the order they complete (parsed in memory; nothing stored)."""
-    spans: list[tuple[int, int]] = []
-    assembler = Assembler(lambda run: spans.append((run.facts.first_line, run.facts.last_line)),
-                          lambda run, rows: None)
-    scanner = Scanner(Dispatcher(), assembler.feed)
-    scanner.stats.lines = first_line - 1
-    scanner.feed(data)
-    scanner.close()
-    assembler.finish()
-    return spans
 
 
 def _offset_of_line(data: bytes | bytearray, lines_before: int) -> int:
@@ -113,6 +103,7 @@ class Follower:
         self.synthetic_nl = 0  # 1 when pending ends with a newline the file lacks (an old file's last line)
         self.reopening = False
         self.head_seen = b""  # the file's first bytes (up to HEAD) as read: a rewrite changes them
+        self.scanned: Piece | None = None  # the one scan of pending, while pending is what it scanned
 
     # -- opening and recognising the file ------------------------------------
     @property
@@ -145,6 +136,7 @@ class Follower:
         self._attach_cursor()
         self.head_seen = self._head(min(HEAD, self.base_offset))
         fh.seek(self.base_offset)
+        self.scanned = None
         self.pending.clear()
         self.partial = b""
         return True
@@ -260,8 +252,15 @@ class Follower:
             self.head_seen = self._head(min(HEAD, self.read_pos))
         return True
 
+    def _scan(self) -> Piece:
+        """Pending, scanned once: again only after it changed (lines read, or a piece stored)."""
+        piece = self.scanned
+        if piece is None or piece.first_line != self.base_line + 1 or len(piece.data) != len(self.pending):
+            piece = self.scanned = read_piece(self.path, bytes(self.pending), first_line=self.base_line + 1)
+        return piece
+
     def _store_complete_runs(self) -> list[StoredPiece]:
-        spans = _runs_in(bytes(self.pending), self.base_line + 1)
+        spans = self._scan().spans
         if len(spans) < 2:
             return []
         # Cut right after the last line of the complete runs: lines between them and the open run
@@ -276,8 +275,8 @@ class Follower:
         """Store the first ``nbytes`` of pending (whole lines) and move the cursor past them."""
         if nbytes <= 0:
             return []
-        data = bytes(self.pending[:nbytes])
-        lines = data.count(b"\n")
+        piece = self._scan()
+        lines = piece.data.count(b"\n", 0, nbytes)
         synthetic = self.synthetic_nl if nbytes == len(self.pending) else 0
         end_offset, end_line = self.base_offset + nbytes - synthetic, self.base_line + lines
         head_len = min(HEAD, end_offset)
@@ -290,28 +289,27 @@ class Follower:
                                 head_len=head_len, head_sha=head_sha, path=self.path, at=utc_now()):
                 raise CursorMoved()
 
-        piece = StoredPiece(self.path, self.base_line + 1, end_line)
+        stored = StoredPiece(self.path, self.base_line + 1, end_line)
         try:
-            if has_runs if has_runs is not None else _runs_in(data, self.base_line + 1):
-                piece.run_ids = self._ingest(data, move_cursor)
+            if has_runs if has_runs is not None else piece.spans:
+                stored.run_ids = self._ingest(piece, nbytes, move_cursor)
             else:
                 self._cursor_only(move_cursor)
         except CursorMoved:
             self._resync()
             return []
+        # what is left is scanned again only if the scan of it alone could differ (analyzer.ingest.pieces)
+        self.scanned = piece_after(piece, nbytes) if nbytes < len(piece.data) else None
         del self.pending[:nbytes]
         self.base_offset, self.base_line = end_offset, end_line
         self.synthetic_nl -= synthetic
-        return [piece] if piece.run_ids else []
+        return [stored] if stored.run_ids else []
 
-    def _ingest(self, data: bytes, move_cursor: Callable[[], None]) -> list[int]:
-        from analyzer.ingest import ingest
-
+    def _ingest(self, piece: Piece, nbytes: int, move_cursor: Callable[[], None]) -> list[int]:
         try:
-            result = ingest(self.db, Input(self.path, io.BytesIO(data)), force=True,
-                            first_line=self.base_line + 1, before_commit=move_cursor)
+            result = store_piece(self.db, piece, nbytes=nbytes, before_commit=move_cursor)
         except InputError as exc:  # e.g. NUL bytes: not a text log; skip this piece, counted in the notice
-            last = self.base_line + data.count(b"\n")
+            last = self.base_line + piece.data.count(b"\n", 0, nbytes)
             self.notice(f"{exc} (lines {self.base_line + 1}-{last} skipped)")
             self._cursor_only(move_cursor)
             return []
@@ -324,6 +322,7 @@ class Follower:
     def _resync(self) -> None:
         """Another watcher stored what we were about to: continue from its cursor."""
         row = cursors.position(self.db.conn, self.cursor_id) if self.cursor_id is not None else None
+        self.scanned = None
         self.pending.clear()
         self.partial = b""
         self.synthetic_nl = 0
@@ -372,7 +371,7 @@ class Watcher:
             self.followers[key] = Follower(self.db, key, settle=self.settle, on_notice=self.on_notice)
 
     def poll(self, now: float | None = None, *, final: bool = False) -> list:
-        from analyzer.rules.diagnose import diagnose_runs
+        from analyzer.pipeline import diagnose_and_store
 
         now = time.monotonic() if now is None else now
         if self.discover is not None and now - self.last_discovery >= 10.0:
@@ -388,7 +387,7 @@ class Watcher:
                 continue
             ids = [rid for piece in pieces for rid in piece.run_ids]
             if ids:
-                runs = diagnose_runs(self.db, ids, refresh_peers=True)
+                runs = diagnose_and_store(self.db, ids, refresh_peers=True)
                 out += runs
                 self.on_runs(runs)
         return out

@@ -32,6 +32,7 @@ from analyzer.parsers.exports import (
     read_events,
     read_object,
 )
+from analyzer.plausible import stored_ceiling
 from analyzer.read.reader import InputError, PartialInputError
 from analyzer.safe_text import clean
 from analyzer.store.origins import conflict_key, content_digest, origin_key
@@ -265,7 +266,7 @@ def _plausible(run: ExportedRun) -> tuple[list[_Speed], int]:
         if s.tok_s is None:
             continue
         try:
-            if plausible.check(s.tok_s, None, plausible.stored_ceiling(s.test, run.host_chip, s.model), s.test):
+            if plausible.check(s.tok_s, None, stored_ceiling(s.test, run.host_chip, s.model), s.test):
                 kept.append(s)
         except Rejected:
             refused += 1

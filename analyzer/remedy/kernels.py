@@ -90,7 +90,7 @@ def from_runs(db: Database, run_ids: list[int]) -> KernelCheck | None:
 def run_kernel_check(db: Database, runner: Runner, probe: Path, system: str) -> KernelCheck:
     """`capscan-probe --kernels` in this guest (stock: no injection), stored as a run, or this boot's earlier
     one. A probe that fails or prints no kernel lines (an older probe) gives a KernelCheck with ``error``."""
-    from analyzer.ingest import ingest
+    from analyzer.pipeline import store_input
     from analyzer.read.reader import Input, InputError
     from analyzer.store.queries import newest_run_of_source
 
@@ -109,7 +109,7 @@ def run_kernel_check(db: Database, runner: Runner, probe: Path, system: str) -> 
         last = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
         return KernelCheck(error=f"{probe.name} --kernels failed: {last}")
     try:
-        stored = ingest(db, Input(name, io.BytesIO(result.stdout.encode())), force=True)
+        stored = store_input(db, Input(name, io.BytesIO(result.stdout.encode())), force=True)
     except InputError as exc:
         return KernelCheck(error=str(exc))
     return from_runs(db, stored.run_ids) or KernelCheck(

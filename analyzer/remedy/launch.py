@@ -224,7 +224,7 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
     seconds apart; SIGTERM and SIGHUP to capscan likewise (forwarded as themselves). Whatever
     stopped it, what the command printed is stored and verified; the outcome says ``interrupted``,
     by which signal, and how the child ended."""
-    from analyzer.ingest import ingest
+    from analyzer.pipeline import store_input
     from analyzer.read.reader import Input, InputError
 
     outcome = Outcome()
@@ -271,7 +271,7 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
     name = f"capscan remedy run: {shlex.join(cmd)}"[:300]
     try:
         with _forwarding():
-            result = ingest(db, Input(name, spool), force=True)  # type: ignore[arg-type]
+            result = store_input(db, Input(name, spool), force=True)  # type: ignore[arg-type]
         outcome.run_ids = list(result.run_ids)
     except InputError as exc:
         outcome.error = str(exc)
@@ -491,11 +491,11 @@ def settle(db: Database, outcome: Outcome, *, stock: Any, family: int, inj: plat
            action_id: int) -> dict[str, Any] | None:
     """After the launch: link the new runs to the stock run, diagnose and verify
     them, record the result. Returns the before/after comparison (None without a new run)."""
-    from analyzer.rules.diagnose import diagnose_runs
+    from analyzer.pipeline import diagnose_and_store
 
     if outcome.run_ids:
         records.link_runs(db, outcome.run_ids, stock.id, RELATION, action_id)
-    new_runs = diagnose_runs(db, outcome.run_ids)
+    new_runs = diagnose_and_store(db, outcome.run_ids, refresh_peers=False)
     outcome.checks = verify(outcome, new_runs, family, inj)
     main = _main_run(new_runs)
     cmp = compare(stock, main) if main is not None else None

@@ -38,13 +38,13 @@ REFUSALS = {
 def load_diagnosis(db: Database, run_id: int) -> tuple[Any, dict[str, Any] | None]:
     """The run and its diagnosis, decided again in memory from its stored facts with today's rules (nothing
     written): the stored one is a claim, and a plan acts on it."""
-    from analyzer.rules.today import todays_diagnosis
+    from analyzer.pipeline import decide_run
     from analyzer.store.queries import load_run
 
     run = load_run(db, run_id)
     if run is None:
         return None, None
-    run.diagnosis = diag = todays_diagnosis(db, run)
+    run.diagnosis = diag = decide_run(db, run, keep_settled=False)
     return run, diag
 
 

@@ -176,11 +176,11 @@ def redact(obj: Any) -> Any:
 def _ingest_text(db: Database, name: str, text: str) -> list[int]:
     import io
 
-    from analyzer.ingest import ingest
+    from analyzer.pipeline import store_input
     from analyzer.read.reader import Input, InputError
 
     try:
-        return list(ingest(db, Input(name, io.BytesIO(text.encode())), force=True).run_ids)
+        return list(store_input(db, Input(name, io.BytesIO(text.encode())), force=True).run_ids)
     except InputError:
         return []
 
@@ -389,7 +389,7 @@ def _other_shim_env(clean: dict[str, str], inj: plat.Injection, shim: str, famil
 def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], remedied_env: dict[str, str],
           shim_env: dict[str, str] | None) -> dict[str, Any]:
     """A short llama-bench stock, remedied (and with the other shim): runs stored and linked, speed-ups."""
-    from analyzer.rules.diagnose import diagnose_runs
+    from analyzer.pipeline import diagnose_and_store
 
     cmd = [exe, *(["-m", model] if model else []), *BENCH_ARGS]
     out: dict[str, Any] = {"args": [a for a in cmd[1:]]}
@@ -401,7 +401,7 @@ def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], 
             outcome = L.launch(db, cmd, env, out=sink, err=sink)
             out[f"{label}_run_ids"] = outcome.run_ids
             out[f"{label}_returncode"] = outcome.returncode
-            found = diagnose_runs(db, outcome.run_ids)
+            found = diagnose_and_store(db, outcome.run_ids, refresh_peers=False)
             runs[label] = L._main_run(found)
     stock = runs.get("stock")
     if stock is not None:

@@ -12,7 +12,7 @@ Because only runs of the guest's own hardware can match, storing runs of other
 hardware never changes a verdict (tests/rules/test_baselines.py).
 
 A baseline's speeds are real ones only: a speed that is not finite and positive, or is above
-the physical ceiling of its hardware and model (analyzer.parsers.plausible), is left out of
+the physical ceiling of its hardware and model (analyzer.plausible), is left out of
 the peer before it is compared (a row an older capscan stored before speeds were checked at
 the parser boundary); a peer left with no speed of the guest's tests is no baseline.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from analyzer.model import figure_parts, like_pairs
-from analyzer.parsers.plausible import stored_ceiling
+from analyzer.plausible import stored_ceiling
 from analyzer.rules.view import Peer, RunView
 
 HOW_TO_NAME_THE_HOST = ("llama-bench -o json in the guest names it in cpu_info, e.g. 'Apple M1 Ultra (Virtual)'; "

@@ -240,19 +240,19 @@ def fit_columns(available: int, id_width: int = 2, pp_width: int = 0, tg_width: 
 def page_rows(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None, limit: int,
               index: TextIndex | None = None) -> list[RunRow]:
     """One page of the runs list, each stored verdict that claims something (fixable, the downgrade, older
-    rules) decided again with today's rules (analyzer.rules.today.todays_verdicts), as `capscan runs`
+    rules) decided again with today's rules (analyzer.pipeline.decide_listing), as `capscan runs`
     lists it. A row keeps its place in a filtered page even when today's verdict differs from the filter's:
     the page is shown as it is today, and paging by id goes on unchanged."""
     from dataclasses import replace
 
-    from analyzer.rules.today import todays_verdicts
+    from analyzer.pipeline import decide_listing
     from analyzer.safe_text import clean
     from analyzer.store.browse import page
     from analyzer.store.db import Database
 
     rows = page(conn, flt, before=before, limit=limit, index=index)
     out = []
-    for row, today in todays_verdicts(Database(conn), rows, lambda r: r.id, among=[r.id for r in rows]):
+    for row, today in decide_listing(Database(conn), rows, lambda r: r.id, among=[r.id for r in rows]):
         if today is not None:
             env = today.get("environment")
             row = replace(row, verdict=clean(str(today.get("verdict") or "unknown")), fixable=bool(today.get("fixable")),

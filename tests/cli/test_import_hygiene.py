@@ -146,7 +146,7 @@ def test_runs_and_db_stats_import_only_what_they_use(tmp_path):
                            str(FIX / SETTLED_LOG)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     listing = _RUNS_MODULES | {"analyzer.cli.runs", "analyzer.output.display", "analyzer.output.run_columns",
-                               "analyzer.verdicts", "analyzer.rules", "analyzer.rules.today",
+                               "analyzer.verdicts", "analyzer.pipeline", "analyzer.rules", "analyzer.rules.today",
                                "analyzer.rules.version"}
     for argv, ours, unused in ((["runs"], listing, _UNUSED + ("json",)),
                                (["runs", "--json"], listing, _UNUSED),

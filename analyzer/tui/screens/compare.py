@@ -71,11 +71,11 @@ class CompareScreen(CapscanScreen):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def _load(self, swapped: bool) -> None:
+        from analyzer.pipeline import diagnose_to_read
         from analyzer.rules.compare import assign_roles, compare_runs, decompose
-        from analyzer.rules.diagnose import diagnose_for_reading
 
         with self.capscan.store.database() as db:  # a stored verdict is a claim: decided again, as `compare` does
-            runs = [clean_run(diagnose_for_reading(db, r)) for r in (load_run(db, rid) for rid in self.run_ids)
+            runs = [clean_run(diagnose_to_read(db, r)) for r in (load_run(db, rid) for rid in self.run_ids)
                     if r is not None]
         note = None
         pair = dec = None

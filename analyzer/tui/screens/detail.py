@@ -20,7 +20,7 @@ from analyzer.output.display import clean_run
 from analyzer.output.headline import best_speeds, confidence_clause, headline
 from analyzer.output.run_report import best_of, reduced_words
 from analyzer.safe_text import clean, clean_deep
-from analyzer.store import browse as queries
+from analyzer.store import browse
 from analyzer.store.queries import load_run
 from analyzer.tui.messages import PlanLoaded, RunLoaded
 from analyzer.tui.model import (
@@ -82,10 +82,10 @@ class DetailScreen(CapscanScreen):
             run = load_run(db, self.run_id)
             baseline = None
             if run is not None:
-                from analyzer.rules.diagnose import diagnose_for_reading
+                from analyzer.pipeline import diagnose_to_read
 
-                diagnose_for_reading(db, run)  # a stored verdict is a claim: decided again, as `show` does
-                bid = queries.baseline_for(db.conn, run.id, run.facts.model, run.diagnosis)
+                diagnose_to_read(db, run)  # a stored verdict is a claim: decided again, as `show` does
+                bid = browse.baseline_for(db.conn, run.id, run.facts.model, run.diagnosis)
                 baseline = load_run(db, bid) if bid is not None else None
         # log text is shown only cleaned (older databases may hold escape sequences)
         self.post_message(RunLoaded(clean_run(run) if run is not None else None,
@@ -313,7 +313,7 @@ class DetailScreen(CapscanScreen):
     def _neighbour(self, older: bool) -> None:
         flt = self.capscan.runs_screen.flt
         with self.capscan.store.read() as conn:
-            rid = queries.neighbour(conn, self.run_id, flt, older)
+            rid = browse.neighbour(conn, self.run_id, flt, older)
         if rid is not None:
             self.capscan.call_from_thread(self._switch, rid)
 

@@ -17,7 +17,7 @@ from textual.worker import get_current_worker
 
 from analyzer.output.run_columns import BY_KEY
 from analyzer.safe_text import clean
-from analyzer.store import browse as queries
+from analyzer.store import browse
 from analyzer.store.browse import NOT_DIAGNOSED, PAGE_SIZE, Facets, RunFilter, RunRow
 from analyzer.tui.messages import CountLoaded, FacetsLoaded, RunsLoaded
 from analyzer.tui.model import (
@@ -99,7 +99,7 @@ class RunsScreen(CapscanScreen):
         self.speed_widths = (0, 0)  # the widest best pp and best tg cells shown (they only grow, like the ids)
         self.makers: list = []  # one function per shown column: RunRow -> its cell
         self.makers_for: list[Column] | None = None  # the columns they were made for
-        self.text_index: queries.TextIndex | None = None  # read after the first page; until then LIKE
+        self.text_index: browse.TextIndex | None = None  # read after the first page; until then LIKE
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -151,7 +151,7 @@ class RunsScreen(CapscanScreen):
         try:
             with self.capscan.store.read() as conn:
                 interruptible(conn)
-                n = queries.count(conn, flt, self.text_index)
+                n = browse.count(conn, flt, self.text_index)
         except sqlite3.OperationalError:
             return
         if not get_current_worker().is_cancelled:
@@ -160,9 +160,9 @@ class RunsScreen(CapscanScreen):
     @work(thread=True, exclusive=True, group="facets", exit_on_error=False)
     def load_facets(self) -> None:
         with self.capscan.store.read() as conn:
-            self.post_message(FacetsLoaded(queries.facets(conn)))
+            self.post_message(FacetsLoaded(browse.facets(conn)))
             # the values a text filter is matched against (a filter then reads no run it does not show)
-            index = queries.text_index(conn)
+            index = browse.text_index(conn)
         if not get_current_worker().is_cancelled:
             self.text_index = index
 
