@@ -816,9 +816,9 @@ def _venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def _quiet_run(cmd: list[str]) -> None:
+def _quiet_run(cmd: list[str], env: dict | None = None) -> None:
     """Run a build step; its chatter (pip's warnings about this machine's indexes) only when it fails."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
 
@@ -848,9 +848,11 @@ def installed_venv(out: Path) -> Path:
     constraints = out / "installed-constraints.txt"
     constraints.write_text(pins)
     vpy = str(_venv_python(venv))
-    _quiet_run([vpy, "-m", "pip", "install", *quiet, "--no-deps", str(wheel)])
+    # Without PYTHONPATH: a tree on it (PYTHONPATH=$PWD) shows pip its capscan.egg-info, and pip then
+    # skips the wheel as "already installed".
+    _quiet_run([vpy, "-m", "pip", "install", *quiet, "--no-deps", str(wheel)], env=_installed_env())
     # The wheel's own requirements, each at the running environment's version.
-    _quiet_run([vpy, "-m", "pip", "install", *quiet, "-c", str(constraints), str(wheel)])
+    _quiet_run([vpy, "-m", "pip", "install", *quiet, "-c", str(constraints), str(wheel)], env=_installed_env())
     where = subprocess.run([vpy, "-c", "import analyzer; print(analyzer.__file__)"], capture_output=True, text=True,
                            cwd="/", env=_installed_env(), check=True).stdout.strip()
     if not where.startswith(str(venv)):
