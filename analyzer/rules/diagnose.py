@@ -63,9 +63,12 @@ class _Pass:
 def _peers(db: Database, run: StoredRun, shared: _Pass) -> list[Peer]:
     """Possible baselines: runs of the same model on the same hardware (the host chip). Runs of
     other hardware are never candidates, so however many are stored they cannot crowd out or
-    replace the right one."""
-    chip = view_of(run).host_chip
-    if not run.facts.model or chip is None:
+    replace the right one. Only a guest has baselines: every rule that reads peers (baseline.choose,
+    the guest slower than its CPU) asks for a VM first, so a run that is not one reads none (`show` of
+    a bare-metal run read 200)."""
+    view = view_of(run)
+    chip = view.host_chip
+    if not run.facts.model or chip is None or view.environment != "vm":
         return []
     ids = shared.stored_candidates(db, run.facts.model, chip, run.id)
     # the runs diagnosed together may carry no stored diagnosis yet, or one from older rules

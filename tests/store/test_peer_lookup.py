@@ -88,3 +88,29 @@ def test_a_guest_reads_its_peers_in_a_few_statements_and_gets_the_same_ones(tmp_
     diag = D.diagnose_stored_run(db, run)
     assert diag["baseline"]["run"] in {p.id for p in expected if p.environment == "bare-metal"}, \
         json.dumps(diag["baseline"])
+
+
+def test_only_a_guest_reads_peers_and_no_rule_reads_them_for_another_run(tmp_path):
+    """A run that is not a VM guest reads no peers: no statement, and (what makes that safe) its
+    diagnosis with every peer the guest path would find is the same as with none."""
+    db = open_db(_store(tmp_path))
+    ids = [r[0] for r in db.conn.execute("SELECT id FROM runs ORDER BY id")]
+    others = 0
+    for rid in ids:
+        run = load_run(db, rid)
+        view = D.view_of(run)
+        if view.environment == "vm" or run.origin is not None or not run.facts.model or view.host_chip is None:
+            continue
+        statements: list[str] = []
+        db.conn.set_trace_callback(statements.append)
+        try:
+            assert D._peers(db, run, D._Pass()) == []
+        finally:
+            db.conn.set_trace_callback(None)
+        assert statements == []
+        candidates = diagnoses.peer_candidate_ids(db, run.facts.model, rid, view.host_chip, D.MAX_PEERS)
+        peers = [p for c in candidates if (p := D._peer_of(load_run(db, c))) is not None]
+        assert peers, rid
+        assert D.diagnose(D.view_of(run, peers)) == D.diagnose(D.view_of(run, [])), rid
+        others += 1
+    assert others >= 6
