@@ -18,7 +18,8 @@ FIX = REPO / "tests" / "fixtures"
 # the guest names its host chip (an M1 Ultra), the hosts are bare-metal M1 Ultra runs of its model
 GUEST = FIX / "shims/lume-shim-apple9-on-m1.log"
 HOSTS = [FIX / "bench/host-m1-ultra.json", FIX / "metal/m4-2026-08-host-m1-ultra.log",
-         FIX / "metal/m4-2026-09-m5-max.log", FIX / "baselines/guest-stock-block-and-json.log"]
+         FIX / "metal/m4-2026-09-m5-max.log", FIX / "baselines/guest-stock-block-and-json.log",
+         FIX / "bench/gemma-12b-host.jsonl"]
 
 
 def _store(tmp_path: Path) -> Path:
@@ -114,3 +115,44 @@ def test_only_a_guest_reads_peers_and_no_rule_reads_them_for_another_run(tmp_pat
         assert D.diagnose(D.view_of(run, peers)) == D.diagnose(D.view_of(run, [])), rid
         others += 1
     assert others >= 6
+
+
+_PLAIN = ("SELECT r.id FROM runs r LEFT JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND r.id IS NOT ? "
+          "AND (d.run_id IS NULL OR d.host_chip = ?) ORDER BY r.id DESC LIMIT ?")
+
+
+def test_candidates_come_from_the_indexes_and_are_what_the_plain_join_finds(tmp_path):
+    """m012's covering index answers each candidate's chip (the plan says so); the ids are the plain
+    join's, for every model, chip, run and limit, with a run left undiagnosed; a store from before m012
+    gets the index when it opens, and one without it (dropped by hand) the same answer."""
+    path = _store(tmp_path)
+    db = open_db(path)
+    undiagnosed = db.conn.execute("SELECT MAX(id) FROM runs WHERE model IS NOT NULL AND id NOT IN "
+                                  "(SELECT run_id FROM run_origins)").fetchone()[0]
+    with db.conn:
+        db.conn.execute("DELETE FROM diagnoses WHERE run_id = ?", (undiagnosed,))
+    plan = " ".join(r[3] for r in db.conn.execute(
+        "EXPLAIN QUERY PLAN " + diagnoses._PEER_CANDIDATES.format(indexed=" INDEXED BY diagnoses_peer_chip"),
+        ("m", None, "c", 3)))
+    assert "COVERING INDEX runs_model" in plan and "COVERING INDEX diagnoses_peer_chip" in plan, plan
+    models = [r[0] for r in db.conn.execute("SELECT DISTINCT model FROM runs WHERE model IS NOT NULL")]
+    chips = [r[0] for r in db.conn.execute("SELECT DISTINCT host_chip FROM diagnoses WHERE host_chip IS NOT NULL")]
+    ids = [None, *(r[0] for r in db.conn.execute("SELECT id FROM runs"))]
+    assert len(models) >= 2 and len(chips) >= 2
+
+    def every_answer() -> list:
+        return [diagnoses.peer_candidate_ids(db, m, rid, c, n) for m in models for c in [*chips, "Apple M9"]
+                for rid in ids for n in (1, 3, 201)]
+
+    expected = [[r[0] for r in db.conn.execute(_PLAIN, (m, rid, c, n))] for m in models for c in [*chips, "Apple M9"]
+                for rid in ids for n in (1, 3, 201)]
+    assert every_answer() == expected and any(undiagnosed in got for got in expected)
+    with db.conn:  # as a store of the version before: the index and its migration's record gone
+        db.conn.execute("DROP INDEX diagnoses_peer_chip")
+    assert every_answer() == expected
+    with db.conn:
+        db.conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm012_diagnoses_peer_chip'")
+    db.conn.close()
+    db = open_db(path)
+    assert db.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'diagnoses_peer_chip'").fetchone()
+    assert every_answer() == expected
