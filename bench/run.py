@@ -761,6 +761,55 @@ def _show(args, work: Path, results: dict) -> None:
                       f"{a['seconds'] * 1000:.0f}" + (" (wrote)" if a["wrote"] else ""),
                       f"{_ratio(a['seconds'], b['seconds']):.2f}"])
     _print_table(["", f"before ms ({args.before_label})", "after ms (this tree)", "after/before"], table)
+    _show_floors(args, work, results, sides, run_id)
+
+
+def _show_floors(args, work: Path, results: dict, sides: dict[str, Path], run_id: int) -> None:
+    """`show` beside its floor, both trees in one run (interleaved, median of ``--repeat``; each its own
+    copy of the store, this tree's migrated on its warm-up): the run above, and a VM guest whose peers
+    are read (``guest_database``, built by each tree)."""
+    cases = []
+    for side, tree in sides.items():
+        env, guest_db = _capscan_env(tree), work / f"guest-{side}.db"
+        guest = guest_database(guest_db, tree)
+        cli = [sys.executable, "-m", "analyzer", "--db"]
+        cases += [(side, "floor", [sys.executable, "-c", SHOW_FLOOR], env, tree),
+                  (side, f"show {run_id}", cli + [str(work / f"show-{side}.db"), "show", str(run_id)], env, tree),
+                  (side, f"show {guest} (a guest: {GUEST_PEERS:,} runs of its host)",
+                   cli + [str(guest_db), "show", str(guest)], env, tree)]
+    for _, _, cmd, env, tree in cases:  # warm-up: compiled modules, migrations
+        subprocess.run(cmd, env=env, cwd=str(tree), capture_output=True, check=False)
+    got: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for _ in range(args.repeat):
+        for side, label, cmd, env, tree in cases:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            subprocess.run(cmd, env=env, cwd=str(tree), capture_output=True, check=False)
+            wall = time.perf_counter() - t
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            got.setdefault((side, label), []).append(
+                (wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime))
+
+    def median(side: str, label: str, i: int) -> float:
+        xs = sorted(x[i] for x in got[(side, label)])
+        return xs[len(xs) // 2]
+
+    labels = list(dict.fromkeys(label for _, label, *_ in cases))
+    out: dict = {}
+    table = []
+    for label in labels:
+        row = [label if label != "floor" else f"floor: python -c '{SHOW_IMPORTS}' + one model"]
+        for side in sides:
+            wall, cpu = median(side, label, 0), median(side, label, 1)
+            ratio = "" if label == "floor" else (f" = {wall / median(side, 'floor', 0):.2f}x / "
+                                                 f"{cpu / median(side, 'floor', 1):.2f}x")
+            out.setdefault(side, {})[label] = {"wall_s": round(wall, 4), "cpu_s": round(cpu, 4)}
+            row.append(f"{wall * 1000:.0f} / {cpu * 1000:.0f}{ratio}")
+        table.append(row)
+    results["show_floors"] = {"repeat": args.repeat, **out}
+    print(f"\nshow beside its floor (python -m analyzer, median of {args.repeat} interleaved runs; wall / CPU ms, "
+          "and = the ratio to the floor, wall / CPU)")
+    _print_table(["", f"before ({args.before_label})", "after (this tree)"], table)
 
 
 # --------------------------------------------------------------------------
@@ -779,6 +828,61 @@ def runs_database(path: Path, n_runs: int) -> dict:
 
     built = build_db(path, n_runs)
     return {"runs": built["runs"], "reused": False, "size_mb": round(built["size_mb"]), "build_s": round(built["build_s"], 1)}
+
+
+# A VM guest that names its host chip (an M1 Ultra) and a bare-metal run of that chip and model: copied
+# GUEST_PEERS times, they are the stored runs the guest's `show` looks up (its peers, at most 200 read).
+GUEST_LOG = "shims/lume-shim-apple9-on-m1.log"
+GUEST_HOST_LOG = "metal/m4-2026-08-host-m1-ultra.log"
+GUEST_PEERS = 2_000
+
+
+# Run by the tree being measured (PYTHONPATH), so a --before tree builds its own store: argv path, copies.
+_GUEST_BUILD = f"""
+import sys
+from pathlib import Path
+from analyzer.ingest import ingest
+from analyzer.read.reader import open_input
+from analyzer.rules.diagnose import diagnose_runs
+from analyzer.store.db import open_db
+path, copies = Path(sys.argv[1]), int(sys.argv[2])
+path.unlink(missing_ok=True)
+db = open_db(path)
+ids = {{}}
+for rel in ({GUEST_HOST_LOG!r}, {GUEST_LOG!r}):
+    src = open_input(str(Path({str(REPO)!r}) / "tests" / "fixtures" / rel))
+    try:
+        ids[rel] = ingest(db, src, force=True).run_ids
+    finally:
+        src.close()
+    diagnose_runs(db, ids[rel])
+host, guest = ids[{GUEST_HOST_LOG!r}][0], ids[{GUEST_LOG!r}][0]
+conn = db.conn
+cols = "source_id, first_line, last_line, program, backend, device_name, apple_family, model, created_at, facts"
+conn.execute("BEGIN")
+for i in range(copies):
+    new = conn.execute(f"INSERT INTO runs (seq, {{cols}}) SELECT ?, {{cols}} FROM runs WHERE id = ?",
+                       (1000 + i, host)).lastrowid
+    conn.execute("INSERT INTO evidence (run_id, line, kind, text) SELECT ?, line, kind, text FROM evidence "
+                 "WHERE run_id = ?", (new, host))
+    conn.execute("INSERT INTO throughput (run_id, line, test, tok_s, stddev, model, kind, n_prompt, n_gen, n_depth) "
+                 "SELECT ?, line, test, tok_s, stddev, model, kind, n_prompt, n_gen, n_depth FROM throughput "
+                 "WHERE run_id = ?", (new, host))
+    conn.execute("INSERT INTO diagnoses (run_id, verdict, fixable, confidence, environment, host_chip, report, "
+                 "rules_version, diagnosed_at) SELECT ?, verdict, fixable, confidence, environment, host_chip, "
+                 "report, rules_version, diagnosed_at FROM diagnoses WHERE run_id = ?", (new, host))
+conn.execute("COMMIT")
+conn.close()
+print(guest)
+"""
+
+
+def guest_database(path: Path, tree: Path = REPO, copies: int = GUEST_PEERS) -> int:
+    """A store of ``copies`` bare-metal M1 Ultra runs of the guest's model, then the guest, built by
+    ``tree``'s capscan (its ingest once each, the host's rows then copied in SQL); returns the guest's id."""
+    out = subprocess.run([sys.executable, "-c", _GUEST_BUILD, str(path), str(copies)], env=_capscan_env(tree),
+                         cwd=str(tree), capture_output=True, text=True, check=True).stdout
+    return int(out.split()[-1])
 
 
 def _capscan_env(tree: Path = REPO) -> dict:
@@ -816,9 +920,9 @@ def _venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def _quiet_run(cmd: list[str]) -> None:
+def _quiet_run(cmd: list[str], env: dict | None = None) -> None:
     """Run a build step; its chatter (pip's warnings about this machine's indexes) only when it fails."""
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
 
@@ -848,9 +952,11 @@ def installed_venv(out: Path) -> Path:
     constraints = out / "installed-constraints.txt"
     constraints.write_text(pins)
     vpy = str(_venv_python(venv))
-    _quiet_run([vpy, "-m", "pip", "install", *quiet, "--no-deps", str(wheel)])
+    # Without PYTHONPATH: a tree on it (PYTHONPATH=$PWD) shows pip its capscan.egg-info, and pip then
+    # skips the wheel as "already installed".
+    _quiet_run([vpy, "-m", "pip", "install", *quiet, "--no-deps", str(wheel)], env=_installed_env())
     # The wheel's own requirements, each at the running environment's version.
-    _quiet_run([vpy, "-m", "pip", "install", *quiet, "-c", str(constraints), str(wheel)])
+    _quiet_run([vpy, "-m", "pip", "install", *quiet, "-c", str(constraints), str(wheel)], env=_installed_env())
     where = subprocess.run([vpy, "-c", "import analyzer; print(analyzer.__file__)"], capture_output=True, text=True,
                            cwd="/", env=_installed_env(), check=True).stdout.strip()
     if not where.startswith(str(venv)):
@@ -886,7 +992,11 @@ def _median_wall(cmd: list[str], env: dict, repeat: int, cwd: str | None = None)
     return times[len(times) // 2], times[0], rc, cpus[len(cpus) // 2]
 
 
-def _startup_cases(py: list[str], capscan: list[str], db: Path, run_id: int, name: str) -> list:
+def _startup_cases(py: list[str], capscan: list[str], db: Path, run_id: int, name: str,
+                   guest: tuple[Path, int] | None = None) -> list:
+    guest_case = [] if guest is None else [
+        (f"capscan show {guest[1]} (a VM guest, {GUEST_PEERS:,} runs of its host stored: its peers read)",
+         capscan + ["--db", str(guest[0]), "show", str(guest[1])], None)]
     return [(f"{name} -c pass (the interpreter alone: the peer)", py + ["-c", "pass"], None),
             (f"{name} -c 'import sqlite3' (plus the sqlite3 module)", py + ["-c", "import sqlite3"], None),
             (f"{name} -c 'import re, click' (a pip console script's import, plus click)",
@@ -897,20 +1007,23 @@ def _startup_cases(py: list[str], capscan: list[str], db: Path, run_id: int, nam
             ("capscan runs", capscan + ["--db", str(db), "runs"], TARGET_READ_S),
             ("capscan runs --json", capscan + ["--db", str(db), "runs", "--json"], TARGET_READ_S),
             (f"capscan show {run_id}", capscan + ["--db", str(db), "show", str(run_id)], TARGET_READ_S),
+            *guest_case,
             ("capscan db stats", capscan + ["--db", str(db), "db", "stats"], TARGET_READ_S)]
 
 
-def measure_startup(db: Path, repeat: int, venv: Path | None) -> list[dict]:
+def measure_startup(db: Path, repeat: int, venv: Path | None, guest: tuple[Path, int] | None = None) -> list[dict]:
     """Start-up of the installed console script (``venv``) or, when ``venv`` is None, of this tree
-    run as ``python -m analyzer`` by the running interpreter."""
+    run as ``python -m analyzer`` by the running interpreter. ``guest``: a store and its guest run
+    (``guest_database``), shown too."""
     with sqlite3.connect(db) as conn:
         run_id = conn.execute("SELECT MAX(id) FROM runs").fetchone()[0]
     if venv is not None:
         env, cwd = _installed_env(), "/"
-        cases = _startup_cases([str(_venv_python(venv))], [str(venv / "bin" / "capscan")], db, run_id, "python")
+        cases = _startup_cases([str(_venv_python(venv))], [str(venv / "bin" / "capscan")], db, run_id, "python",
+                               guest)
     else:
         env, cwd = _capscan_env(), str(REPO)
-        cases = _startup_cases([sys.executable], [sys.executable, "-m", "analyzer"], db, run_id, "python3")
+        cases = _startup_cases([sys.executable], [sys.executable, "-m", "analyzer"], db, run_id, "python3", guest)
     out = []
     for label, cmd, target in cases:
         median, best, rc, cpu = _median_wall(cmd, env, repeat, cwd)
@@ -1121,9 +1234,12 @@ def _startup_and_listing(args, work: Path, results: dict, parts: set[str]) -> No
     results["capscan"] = ("this tree: python -m analyzer" if venv is None else
                           f"installed: the tree's wheel in {venv}, its console script")
     if "startup" in parts:
+        guest_db = work / "guest-peers.db"
+        print(f"a guest's store ({GUEST_PEERS:,} runs of its host): {guest_db} ...", file=sys.stderr, flush=True)
+        guest = (guest_db, guest_database(guest_db))  # (built by this tree)
         blocks = [("startup", venv)] + ([("startup_tree", None)] if venv is not None and not args.no_tree else [])
         for key, where in blocks:
-            results[key] = measure_startup(db, args.repeat, where)
+            results[key] = measure_startup(db, args.repeat, where, guest)
             what = (f"capscan as installed (the wheel's console script in {where})" if where is not None
                     else "this tree as python -m analyzer (the running interpreter"
                     + (", an editable install's import hook in its site-packages" if _has_editable_finder() else "")
@@ -1148,6 +1264,14 @@ def _startup_and_listing(args, work: Path, results: dict, parts: set[str]) -> No
                   f"'{SHOW_IMPORTS}' + one model ({vs['floor_median_s'] * 1000:.0f} ms; CPU {vs['cpu_ratio']}x), "
                   f"target <= {vs['target_ratio']}x" + ("" if vs["pass"] is None else " PASS" if vs["pass"] else " FAIL")
                   + f"; {vs['ratio_to_imports']:.2f}x the imports alone ({vs['imports_median_s'] * 1000:.0f} ms)")
+            g = next((c for c in rows if "(a VM guest" in c["label"]), None)
+            if g is not None:  # the peer lookup's own figure (the 100,000-run store holds no guest with peers)
+                floor = next(c for c in rows if c["label"].endswith("(what show needs: its floor)"))
+                vs["guest"] = {"label": g["label"], "median_s": g["median_s"],
+                               "ratio": round(g["median_s"] / floor["median_s"], 2),
+                               "cpu_ratio": round(g["cpu_s"] / floor["cpu_s"], 2) if floor["cpu_s"] else None}
+                print(f"{g['label']}: {g['median_s'] * 1000:.0f} ms median = {vs['guest']['ratio']:.2f}x the same floor "
+                      f"(CPU {vs['guest']['cpu_ratio']}x)")
     if "listing" in parts:
         results["listing"] = measure_listing(db, venv)
         print(f"\nlisting every run ({n:,}), capscan {'as installed' if venv is not None else 'from this tree'}")
@@ -1173,7 +1297,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="start-up/listing: time this tree as python -m analyzer instead of the installed wheel")
     ap.add_argument("--no-tree", action="store_true",
                     help="start-up: skip the second block (this tree as python -m analyzer)")
-    ap.add_argument("--repeat", type=int, default=9, help="start-up: runs per command (default 9; the median counts)")
+    ap.add_argument("--repeat", type=int, default=9, help="start-up, and show beside its floor: runs per command (default 9; the median counts)")
     ap.add_argument("--before", default="HEAD~1",
                     help="ingest, writers: also measure this commit's code (git archive into --out), alternately "
                          "with this tree, and print both with their ratio (default HEAD~1; 'none' to skip)")

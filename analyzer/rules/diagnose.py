@@ -19,7 +19,7 @@ from analyzer.rules.origin import origin_diagnosis
 from analyzer.rules.view import Peer, RunView
 from analyzer.store import diagnoses
 from analyzer.store.db import is_read_only
-from analyzer.store.queries import load_run
+from analyzer.store.queries import load_peer_runs, load_run
 from analyzer.store.writer import now
 
 if TYPE_CHECKING:
@@ -63,21 +63,25 @@ class _Pass:
 def _peers(db: Database, run: StoredRun, shared: _Pass) -> list[Peer]:
     """Possible baselines: runs of the same model on the same hardware (the host chip). Runs of
     other hardware are never candidates, so however many are stored they cannot crowd out or
-    replace the right one."""
-    chip = view_of(run).host_chip
-    if not run.facts.model or chip is None:
+    replace the right one. Only a guest has baselines: every rule that reads peers (baseline.choose,
+    the guest slower than its CPU) asks for a VM first, so a run that is not one reads none (`show` of
+    a bare-metal run read 200)."""
+    view = view_of(run)
+    chip = view.host_chip
+    if not run.facts.model or chip is None or view.environment != "vm":
         return []
     ids = shared.stored_candidates(db, run.facts.model, chip, run.id)
     # the runs diagnosed together may carry no stored diagnosis yet, or one from older rules
     ids += [rid for rid in shared.by_model.get(run.facts.model, ()) if rid != run.id]
     cache, loaded = shared.peers, shared.loaded
+    ids = list(dict.fromkeys(ids))
+    fetched = load_peer_runs(db, [rid for rid in ids if rid not in cache and rid not in loaded])
     out = []
-    for rid in dict.fromkeys(ids):
+    for rid in ids:
         if rid not in cache:
-            other = loaded.get(rid) or load_run(db, rid)
-            if other is None:
-                continue
-            cache[rid] = _peer_of(other)
+            other = loaded.get(rid) or fetched.get(rid)
+            # gone, imported or not loading whole: no baseline (load_peer_runs leaves those out)
+            cache[rid] = _peer_of(other) if other is not None else None
         peer = cache[rid]
         if peer is not None and peer.host_chip == chip:
             out.append(peer)

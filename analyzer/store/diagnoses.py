@@ -11,12 +11,23 @@ if TYPE_CHECKING:
     from analyzer.store.db import Database
 
 
+_PEER_CANDIDATES = (
+    "SELECT r.id FROM runs r LEFT JOIN diagnoses d{indexed} ON d.run_id = r.id WHERE r.model = ? AND r.id IS NOT ? "
+    "AND (d.run_id IS NULL OR d.host_chip = ?) ORDER BY r.id DESC LIMIT ?")
+
+
 def peer_candidate_ids(db: Database, model: str, run_id: int | None, host_chip: str, limit: int) -> list[int]:
     """Runs of the same model (but ``run_id``), newest first, either not diagnosed yet or diagnosed
-    on the same host chip."""
-    return [r[0] for r in db.conn.execute(
-        "SELECT r.id FROM runs r LEFT JOIN diagnoses d ON d.run_id = r.id WHERE r.model = ? AND r.id IS NOT ? "
-        "AND (d.run_id IS NULL OR d.host_chip = ?) ORDER BY r.id DESC LIMIT ?", (model, run_id, host_chip, limit))]
+    on the same host chip. The model's runs come from ``runs_model``, each one's chip from the covering
+    index ``diagnoses_peer_chip`` (m012), never from the diagnoses' rows (SQLite's planner takes the
+    primary key, and the rows that hold the reports, unless told)."""
+    args = (model, run_id, host_chip, limit)
+    try:
+        return [r[0] for r in db.conn.execute(_PEER_CANDIDATES.format(indexed=" INDEXED BY diagnoses_peer_chip"), args)]
+    except sqlite3.OperationalError as exc:  # a database older than m012, opened read-only: slower, same answer
+        if "no such index" not in str(exc):
+            raise
+        return [r[0] for r in db.conn.execute(_PEER_CANDIDATES.format(indexed=""), args)]
 
 
 def same_hardware_run_ids(db: Database, model: str, host_chip: str, limit: int) -> list[int]:

@@ -329,3 +329,12 @@ def m011_diagnoses_claims(db: Database) -> None:
         db.execute("ALTER TABLE diagnoses ADD COLUMN stamp TEXT")
     db.executescript("CREATE INDEX IF NOT EXISTS diagnoses_claims ON diagnoses(rules_version, fixable, verdict, "
                      "environment, stamp);")
+
+
+@MIGRATIONS()
+def m012_diagnoses_peer_chip(db: Database) -> None:
+    """A guest's peers are the newest runs of its model with no diagnosis or one on its host chip
+    (analyzer.store.diagnoses.peer_candidate_ids). Each run of the model was checked in the diagnoses
+    table, whose rows carry the whole report: this narrow covering index answers that check from a few
+    pages (a guest on a chip with no stored peer checks every run of its model)."""
+    db.executescript("CREATE INDEX IF NOT EXISTS diagnoses_peer_chip ON diagnoses(run_id, host_chip);")

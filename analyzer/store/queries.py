@@ -107,6 +107,52 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
                      diagnosis=diagnosis, load_error="; ".join(errors) or None, origin=origin)
 
 
+def load_peer_runs(db: Database, run_ids: list[int]) -> dict[int, StoredRun]:
+    """The runs that may serve as another run's baseline, as ``load_run`` reads them but without their
+    diagnosis (a baseline is made from facts and evidence) and in three statements per 500 runs, not
+    four per run: a guest's 200 peers were 800 statements and most of ``show``'s time. Imported runs
+    (another capscan's summary) and runs that do not load whole are left out: neither is a baseline."""
+    from analyzer.model import FactsError, StoredRun, evidence_from_rows
+
+    out: dict[int, StoredRun] = {}
+    ids = list(dict.fromkeys(rid for rid in run_ids if storable_id(rid)))
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        marks = ", ".join("?" * len(chunk))
+        imported = _imported(db, chunk, marks)
+        rows = [r for r in db.conn.execute(
+            f"SELECT r.id, r.source_id, {EXACT_PATH}, r.created_at, r.facts FROM runs r "
+            f"JOIN sources s ON s.id = r.source_id WHERE r.id IN ({marks})", chunk) if r[0] not in imported]
+        evidence: dict[int, list[tuple]] = {}
+        for run_id, *line in db.conn.execute(
+                f"SELECT run_id, line, kind, text FROM evidence WHERE run_id IN ({marks}) ORDER BY run_id, line, rowid",
+                chunk):
+            evidence.setdefault(run_id, []).append(line)
+        for rid, source_id, path, created_at, stored in rows:
+            try:  # (the errors load_run turns into a load_error: such a run is no baseline)
+                facts = _facts(stored)
+            except (FactsError, TypeError, ValueError, RecursionError):
+                continue
+            try:
+                ev = evidence_from_rows(evidence.get(rid, ()))
+            except FactsError:
+                continue
+            summary = facts.throughput_summary
+            out[rid] = StoredRun(id=rid, source_id=source_id, source=exact_text(path), created_at=created_at or "",
+                                 facts=facts, throughput=summary if summary is not None else _throughput(db, rid),
+                                 evidence=ev)
+    return out
+
+
+def _imported(db: Database, chunk: list[int], marks: str) -> set[int]:
+    import sqlite3
+
+    try:
+        return {r[0] for r in db.conn.execute(f"SELECT run_id FROM run_origins WHERE run_id IN ({marks})", chunk)}
+    except sqlite3.OperationalError:  # a database older than m009, opened read-only, has no such table
+        return set()
+
+
 def recent_run_times(db: Database, limit: int) -> list[tuple[int, str]]:
     """(id, created_at) of the newest ``limit`` runs, newest first (the fleet exports' window)."""
     return db.conn.execute("SELECT id, created_at FROM runs ORDER BY id DESC LIMIT ?", (int(limit),)).fetchall()
