@@ -43,7 +43,7 @@ MAX_TEXT = 300
 _APPLE = range(1001, 2000)
 # One observation per distinct (fact, subject, value, block): a run that shows more than this many
 # distinct readings is hostile or many machines merged; the first ones are kept (and a contradiction
-# among them is still seen), the rest counted in ``observations_dropped``.
+# among them is still seen), the rest dropped.
 MAX_OBSERVATIONS = 256
 
 
@@ -114,7 +114,6 @@ class RunBuilder:
         self.block = 0
         self.kinds: set[str] = set()  # the event kinds that made the run (what a process printed before main)
         self._observed: set[tuple] = set()  # (fact, subject, value, block, provenance) already in facts.observations
-        self.observations_dropped = 0
 
     def observe(self, fact: str, value, ev: Event, *, subject: str | None = None, block: int | None = None,
                 provenance: Provenance = GUEST_PROCESS) -> None:
@@ -127,7 +126,6 @@ class RunBuilder:
         if key in self._observed:
             return
         if len(self._observed) >= MAX_OBSERVATIONS:
-            self.observations_dropped += 1
             return
         self._observed.add(key)
         # model_construct: the parsers' own readings, already typed; no validation per line
