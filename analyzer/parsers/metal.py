@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import regex
 
-from analyzer.parsers.base import Format, Pattern, Sample, rx, to_bool, to_float
+from analyzer.parsers.base import LEGACY_HEAD, M4_HEAD, Format, Pattern, Sample, rx, to_bool, to_float
 
 # MTLGPUFamilyMetal3 = 5001, Metal4 = 5002: the Metal group starts at 3.
 _FAMILY_BASE = {"Apple": 1000, "Mac": 2000, "Common": 3000, "MacCatalyst": 4000, "Metal": 4998}
@@ -86,7 +86,8 @@ METAL = Format(
               "AGXMetal", "Metal backend"),
     patterns=(
         Pattern("metal.device",
-                rx(r"(?:^|(?P<func>(?:\b|(?<=\\n))ggml_metal_\w++): )GPU name:\s+(?P<raw>\S(?:.*\S)?+)\s*+$"), _device),
+                rx(r"(?:^|(?P<func>(?:\b|(?<=\\n))ggml_metal_\w++): )GPU name:\s+(?P<raw>\S(?:.*\S)?+)\s*+$"), _device,
+                heads=(M4_HEAD, LEGACY_HEAD)),
         Pattern(
             "metal.family",
             rx(r"(?:^|(?:\b|(?<=\\n))ggml_metal_\w++: )GPU family:\s+MTLGPUFamily(?P<group>Apple|Common|Metal|Mac)(?P<n>\d+)"
@@ -113,12 +114,16 @@ METAL = Format(
         ),
         Pattern("metal.skip_kernel", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: skipping (?P<kernel>kernel_\w+)\s+\(not supported\)")),
         Pattern("metal.unsupported_op", rx(r"(?P<func>(?:\b|(?<=\\n))ggml_metal_\w++): error: unsupported op '(?P<op>\w+)'")),
-        Pattern("metal.found_device", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: found device: (?P<name>\S(?:.*\S)?+)\s*+$")),
+        Pattern("metal.found_device", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: found device: (?P<name>\S(?:.*\S)?+)\s*+$"),
+                heads=(LEGACY_HEAD,)),
         Pattern("metal.picking_device",
-                rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: picking default device: (?P<name>\S(?:.*\S)?+)\s*+$")),
+                rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: picking default device: (?P<name>\S(?:.*\S)?+)\s*+$"),
+                heads=(LEGACY_HEAD,)),
         Pattern("metal.block_start", rx(r"(?P<func>ggml_metal_init): (?P<what>allocating|using MPS)\s*$")),
-        Pattern("metal.tensor_gate", rx(r"ggml_metal_device_init: (?P<what>tensor API disabled for pre-M5[^\n]*)$")),
-        Pattern("metal.library_loaded", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: loaded in (?P<seconds>[\d.]+) sec")),
+        Pattern("metal.tensor_gate", rx(r"ggml_metal_device_init: (?P<what>tensor API disabled for pre-M5[^\n]*)$"),
+                heads=(M4_HEAD,)),
+        Pattern("metal.library_loaded", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: loaded in (?P<seconds>[\d.]+) sec"),
+                heads=(M4_HEAD,)),
         Pattern(
             "metal.family_fallback",
             rx(r"\b(?P<func>\w++): Metal GPU does not support family (?P<family>\d+) - falling back to CPU"),

@@ -21,17 +21,18 @@ from collections import Counter
 from typing import Callable
 
 from analyzer.model import Throughput
-from analyzer.parsers.base import Event
+from analyzer.parsers import head_kinds
+from analyzer.parsers.base import LEGACY_HEAD, M4_HEAD, Event
 from analyzer.runs.boundaries import starts_run
 from analyzer.runs.builder import SPILL_AT, RunBuilder
 from analyzer.runs.metal import release_held
 
 Handler = Callable[["Assembler", Event], None]
 
-# Kinds that may arrive while an M4 block's first lines wait for its GPU name (metal.on_metal_tensor_gate).
-_GATE_KINDS = frozenset(("metal.device", "metal.library_loaded", "metal.tensor_gate"))
-# A legacy block reopened in a run that named its device waits for its GPU name line (metal.py).
-_HOLD_KINDS = frozenset(("metal.found_device", "metal.picking_device", "metal.device"))
+# The lines a waiting Metal block head keeps (metal.on_metal_tensor_gate, metal.on_metal_block_start), as the
+# formats declare them (Pattern.heads): any other line releases the head.
+_GATE_KINDS = head_kinds(M4_HEAD)
+_HOLD_KINDS = head_kinds(LEGACY_HEAD)
 
 
 def handler_table() -> dict[str, Handler]:
