@@ -77,19 +77,19 @@ class Assembler:
 
     def close_run(self) -> None:
         run = self.run
-        if not run.content:
+        if not run.span.content:
             return
-        if run.trials:  # benchmark trials without their Averages line (cut off): the trials are the results
-            for tp in run.trials:
+        if run.figures.trials:  # benchmark trials without their Averages line (cut off): the trials are the results
+            for tp in run.figures.trials:
                 run.add_throughput(tp)
-            run.trials = []
+            run.figures.trials = []
         run.finalize()
         self.on_run(run)
-        if run.pending:
-            self.on_throughput(run, run.pending)
-            run.pending = []
+        if run.figures.pending:
+            self.on_throughput(run, run.figures.pending)
+            run.figures.pending = []
         self.closed += 1
-        run.content = False  # closed runs are never emitted twice
+        run.span.content = False  # closed runs are never emitted twice
 
     def finish(self) -> None:
         if self.pending_gate:
@@ -100,9 +100,9 @@ class Assembler:
 
     def spill(self) -> None:
         run = self.run
-        if len(run.pending) >= SPILL_AT:
-            self.on_throughput(run, run.pending)
-            run.pending = []
+        if len(run.figures.pending) >= SPILL_AT:
+            self.on_throughput(run, run.figures.pending)
+            run.figures.pending = []
 
     def flush_gate(self, run: RunBuilder) -> None:
         for pending in self.pending_gate:

@@ -46,8 +46,8 @@ def test_an_m4_head_joins_the_run_its_gpu_name_line_opens():
     lines = text.splitlines()
     gate_line = lines.index(M4_HEAD_LINES.splitlines()[0], 1) + 1
     assert (first.facts.device.name, second.facts.device.name) == ("Apple M2 Max", "Apple Paravirtual device")
-    assert first.last_line is not None and first.last_line < gate_line
-    assert second.first_line == gate_line
+    assert first.span.last_line is not None and first.span.last_line < gate_line
+    assert second.span.first_line == gate_line
     assert (first.facts.library_load_s, second.facts.library_load_s) == (0.012, 0.345)
 
 
@@ -57,5 +57,5 @@ def test_a_reopened_legacy_head_lends_no_gpu_to_the_run_before_it():
     second_block = LEGACY_M1.replace("ggml_metal_init: using MPS\n", "")
     first, second = assemble(LEGACY_M2 + second_block)
     assert first.facts.seen_devices == ["Apple M2 Max"]
-    assert first.last_line == len(LEGACY_M2.splitlines())
-    assert (second.facts.device.name, second.first_line) == ("Apple M1 Pro", first.last_line + 1)
+    assert first.span.last_line == len(LEGACY_M2.splitlines())
+    assert (second.facts.device.name, second.span.first_line) == ("Apple M1 Pro", first.span.last_line + 1)
