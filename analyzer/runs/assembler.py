@@ -36,12 +36,17 @@ _HOLD_KINDS = head_kinds(LEGACY_HEAD)
 
 
 def handler_table() -> dict[str, Handler]:
-    """Every family's HANDLERS merged; the same kind claimed twice is a programming error."""
-    from analyzer.runs import bench, context, gpu_backends, metal, probes, starts, system, timings, wrappers
+    """Every family's HANDLERS merged; the same kind claimed twice is a programming error. A family is any
+    module of this package that declares ``HANDLERS``: a new one is found without a list to join."""
+    import importlib
+    import pkgutil
+
+    import analyzer.runs as package
 
     table: dict[str, Handler] = {}
-    for family in (metal, probes, gpu_backends, system, context, bench, timings, wrappers, starts):
-        for kind, handler in family.HANDLERS.items():
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        family = importlib.import_module(f"{package.__name__}.{info.name}")
+        for kind, handler in getattr(family, "HANDLERS", {}).items():
             if kind in table:
                 raise RuntimeError(f"event kind {kind!r} has two handlers ({family.__name__})")
             table[kind] = handler
