@@ -6,27 +6,16 @@ from __future__ import annotations
 
 import regex
 
+from analyzer.chips import METAL_FLAGS
 from analyzer.parsers.base import LEGACY_HEAD, M4_HEAD, Format, Pattern, Sample, rx, to_bool, to_float
 
 # MTLGPUFamilyMetal3 = 5001, Metal4 = 5002: the Metal group starts at 3.
 _FAMILY_BASE = {"Apple": 1000, "Mac": 2000, "Common": 3000, "MacCatalyst": 4000, "Metal": 4998}
 
-# Printed labels of each era, mapped to one capability name.
-FLAG_LABELS = {
-    "simdgroup reduction support": "simdgroup_reduction",
-    "simdgroup reduction": "simdgroup_reduction",
-    "simdgroup matrix mul. support": "simdgroup_mm",
-    "simdgroup matrix mul.": "simdgroup_mm",
-    "has bfloat": "bfloat",
-    "bfloat": "bfloat",
-    "use bfloat": "use_bfloat",
-    "has tensor": "tensor",
-    "hasUnifiedMemory": "unified_memory",
-    "has unified memory": "unified_memory",
-    "has residency sets": "residency_sets",
-    "use residency sets": "residency_sets",
-    "use shared buffers": "shared_buffers",
-}
+# Printed labels of each era (analyzer.chips.METAL_FLAGS), mapped to one capability name.
+FLAG_LABELS = {label: flag.name for flag in METAL_FLAGS for label in flag.printed}
+# longest first, so that a label is never cut to a shorter one it starts with
+_LABELS = "|".join(regex.escape(label) for label in sorted(FLAG_LABELS, key=len, reverse=True))
 
 
 _MTL_NAME = regex.compile(r"MTL(\d+)(?: \((.+)\))?")
@@ -101,9 +90,7 @@ METAL = Format(
             "metal.flag",
             rx(
                 r"(?:^|(?:\b|(?<=\\n))ggml_metal_\w++:\s+)"
-                r"(?P<label>simdgroup reduction(?: support)?|simdgroup matrix mul\.(?: support)?"
-                r"|has bfloat|bfloat|use bfloat|has tensor|hasUnifiedMemory|has unified memory|has residency sets"
-                r"|use residency sets|use shared buffers)\s*=\s*(?P<value>true|false)\s*$"
+                rf"(?P<label>{_LABELS})\s*=\s*(?P<value>true|false)\s*$"
             ),
             _flag,
         ),
