@@ -3,7 +3,8 @@ the recipe's way to a scratch copy of the tree, then shown working end to end th
 command of that copy.
 
 Each recipe holds at three code files plus fixture data, and CONTRIBUTING.md names every file it touches:
-a file a recipe needs that its paragraph does not name, or a fourth code file, fails here.
+a file a recipe needs that its paragraph does not name, or a fourth code file, fails here. The copy runs in
+an interpreter of its own (it is another ``analyzer`` package), driven there by click's CliRunner.
 """
 
 from __future__ import annotations
