@@ -1,5 +1,5 @@
 """GPU and chip facts: which MTLGPUFamilyApple a chip really is, which vendor a
-device name belongs to, and the host chip a guest reveals.
+device name belongs to, the host chip a guest reveals, and the Metal flags a device reports.
 
 Sources: shared/reference/vm-gpu-landscape.md section 6 and log-formats.md 1.6.
 """
@@ -7,6 +7,7 @@ Sources: shared/reference/vm-gpu-landscape.md section 6 and log-formats.md 1.6.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 APPLE7 = 1007  # what llama.cpp's simdgroup reduction and matrix multiply gates need
 METAL3 = 5001
@@ -171,3 +172,29 @@ def published_7b_q4_0(chip: str | None) -> tuple[int, float, float] | None:
     """(GPU cores, pp512, tg128) published for ``chip`` on Llama 2 7B Q4_0, or None when no row."""
     name = apple_chip(chip)
     return _PUBLISHED_7B_Q4_0.get(name) if name else None
+
+
+class MetalFlag(NamedTuple):
+    """One flag of a Metal start-up block, written once for the parser, the rules and the remedy."""
+
+    name: str  # the field of model.Capabilities (or of the device) it fills
+    printed: tuple[str, ...]  # llama.cpp's labels of every era, the base label first ('... support' is added)
+    label: str  # a table row's label (the remedy's before/after)
+    words: str  # in a sentence ('the device lacks simdgroup matrix multiply')
+
+
+METAL_FLAGS: tuple[MetalFlag, ...] = (
+    MetalFlag("simdgroup_reduction", ("simdgroup reduction", "simdgroup reduction support"), "simdgroup reduction",
+              "simdgroup reduction"),
+    MetalFlag("simdgroup_mm", ("simdgroup matrix mul.", "simdgroup matrix mul. support"), "simdgroup matrix mul.",
+              "simdgroup matrix multiply"),
+    MetalFlag("bfloat", ("has bfloat", "bfloat"), "bfloat", "bfloat"),
+    MetalFlag("use_bfloat", ("use bfloat",), "use bfloat", "bfloat in use"),
+    MetalFlag("tensor", ("has tensor",), "tensor", "the tensor API"),
+    MetalFlag("unified_memory", ("hasUnifiedMemory", "has unified memory"), "unified memory", "unified memory"),
+    MetalFlag("residency_sets", ("has residency sets", "use residency sets"), "residency sets", "residency sets"),
+    MetalFlag("shared_buffers", ("use shared buffers",), "shared buffers", "shared buffers"),
+)
+METAL_FLAG = {flag.name: flag for flag in METAL_FLAGS}
+# the flags llama.cpp's kernels are gated on, in its order (capscan-probe --kernels checks these)
+KERNEL_FLAGS = ("simdgroup_reduction", "simdgroup_mm", "bfloat")

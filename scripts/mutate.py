@@ -337,10 +337,10 @@ MUTANTS: tuple[Mutant, ...] = (
            '    if plat.machine() == "arm64":\n', "live host proof: arm64 accepted beside an Intel brand string"),
     # -- runs/*.py: the observations themselves -------------------------------------------------------------------
     Mutant("runs-metal-no-family-obs", "analyzer/runs/metal.py",
-           '    run.observe("gpu.family", ev.data["code"], ev, subject=run.block_device)\n', "",
+           '    run.observe("gpu.family", ev.data["code"], ev, subject=run.gpu.block_device)\n', "",
            "a Metal block's family lines are not observed"),
     Mutant("runs-metal-no-flag-obs", "analyzer/runs/metal.py",
-           '        run.observe(f"gpu.{flag}", value, ev, subject=run.block_device)\n', "        pass\n",
+           '        run.observe(f"gpu.{flag}", value, ev, subject=run.gpu.block_device)\n', "        pass\n",
            "a Metal block's flags (unified memory too) are not observed"),
     Mutant("runs-metal-no-name-obs", "analyzer/runs/metal.py",
            "        run.saw_device(name)\n        run.observe(\"gpu.name\", name, ev, subject=name)\n",

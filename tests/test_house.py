@@ -173,3 +173,29 @@ def test_the_rule_id_check_sees_an_id_in_another_module(tmp_path):
     (tmp_path / "rules" / "catalog.py").write_text('X = "crashed"\n')
     (tmp_path / "headline.py").write_text('def f(d):\n    return "crashed" in d\n')
     assert rule_ids_outside_the_catalogue(tmp_path) == ["headline.py:2: crashed"]
+
+
+def metal_flag_labels_outside_the_table(root: Path) -> list[str]:
+    """A Metal flag's label (as llama.cpp prints it, as a table row, in a sentence) written as a string
+    literal anywhere but analyzer/chips.py's METAL_FLAGS: the parser, the rules and the remedy read the table.
+    The TUI's capability matrix keeps its own shorter row labels ('simdgroup matrix mul', 'tensor API')."""
+    from analyzer.chips import KERNEL_FLAGS, METAL_FLAG
+    from analyzer.parsers import LITERALS
+
+    spelled = {text for name in KERNEL_FLAGS for text in (*METAL_FLAG[name].printed, METAL_FLAG[name].label,
+                                                          METAL_FLAG[name].words)}
+    # 'bfloat' is a field name too; a prefilter literal ('has bfloat') is a search string, not a label
+    spelled -= {"bfloat", *LITERALS}
+    return [f"{rel}:{node.lineno}: {node.value}"
+            for rel, node in nodes_outside(root, lambda rel: rel.as_posix() in ("chips.py", "tui/model.py"))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in spelled]
+
+
+def test_the_metal_flag_labels_are_written_once():
+    assert metal_flag_labels_outside_the_table(ANALYZER) == []
+
+
+def test_the_label_check_sees_a_label_in_another_module(tmp_path):
+    (tmp_path / "chips.py").write_text('X = "simdgroup matrix mul."\n')
+    (tmp_path / "launch.py").write_text('NAMES = {"simdgroup matrix mul.": 1}\n')
+    assert metal_flag_labels_outside_the_table(tmp_path) == ["launch.py:1: simdgroup matrix mul."]

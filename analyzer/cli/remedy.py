@@ -112,13 +112,14 @@ def _flag(v: Any) -> str:
 
 
 def _print_compare(cmp: dict[str, Any], out) -> None:
+    from analyzer import chips
     from analyzer.chips import family_name
 
     b, a = cmp["before"], cmp["after"] or {}
     rows = [("family", f"{family_name(b['apple_family'])} ({b['apple_family']})",
              f"{family_name(a.get('apple_family'))} ({a.get('apple_family')})")]
-    for k, label in (("simdgroup_reduction", "simdgroup reduction"), ("simdgroup_mm", "simdgroup matrix mul."),
-                     ("bfloat", "bfloat")):
+    for k in chips.KERNEL_FLAGS:
+        label = chips.METAL_FLAG[k].label
         rows.append((label, _flag(b[k]), _flag(a.get(k))))
     rows.append(("verdict", str(b["verdict"]), str(a.get("verdict"))))
     for test, s in cmp["throughput"].items():
@@ -478,6 +479,7 @@ def _printable(text: str) -> str:
 
 
 def _print_selftest(doc: dict[str, Any], out: TextIO) -> None:
+    from analyzer import chips
     from analyzer.chips import family_name
 
     runs = doc["runs"]
@@ -494,9 +496,7 @@ def _print_selftest(doc: dict[str, Any], out: TextIO) -> None:
          else "-"),
         ("Metal3 / Metal4", lambda m: f"{_yn(m['metal3'])} / {_yn(m['metal4'])}"),
         ("threadgroup memory", lambda m: _yn(m["max_threadgroup_memory"])),
-        ("simdgroup reduction", lambda m: _yn(m["simdgroup_reduction"])),
-        ("simdgroup matrix mul.", lambda m: _yn(m["simdgroup_mm"])),
-        ("bfloat", lambda m: _yn(m["bfloat"])),
+        *((chips.METAL_FLAG[k].label, lambda m, k=k: _yn(m[k])) for k in chips.KERNEL_FLAGS),
     ]
     for name, get in rows:
         cells = "".join(f"{_printable(str(get(runs[k]['matrix'])))[:24]:<26}" for k in labels)

@@ -31,9 +31,15 @@ FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, DEVICE_INFO, BENCH, C
                                SYSTEM_PROFILER, SYSTEM, OLLAMA, CONTEXT, CRASH, WHISPER, STARTS)
 
 LITERALS: tuple[str, ...] = tuple(dict.fromkeys(lit for fmt in FORMATS for lit in fmt.literals))
+
+
+def head_kinds(head: str) -> frozenset[str]:
+    """The event kinds whose patterns declare they may sit in a Metal block's head (``Pattern.heads``)."""
+    return frozenset(p.kind for fmt in FORMATS for p in fmt.patterns if head in p.heads)
+
 LITERAL_BYTES: tuple[bytes, ...] = tuple(lit.encode() for lit in LITERALS)
 
-__all__ = ["Dispatcher", "Event", "FORMATS", "LITERALS", "LITERAL_BYTES", "Rejected"]
+__all__ = ["Dispatcher", "Event", "FORMATS", "LITERALS", "LITERAL_BYTES", "Rejected", "head_kinds"]
 
 # What hostile input makes a parser raise: a bad record is skipped and counted, never a traceback.
 BAD_RECORD = (ValueError, TypeError, OverflowError, RecursionError, UnicodeError)

@@ -83,12 +83,23 @@ Compiled: TypeAlias = regex.Pattern
 Builder = Callable[[regex.Match], dict[str, Any] | None]
 
 
+# A Metal block's head: the lines ggml prints before the block's GPU name line, which alone says whose run
+# the block is. An M4-era block (``ggml_metal_device_init``) opened while a run is placed waits at its first
+# line; a legacy block (``ggml_metal_init``) reopened in a run that named its device waits too (runs/metal.py).
+M4_HEAD = "M4"
+LEGACY_HEAD = "legacy"
+
+
 @dataclass(frozen=True)
 class Pattern:
     kind: str
     regex: Compiled
     build: Builder | None = None
     collector: Callable[[dict[str, Any], int, str], Collector] | None = None  # (the opening line's data, line, text)
+    # The Metal block heads (M4_HEAD, LEGACY_HEAD) this line may belong to: while such a head waits for its
+    # GPU name line, the line waits with it; any other line releases the head to the run being read
+    # (runs.assembler reads this, so a new head line needs no list of its own).
+    heads: tuple[str, ...] = ()
 
     def match(self, text: str) -> dict[str, Any] | None:
         m = self.regex.search(text)

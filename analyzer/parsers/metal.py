@@ -6,27 +6,16 @@ from __future__ import annotations
 
 import regex
 
-from analyzer.parsers.base import Format, Pattern, Sample, rx, to_bool, to_float
+from analyzer.chips import METAL_FLAGS
+from analyzer.parsers.base import LEGACY_HEAD, M4_HEAD, Format, Pattern, Sample, rx, to_bool, to_float
 
 # MTLGPUFamilyMetal3 = 5001, Metal4 = 5002: the Metal group starts at 3.
 _FAMILY_BASE = {"Apple": 1000, "Mac": 2000, "Common": 3000, "MacCatalyst": 4000, "Metal": 4998}
 
-# Printed labels of each era, mapped to one capability name.
-FLAG_LABELS = {
-    "simdgroup reduction support": "simdgroup_reduction",
-    "simdgroup reduction": "simdgroup_reduction",
-    "simdgroup matrix mul. support": "simdgroup_mm",
-    "simdgroup matrix mul.": "simdgroup_mm",
-    "has bfloat": "bfloat",
-    "bfloat": "bfloat",
-    "use bfloat": "use_bfloat",
-    "has tensor": "tensor",
-    "hasUnifiedMemory": "unified_memory",
-    "has unified memory": "unified_memory",
-    "has residency sets": "residency_sets",
-    "use residency sets": "residency_sets",
-    "use shared buffers": "shared_buffers",
-}
+# Printed labels of each era (analyzer.chips.METAL_FLAGS), mapped to one capability name.
+FLAG_LABELS = {label: flag.name for flag in METAL_FLAGS for label in flag.printed}
+# longest first, so that a label is never cut to a shorter one it starts with
+_LABELS = "|".join(regex.escape(label) for label in sorted(FLAG_LABELS, key=len, reverse=True))
 
 
 _MTL_NAME = regex.compile(r"MTL(\d+)(?: \((.+)\))?")
@@ -86,7 +75,8 @@ METAL = Format(
               "AGXMetal", "Metal backend"),
     patterns=(
         Pattern("metal.device",
-                rx(r"(?:^|(?P<func>(?:\b|(?<=\\n))ggml_metal_\w++): )GPU name:\s+(?P<raw>\S(?:.*\S)?+)\s*+$"), _device),
+                rx(r"(?:^|(?P<func>(?:\b|(?<=\\n))ggml_metal_\w++): )GPU name:\s+(?P<raw>\S(?:.*\S)?+)\s*+$"), _device,
+                heads=(M4_HEAD, LEGACY_HEAD)),
         Pattern(
             "metal.family",
             rx(r"(?:^|(?:\b|(?<=\\n))ggml_metal_\w++: )GPU family:\s+MTLGPUFamily(?P<group>Apple|Common|Metal|Mac)(?P<n>\d+)"
@@ -100,9 +90,7 @@ METAL = Format(
             "metal.flag",
             rx(
                 r"(?:^|(?:\b|(?<=\\n))ggml_metal_\w++:\s+)"
-                r"(?P<label>simdgroup reduction(?: support)?|simdgroup matrix mul\.(?: support)?"
-                r"|has bfloat|bfloat|use bfloat|has tensor|hasUnifiedMemory|has unified memory|has residency sets"
-                r"|use residency sets|use shared buffers)\s*=\s*(?P<value>true|false)\s*$"
+                rf"(?P<label>{_LABELS})\s*=\s*(?P<value>true|false)\s*$"
             ),
             _flag,
         ),
@@ -113,12 +101,16 @@ METAL = Format(
         ),
         Pattern("metal.skip_kernel", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: skipping (?P<kernel>kernel_\w+)\s+\(not supported\)")),
         Pattern("metal.unsupported_op", rx(r"(?P<func>(?:\b|(?<=\\n))ggml_metal_\w++): error: unsupported op '(?P<op>\w+)'")),
-        Pattern("metal.found_device", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: found device: (?P<name>\S(?:.*\S)?+)\s*+$")),
+        Pattern("metal.found_device", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: found device: (?P<name>\S(?:.*\S)?+)\s*+$"),
+                heads=(LEGACY_HEAD,)),
         Pattern("metal.picking_device",
-                rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: picking default device: (?P<name>\S(?:.*\S)?+)\s*+$")),
+                rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: picking default device: (?P<name>\S(?:.*\S)?+)\s*+$"),
+                heads=(LEGACY_HEAD,)),
         Pattern("metal.block_start", rx(r"(?P<func>ggml_metal_init): (?P<what>allocating|using MPS)\s*$")),
-        Pattern("metal.tensor_gate", rx(r"ggml_metal_device_init: (?P<what>tensor API disabled for pre-M5[^\n]*)$")),
-        Pattern("metal.library_loaded", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: loaded in (?P<seconds>[\d.]+) sec")),
+        Pattern("metal.tensor_gate", rx(r"ggml_metal_device_init: (?P<what>tensor API disabled for pre-M5[^\n]*)$"),
+                heads=(M4_HEAD,)),
+        Pattern("metal.library_loaded", rx(r"(?:\b|(?<=\\n))ggml_metal_\w++: loaded in (?P<seconds>[\d.]+) sec"),
+                heads=(M4_HEAD,)),
         Pattern(
             "metal.family_fallback",
             rx(r"\b(?P<func>\w++): Metal GPU does not support family (?P<family>\d+) - falling back to CPU"),

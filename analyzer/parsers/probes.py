@@ -9,6 +9,7 @@ import json
 
 import regex
 
+from analyzer import chips
 from analyzer.parsers.base import (
     REJECTED_KEY,
     Event,
@@ -48,7 +49,7 @@ def _probe_kv_events(line_no: int, text: str, key: str, value: str) -> list[Even
     return _host_and_kernel_events(line_no, text, key, value)
 
 
-KERNEL_CAPABILITIES = ("simdgroup_reduction", "simdgroup_mm", "bfloat")
+KERNEL_CAPABILITIES = chips.KERNEL_FLAGS
 KERNEL_RESULTS = ("pass", "fail", "compile-error", "timeout", "not-run")
 MAX_MESSAGE = 300  # the probe prints at most 300 bytes of a compiler message
 # Metal has about 25 GPU families (Apple1-10, Mac1-2, Common1-3, Metal3-4, ...); a probe listing more is

@@ -33,9 +33,7 @@ MAX_LINE = 1 << 20
 @dataclass
 class ScanStats:
     lines: int = 0
-    gated: int = 0
     overlong: int = 0
-    bytes: int = 0
 
 
 # -- the scanner ------------------------------------------------------------------
@@ -72,7 +70,6 @@ class Scanner:
         self._discarding = False  # inside an overlong line
 
     def feed(self, chunk: bytes) -> None:
-        self.stats.bytes += len(chunk)
         pos = 0
         if self._discarding:
             nl = chunk.find(b"\n")
@@ -159,7 +156,6 @@ class Scanner:
                 continue
             if picked:
                 # The rows go first: one may open a block, which then takes every line after it.
-                self.stats.gated += len(picked)
                 self._deliver(dispatcher.feed_many(picked_first, picked))
                 picked = []
                 continue
@@ -181,7 +177,6 @@ class Scanner:
             self._emit(line_no, body[ls:eol])
             pos = eol + 1
         if picked:
-            self.stats.gated += len(picked)
             self._deliver(dispatcher.feed_many(picked_first, picked))
         # line_no counts the lines ending before pos: only the rest is left to count
         self.stats.lines = line_no + count(b"\n", pos, end)
@@ -191,7 +186,6 @@ class Scanner:
             self.on_events(events)
 
     def _emit(self, line_no: int, raw: bytes) -> None:
-        self.stats.gated += 1
         if len(raw) > MAX_LINE:
             return  # counted by _count_overlong
         events = self.dispatcher.feed(line_no, raw)

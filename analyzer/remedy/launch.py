@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from analyzer import chips
 from analyzer.remedy import platform as plat
 from analyzer.remedy.check import Check, failed, passed
 from analyzer.remedy.prefix import SCRUB_VAR, injection_vars
@@ -81,7 +82,9 @@ class _Spool:
         self.held.close()
 
 
-_FLAG = re.compile(r"\b(?P<name>simdgroup reduction|simdgroup matrix mul\.|has bfloat)(?: support)?\s*=\s*(?P<v>true|false)\b")
+_KERNEL_FLAGS = [chips.METAL_FLAG[name] for name in chips.KERNEL_FLAGS]
+_FLAG = re.compile(r"\b(?P<name>" + "|".join(re.escape(flag.printed[0]) for flag in _KERNEL_FLAGS)
+                   + r")(?: support)?\s*=\s*(?P<v>true|false)\b")
 _BANNER = re.compile(r"\[capscan-interposer\] enabled for ")
 
 
@@ -90,8 +93,7 @@ class EarlyCheck:
     so waiting for the end would never verify it. A preview from the raw lines (the interposer's banner
     and the three flags llama.cpp gates on); the stored run is verified again when the command ends."""
 
-    NAMES = {"simdgroup reduction": "simdgroup reduction", "simdgroup matrix mul.": "simdgroup matrix mul.",
-             "has bfloat": "bfloat"}
+    NAMES = {flag.printed[0]: flag.label for flag in _KERNEL_FLAGS}
 
     def __init__(self) -> None:
         self.banner = False

@@ -413,9 +413,7 @@ def _paravirtual_clamp(v: RunView) -> Finding | None:
     if not (disabled or (below and (v.apple_family is not None or v.facts.probe))):
         return None
     fam = chips.family_name(v.apple_family) if v.apple_family else "no Apple family"
-    off = [n for n, val in (("simdgroup reduction", caps.simdgroup_reduction), ("simdgroup matrix multiply",
-                                                                              caps.simdgroup_mm),
-                            ("bfloat", caps.bfloat)) if val is False]
+    off = [chips.METAL_FLAG[n].words for n in chips.KERNEL_FLAGS if getattr(caps, n) is False]
     host = f" {v.host_chip} (really {chips.family_name(v.host_family)})" if v.host_family else ""
     turned = "turns" if v.probe_only else "turned"  # a probe ran no model: llama.cpp would, reading this family
     msg = (f"The VM's paravirtual GPU reports {fam}, so llama.cpp {turned} off {', '.join(off) or 'its fast kernels'} "

@@ -63,9 +63,9 @@ MULTI_VALUED = frozenset({"gpu.name", "gpu.family", "build.target", "gpu.working
 
 _FACT_WORDS = {
     "process.isa": "the process's instruction set", "gpu.kind": "the kind of GPU",
-    "gpu.unified_memory": "unified memory", "host.chip": "the host chip",
-    "gpu.simdgroup_reduction": "simdgroup reduction", "gpu.simdgroup_mm": "simdgroup matrix multiply",
-    "gpu.bfloat": "bfloat", "gpu.tensor": "the tensor API",
+    "host.chip": "the host chip",
+    **{f"gpu.{flag}": chips.METAL_FLAG[flag].words
+       for flag in ("unified_memory", "simdgroup_reduction", "simdgroup_mm", "bfloat", "tensor")},
 }
 
 

@@ -6,3 +6,6 @@ importing the rules."""
 # 6: CPU-only on positive evidence only (system_info alone is unknown), words fit the platform
 # 5: a probe's output speaks of llama.cpp
 RULES_VERSION = "6"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable
+# The digest of the rules' source when RULES_VERSION was last set: tests/rules/test_rules_version.py fails when
+# the rules change and this is not recorded again (with RULES_VERSION bumped when a diagnosis can change).
+RULES_DIGEST = "21d1d0badd94e60a"

@@ -32,8 +32,7 @@ from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
 APPLE_RANGE = range(1001, 2000)
 # capscan-probe --kernels checks, in llama.cpp's order, with their names in words
-KERNEL_WORDS = {"simdgroup_reduction": "simdgroup reduction", "simdgroup_mm": "simdgroup matrix multiply",
-                "bfloat": "bfloat"}
+KERNEL_WORDS = {cap: chips.METAL_FLAG[cap].words for cap in chips.KERNEL_FLAGS}
 KERNEL_FAILURES = ("fail", "compile-error", "timeout")
 
 

@@ -21,26 +21,32 @@ from collections import Counter
 from typing import Callable
 
 from analyzer.model import Throughput
-from analyzer.parsers.base import Event
+from analyzer.parsers import head_kinds
+from analyzer.parsers.base import LEGACY_HEAD, M4_HEAD, Event
 from analyzer.runs.boundaries import starts_run
 from analyzer.runs.builder import SPILL_AT, RunBuilder
 from analyzer.runs.metal import release_held
 
 Handler = Callable[["Assembler", Event], None]
 
-# Kinds that may arrive while an M4 block's first lines wait for its GPU name (metal.on_metal_tensor_gate).
-_GATE_KINDS = frozenset(("metal.device", "metal.library_loaded", "metal.tensor_gate"))
-# A legacy block reopened in a run that named its device waits for its GPU name line (metal.py).
-_HOLD_KINDS = frozenset(("metal.found_device", "metal.picking_device", "metal.device"))
+# The lines a waiting Metal block head keeps (metal.on_metal_tensor_gate, metal.on_metal_block_start), as the
+# formats declare them (Pattern.heads): any other line releases the head.
+_GATE_KINDS = head_kinds(M4_HEAD)
+_HOLD_KINDS = head_kinds(LEGACY_HEAD)
 
 
 def handler_table() -> dict[str, Handler]:
-    """Every family's HANDLERS merged; the same kind claimed twice is a programming error."""
-    from analyzer.runs import bench, context, gpu_backends, metal, probes, starts, system, timings, wrappers
+    """Every family's HANDLERS merged; the same kind claimed twice is a programming error. A family is any
+    module of this package that declares ``HANDLERS``: a new one is found without a list to join."""
+    import importlib
+    import pkgutil
+
+    import analyzer.runs as package
 
     table: dict[str, Handler] = {}
-    for family in (metal, probes, gpu_backends, system, context, bench, timings, wrappers, starts):
-        for kind, handler in family.HANDLERS.items():
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        family = importlib.import_module(f"{package.__name__}.{info.name}")
+        for kind, handler in getattr(family, "HANDLERS", {}).items():
             if kind in table:
                 raise RuntimeError(f"event kind {kind!r} has two handlers ({family.__name__})")
             table[kind] = handler
@@ -76,19 +82,19 @@ class Assembler:
 
     def close_run(self) -> None:
         run = self.run
-        if not run.content:
+        if not run.span.content:
             return
-        if run.trials:  # benchmark trials without their Averages line (cut off): the trials are the results
-            for tp in run.trials:
+        if run.figures.trials:  # benchmark trials without their Averages line (cut off): the trials are the results
+            for tp in run.figures.trials:
                 run.add_throughput(tp)
-            run.trials = []
+            run.figures.trials = []
         run.finalize()
         self.on_run(run)
-        if run.pending:
-            self.on_throughput(run, run.pending)
-            run.pending = []
+        if run.figures.pending:
+            self.on_throughput(run, run.figures.pending)
+            run.figures.pending = []
         self.closed += 1
-        run.content = False  # closed runs are never emitted twice
+        run.span.content = False  # closed runs are never emitted twice
 
     def finish(self) -> None:
         if self.pending_gate:
@@ -99,9 +105,9 @@ class Assembler:
 
     def spill(self) -> None:
         run = self.run
-        if len(run.pending) >= SPILL_AT:
-            self.on_throughput(run, run.pending)
-            run.pending = []
+        if len(run.figures.pending) >= SPILL_AT:
+            self.on_throughput(run, run.figures.pending)
+            run.figures.pending = []
 
     def flush_gate(self, run: RunBuilder) -> None:
         for pending in self.pending_gate:

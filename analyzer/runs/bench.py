@@ -45,15 +45,15 @@ def on_bench_rows(asm: Assembler, ev: Event) -> None:
     asm.handle(Event("bench.row", first[0], "", bench_row_from(config, first[1:])))
     run = asm.run
     run.add_bench_rows(config["model"], rows, 1, config.get("config"))
-    run.last_line = max(run.last_line or 0, rows[-1][0])
+    run.span.last_line = max(run.span.last_line or 0, rows[-1][0])
     asm.spill()
 
 
 def on_bench_json_end(asm: Assembler, ev: Event) -> None:
     """llama-bench -o json's closing ']': after it, its invocation prints nothing more (runs.boundaries)."""
     run = asm.run
-    if run.bench_format == "json":
-        run.bench_closed = True
+    if run.bench.format == "json":
+        run.bench.closed = True
         run.touch(ev, evidence=False)
 
 
@@ -65,20 +65,20 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
     run = asm.run
     f = run.facts
     setup = row.get("setup")
-    if setup is not None and len(run.bench_seen) < MAX_SEEN:
-        run.bench_seen.add((setup, row["test"]))
-    run.bench_reloaded = False
+    if setup is not None and len(run.bench.seen) < MAX_SEEN:
+        run.bench.seen.add((setup, row["test"]))
+    run.bench.reloaded = False
     if row["format"] != "md":
         key = row["key"]
-        if key == run.bench_key and run.bench_model == row["model"]:
+        if key == run.bench.key and run.bench.model == row["model"]:
             # Another row of the same benchmark (files hold up to millions): only its numbers are new.
-            run.last_line = ev.line
+            run.span.last_line = ev.line
             run.add_throughput(Throughput(row["test"], row["tok_s"], row["stddev"], row["model"], ev.line,
                                           "bench", row["n_prompt"], row["n_gen"], row["n_depth"]), row.get("config"))
-            if len(run.pending) >= SPILL_AT:
+            if len(run.figures.pending) >= SPILL_AT:
                 asm.spill()
             return
-        run.bench_key = key  # a row of another configuration or device opened a new run (boundaries)
+        run.bench.key = key  # a row of another configuration or device opened a new run (boundaries)
         # once per configuration (the key holds both): the device and the host this row names
         row_ev = Event("bench.device", ev.line, "")
         # a compare-llama-bench table is a script's summary of results gathered anywhere, not this process's
@@ -104,8 +104,8 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
             f.log_time = row["test_time"]
         if f.build_commit is None and row.get("build_commit"):
             f.build_commit = row["build_commit"]
-        if run.device_source is None and row.get("gpu_info"):
-            run.device_source = "bench"
+        if run.gpu.source is None and row.get("gpu_info"):
+            run.gpu.source = "bench"
             f.device.name = row["gpu_info"]
     if f.bench_backends is None and row.get("backend"):
         f.bench_backends = row["backend"]
@@ -117,11 +117,11 @@ def _bench(asm: Assembler, ev: Event, row: dict) -> None:
         run.touch(Event("bench.device", ev.line, ev.text))
     if f.model is None and row.get("model"):
         f.model = row["model"]
-    run.explicit_program = "llama-bench"
+    run.program.name = "llama-bench"
     if f.program != "llama-bench":
         f.program = "llama-bench"
-    run.bench_model = row.get("model")
-    run.bench_format = row.get("format")
+    run.bench.model = row.get("model")
+    run.bench.format = row.get("format")
     run.touch(ev, evidence=False)
     label = row.get("label")  # rows of a hand-edited table told apart by a label ('master', 'PR')
     run.add_throughput(Throughput(

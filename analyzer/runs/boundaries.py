@@ -73,16 +73,16 @@ NOT_BENCH = frozenset(("process.start", "system_info", "server.slot"))
 def before_main(run: RunBuilder) -> bool:
     """Does the run hold only what a process prints before 'main: build =' (a shim banner from a
     constructor, the argument parser's GPU-offload warning)? Then that line is the same process's."""
-    if run.kinds <= BEFORE_MAIN:
+    if run.span.kinds <= BEFORE_MAIN:
         return True
-    return ((run.facts.shim is not None or run.facts.gpu_disabled is not None) and run.device_source is None
-            and not run.has_results and not run.saw_system_info and run.metal_blocks == 0)
+    return ((run.facts.shim is not None or run.facts.gpu_disabled is not None) and run.gpu.source is None
+            and not run.has_results and not run.program.saw_system_info and run.gpu.metal_blocks == 0)
 
 
 def other_backend(run: RunBuilder) -> bool:
     """The run is another backend's, and not one process registering both (`registering`), or its llama-bench
     rows name backends without Metal (a CANN or CPU build's table prints no Metal block)."""
-    if run.device_source not in (None, "metal") and not run.registering("metal"):
+    if run.gpu.source not in (None, "metal") and not run.registering("metal"):
         return True
     backends = run.facts.bench_backends
     return backends is not None and not any(b in backends.lower() for b in ("metal", "mtl"))
@@ -106,12 +106,12 @@ REGISTERING = frozenset(("backend.loaded", "ollama.compute", "device_info"))
 
 def placed(run: RunBuilder) -> bool:
     """Has the run's process placed weights or made a context? Its backends registered before that."""
-    return not run.kinds.isdisjoint(PLACED) or (run.block_device is not None and run.facts.metal_era == "legacy")
+    return not run.span.kinds.isdisjoint(PLACED) or (run.gpu.block_device is not None and run.facts.metal_era == "legacy")
 
 
 def loaded(run: RunBuilder) -> bool:
     """Has the run's process loaded a model or made a context (or measured)? (LOADED holds PLACED.)"""
-    return run.has_results or placed(run) or not run.kinds.isdisjoint(LOADED)
+    return run.has_results or placed(run) or not run.span.kinds.isdisjoint(LOADED)
 
 
 # Who printed a timing line, by its source: engines that never print each other's lines. llama.cpp's own
@@ -133,7 +133,7 @@ def run_family(run: RunBuilder) -> str | None:
     """The family of what the run measured (None before a result): llama-bench rows are a family of their own."""
     if not run.has_results:
         return None
-    return RUN_FAMILY.get(run.explicit_program or "", "llama.cpp")
+    return RUN_FAMILY.get(run.program.name or "", "llama.cpp")
 
 
 def finished(run: RunBuilder) -> bool:
@@ -150,13 +150,13 @@ def _start_after_results(asm: Assembler, ev: Event) -> str | None:
     measured is the next program's."""
     run = asm.run
     if not finished(run):
-        if ev.kind in BENCH_START and ev.kind != "backend.loaded" and not run.kinds.isdisjoint(NOT_BENCH):
+        if ev.kind in BENCH_START and ev.kind != "backend.loaded" and not run.span.kinds.isdisjoint(NOT_BENCH):
             return "a llama-bench header after another program's start"
         if ev.kind in REGISTERING and placed(run):
             return "a backend's registration after another program's model load"
         return None
-    if run.explicit_program == "llama-bench" and ev.kind in BENCH_RELOADS and not run.bench_closed:
-        run.bench_reloaded = True  # (a repeated test after this load is the next invocation's: _bench_row)
+    if run.program.name == "llama-bench" and ev.kind in BENCH_RELOADS and not run.bench.closed:
+        run.bench.reloaded = True  # (a repeated test after this load is the next invocation's: _bench_row)
         return None  # llama-bench loads the model again for each test: its loader lines follow its rows
     return "a program's start after a finished run"
 
@@ -165,7 +165,7 @@ def _process_start(asm: Assembler, ev: Event) -> str | None:
     """'main: build = N' is the first line a 2023-24 example program prints: what came before was an
     earlier process (a shim banner, the argument parser's warning or an app's header stay with this one)."""
     run = asm.run
-    return "a program's first line" if run.content and not before_main(run) else None
+    return "a program's first line" if run.span.content and not before_main(run) else None
 
 
 def _build_target(asm: Assembler, ev: Event) -> str | None:
@@ -173,9 +173,9 @@ def _build_target(asm: Assembler, ev: Event) -> str | None:
     (printed per context, after common_init: an earlier process's); not after an M4-era block alone, which
     a process's backends may print before it (they did until 2026-03-31)."""
     run = asm.run
-    if "number" in ev.data and (run.has_results or (run.block_device is not None and run.facts.metal_era == "legacy")):
+    if "number" in ev.data and (run.has_results or (run.gpu.block_device is not None and run.facts.metal_era == "legacy")):
         return "common_init's build line after a result or a legacy Metal block"
-    if "number" in ev.data and (loaded(run) or run.saw_system_info):
+    if "number" in ev.data and (loaded(run) or run.program.saw_system_info):
         return "a build line after another program's model load"
     if finished(run) and ev.text.lstrip().startswith("built with"):
         return "a program's start after a finished run"  # `--version`'s second line: that program runs nothing
@@ -186,7 +186,7 @@ def _system_info(asm: Assembler, ev: Event) -> str | None:
     """A process prints `system_info` once: a second one is another process."""
     # (not after results alone: a contrary sign there must stay with the run it vetoes, whatever its order:
     # tests/rules/test_same_process_signs.py)
-    return "a second system_info line" if asm.run.saw_system_info else None
+    return "a second system_info line" if asm.run.program.saw_system_info else None
 
 
 def _devices_header(asm: Assembler, ev: Event) -> str | None:
@@ -201,7 +201,7 @@ def _gpu_disabled(asm: Assembler, ev: Event) -> str | None:
     """The argument parser's GPU warning is printed before anything else of the process: after another
     process's device, results or system_info it is the next process's."""
     run = asm.run
-    if ev.data["why"] in ARGS_WARNINGS and (run.has_results or run.device_source is not None or run.saw_system_info):
+    if ev.data["why"] in ARGS_WARNINGS and (run.has_results or run.gpu.source is not None or run.program.saw_system_info):
         return "the argument parser's warning after another process's lines"
     return None
 
@@ -214,7 +214,7 @@ def _ollama_load(asm: Assembler, ev: Event) -> str | None:
         return None  # a runner without a model (0.12+ GPU discovery at start-up) is the server's, no load
     run = asm.run
     step = "runner" if ev.kind == "ollama.runner" else "offload"
-    if step in run.ollama_steps or run.metal_blocks or run.has_results:
+    if step in run.program.ollama_steps or run.gpu.metal_blocks or run.has_results:
         return "the next ollama model load"
     return None
 
@@ -223,7 +223,7 @@ def _shim_banner(asm: Assembler, ev: Event) -> str | None:
     """A shim banner is printed by a constructor before `main`: after a device, a result or another
     banner it opens the next process."""
     run = asm.run
-    if run.device_source is not None or run.has_results or run.facts.shim is not None:
+    if run.gpu.source is not None or run.has_results or run.facts.shim is not None:
         return "a shim banner after another process's lines"
     return None
 
@@ -240,7 +240,7 @@ def probe_program(ev: Event) -> str:
 
 def continues_probe_header(run: RunBuilder) -> bool:
     """Is the run capscan-probe's header still waiting for its device line?"""
-    return run.device_source == "probe" and run.facts.program == "capscan-probe" and run.facts.device.name is None
+    return run.gpu.source == "probe" and run.facts.program == "capscan-probe" and run.facts.device.name is None
 
 
 def _probe(asm: Assembler, ev: Event) -> str | None:
@@ -250,15 +250,15 @@ def _probe(asm: Assembler, ev: Event) -> str | None:
     if ev.kind == "probe.device" and continues_probe_header(run):
         return None
     program = probe_program(ev)
-    banner_only = run.facts.shim is not None and run.device_source is None and not run.has_results
-    fresh_probe = run.device_source == "probe" and run.facts.program == program and run.facts.probe == {}
-    return "a probe's output" if run.content and not (banner_only or fresh_probe) else None
+    banner_only = run.facts.shim is not None and run.gpu.source is None and not run.has_results
+    fresh_probe = run.gpu.source == "probe" and run.facts.program == program and run.facts.probe == {}
+    return "a probe's output" if run.span.content and not (banner_only or fresh_probe) else None
 
 
 def _sysprof(asm: Assembler, ev: Event) -> str | None:
     """system_profiler's output is a run of its own."""
     run = asm.run
-    return "system_profiler's output" if run.device_source != "sysprof" and run.content else None
+    return "system_profiler's output" if run.gpu.source != "sysprof" and run.span.content else None
 
 
 def _metal_line(asm: Assembler, ev: Event) -> str | None:
@@ -267,9 +267,9 @@ def _metal_line(asm: Assembler, ev: Event) -> str | None:
     run = asm.run
     if other_backend(run):
         return "a Metal block after another backend's device"
-    if ev.kind == "metal.block_start" and run.metal_blocks and run.has_results and run.facts.metal_era != "M4":
+    if ev.kind == "metal.block_start" and run.gpu.metal_blocks and run.has_results and run.facts.metal_era != "M4":
         return "a legacy Metal block after results"
-    if ev.kind == "metal.block_start" and finished(run) and (run.explicit_program != "llama-bench" or run.bench_closed):
+    if ev.kind == "metal.block_start" and finished(run) and (run.program.name != "llama-bench" or run.bench.closed):
         return "a program's start after a finished run"  # a context is made before its results
     return None
 
@@ -282,22 +282,22 @@ def _metal_device(asm: Assembler, ev: Event) -> str | None:
     run, d = asm.run, ev.data
     name = d.get("name")
     if d.get("era") == "M4":
-        if d.get("index", 0) >= 1 and run.facts.metal_era == "M4" and run.metal_blocks and not run.has_results:
+        if d.get("index", 0) >= 1 and run.facts.metal_era == "M4" and run.gpu.metal_blocks and not run.has_results:
             return None
         if placed(run) and not run.registering("metal"):
             return "a backend's registration after another program's model load"
         if asm.pending_gate:
             return "a second M4-era Metal block"
-        if run.m4_open and run.metal_blocks == 0:
+        if run.gpu.m4_open and run.gpu.metal_blocks == 0:
             return None  # the tensor-gate line already opened this block
-        if run.metal_blocks or other_backend(run) or run.has_results:
+        if run.gpu.metal_blocks or other_backend(run) or run.has_results:
             return "a second M4-era Metal block"
         return None
     if other_backend(run):
         return "a Metal block after another backend's device"
-    if run.metal_blocks and run.block_device and name and name != run.block_device:
+    if run.gpu.metal_blocks and run.gpu.block_device and name and name != run.gpu.block_device:
         return "a legacy Metal block naming another device"
-    if run.metal_blocks and run.has_results and run.facts.metal_era == "legacy" and name != run.block_device:
+    if run.gpu.metal_blocks and run.has_results and run.facts.metal_era == "legacy" and name != run.gpu.block_device:
         return "a legacy Metal block after results"
     return None
 
@@ -313,8 +313,8 @@ def _device_list(asm: Assembler, ev: Event) -> str | None:
     if ev.kind.endswith(".count") and placed(run):
         return "a backend's registration after another program's model load"
     if ev.kind.endswith(".count"):
-        return "another device list" if run.device_source is not None else None
-    if run.device_source is not None and (run.device_source != source or run.metal_blocks or run.has_results):
+        return "another device list" if run.gpu.source is not None else None
+    if run.gpu.source is not None and (run.gpu.source != source or run.gpu.metal_blocks or run.has_results):
         return "another device list"
     return None
 
@@ -323,12 +323,12 @@ def _bench_md_header(asm: Assembler, ev: Event) -> str | None:
     """llama-bench prints its table header once per process: a header after a table's rows is another
     invocation's table (several backends' tables pasted in one log)."""
     run = asm.run
-    if run.has_results and run.explicit_program == "llama-bench":
+    if run.has_results and run.program.name == "llama-bench":
         return "a llama-bench header after rows"
     if run.has_results:
         return "a program's start after a finished run"
     # (not after a model load: llama-bench -v prints its header with its first row, after the first test's load)
-    return "a llama-bench header after another program's start" if not run.kinds.isdisjoint(NOT_BENCH) else None
+    return "a llama-bench header after another program's start" if not run.span.kinds.isdisjoint(NOT_BENCH) else None
 
 
 def _bench_row(asm: Assembler, ev: Event) -> str | None:
@@ -337,36 +337,36 @@ def _bench_row(asm: Assembler, ev: Event) -> str | None:
     backend column too (one build prints one backend for all its rows). After a probe or system_profiler
     block any row does."""
     run, row = asm.run, ev.data
-    if run.bench_closed:
+    if run.bench.closed:
         return "a llama-bench row after its JSON array closed"
-    if run.bench_reloaded and row.get("setup") is not None and (row["setup"], row["test"]) in run.bench_seen:
+    if run.bench.reloaded and row.get("setup") is not None and (row["setup"], row["test"]) in run.bench.seen:
         # one invocation prints each test of a setup once, after its model load (-v): a repeat after a load is
         # the next invocation's (rows back to back, with no load between, are a loop appending to one file)
         return "a llama-bench row repeating a test of its setup"
     if row["format"] != "md":
         key = row["key"]
-        if key == run.bench_key and run.bench_model == row["model"] and run.bench_format == row["format"]:
+        if key == run.bench.key and run.bench.model == row["model"] and run.bench.format == row["format"]:
             return None  # another row of the same benchmark (files hold millions): the hot path
-        if run.bench_key is not None and run.bench_key != key:
+        if run.bench.key is not None and run.bench.key != key:
             return "a llama-bench row of another configuration"
-        if run.device_source in _OWN_RUN:
+        if run.gpu.source in _OWN_RUN:
             return "a llama-bench row after a probe"
-        if run.has_results and run.explicit_program not in ("llama-bench", None, "llama.cpp"):
+        if run.has_results and run.program.name not in ("llama-bench", None, "llama.cpp"):
             return "a llama-bench row after another program's results"
-        if run.has_results and run.bench_format not in (None, row["format"]):
+        if run.has_results and run.bench.format not in (None, row["format"]):
             return "a llama-bench row in another output format"
-        if run.bench_key is None and not run.kinds.isdisjoint(NOT_BENCH):
+        if run.bench.key is None and not run.span.kinds.isdisjoint(NOT_BENCH):
             return "a llama-bench header after another program's start"
         gpu = row.get("gpu_info")
-        if run.device_source in ("metal", "vulkan", "cuda") and gpu and run.facts.device.name \
+        if run.gpu.source in ("metal", "vulkan", "cuda") and gpu and run.facts.device.name \
                 and not same_device(gpu, run.facts.device.name):
             return "a llama-bench row naming another GPU"
         return None
-    if run.device_source in _OWN_RUN:
+    if run.gpu.source in _OWN_RUN:
         return "a llama-bench row after a probe"
-    if run.has_results and run.explicit_program not in ("llama-bench", None, "llama.cpp"):
+    if run.has_results and run.program.name not in ("llama-bench", None, "llama.cpp"):
         return "a llama-bench row after another program's results"
-    if run.has_results and run.bench_format not in (None, "md"):
+    if run.has_results and run.bench.format not in (None, "md"):
         return "a llama-bench row in another output format"  # one invocation prints one format (-o)
     if run.has_results and run.facts.bench_backends is not None and row.get("backend") \
             and row["backend"] != run.facts.bench_backends:
@@ -379,7 +379,7 @@ def _timing(asm: Assembler, ev: Event) -> str | None:
     block (llama-cli, main) that opens more than a few lines after the last one closed is another
     process's (llama-server's blocks, one per request, stay one run)."""
     run, d = asm.run, ev.data
-    if run.device_source in _OWN_RUN:
+    if run.gpu.source in _OWN_RUN:
         return "timings after a probe"
     family = run_family(run)
     # ollama's token counts ('prompt eval count:') carry no source: their text says whose they are
@@ -388,11 +388,11 @@ def _timing(asm: Assembler, ev: Event) -> str | None:
         mine = timing_family(source)
         # llama.cpp's own blocks also come from ollama's runner and from llama-bench -v (a block per test)
         if mine != family and not (mine == "llama.cpp" and family in ("ollama", "llama-bench")
-                                   and not run.bench_closed):
+                                   and not run.bench.closed):
             return "timings of another program after a finished run"
-    if ev.kind == "timing" and d.get("source", "") in ONCE_PER_PROCESS and run.timing_closed_at is not None \
-            and d["phase"] != "eval" and ev.line - run.timing_closed_at > BACK_TO_BACK \
-            and run.explicit_program != "llama-server":
+    if ev.kind == "timing" and d.get("source", "") in ONCE_PER_PROCESS and run.timing.closed_at is not None \
+            and d["phase"] != "eval" and ev.line - run.timing.closed_at > BACK_TO_BACK \
+            and run.program.name != "llama-server":
         return "a timing block of another process"
     return None
 
@@ -401,7 +401,7 @@ def _program_start(asm: Assembler, ev: Event) -> str | None:
     """The 2026 llama-server's first line ('llama_server: initializing'): after another program's model load,
     results, device list or system_info it opens the next run (its own backends may register before it)."""
     run = asm.run
-    if loaded(run) or run.saw_system_info or run.facts.listed_devices is not None:
+    if loaded(run) or run.program.saw_system_info or run.facts.listed_devices is not None:
         return "a program's first line"
     return None
 
@@ -453,9 +453,9 @@ def _wrapper_start(asm: Assembler, ev: Event) -> str | None:
     run = asm.run
     if not finished(run):
         return None
-    if ev.kind == "wrapper.kobold_total" and run.explicit_program == "koboldcpp":
+    if ev.kind == "wrapper.kobold_total" and run.program.name == "koboldcpp":
         return None  # one koboldcpp server, a line per reply
-    if ev.kind == "wrapper.obench" and "model" not in ev.data and run.explicit_program == "obench (ollama)":
+    if ev.kind == "wrapper.obench" and "model" not in ev.data and run.program.name == "obench (ollama)":
         return None  # its table's header, after its own 'Running benchmark' line... or another table of it
     return "a wrapper's result after a finished run"
 

@@ -36,7 +36,7 @@ def on_host_macos(asm: Assembler, ev: Event) -> None:
 
 def on_mlx_device(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    run.explicit_program = run.explicit_program or "mlx_lm"
+    run.program.name = run.program.name or "mlx_lm"
     if run.facts.device.name is None:
         run.facts.device.name = ev.data["name"]
     run.saw_device(ev.data["name"])
@@ -93,7 +93,7 @@ def on_wrapper_virtualised(asm: Assembler, ev: Event) -> None:
 def on_ollama_ps(asm: Assembler, ev: Event) -> None:
     """`ollama ps`'s PROCESSOR column: '100% CPU' is a model with no layer on a GPU; a GPU share names no device."""
     run = asm.run
-    run.explicit_program = run.explicit_program or "ollama"
+    run.program.name = run.program.name or "ollama"
     if ev.data["processor"] == "100% CPU":
         run.facts.n_gpu_layers = 0
     run.touch(ev)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def _device_list_run(asm: Assembler, source: str) -> RunBuilder:
     run = asm.run
     if not run.registering(source):  # else the Metal block's process lists its other backend's devices
-        run.device_source = source
+        run.gpu.source = source
     return run
 
 
@@ -24,7 +24,7 @@ def _list_header(asm: Assembler, ev: Event, source: str) -> None:
     yet or the run is a process still registering its backends (``RunBuilder.registering``)."""
     run = asm.run
     if not run.registering(source):
-        run.device_source = source
+        run.gpu.source = source
     run.touch(ev)
 
 

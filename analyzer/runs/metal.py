@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def _metal_run(asm: Assembler) -> RunBuilder:
-    asm.run.device_source = "metal"
+    asm.run.gpu.source = "metal"
     return asm.run
 
 
@@ -26,27 +26,27 @@ def on_metal_tensor_gate(asm: Assembler, ev: Event) -> None:
     the next GGML_METAL_DEVICES device of this one is known only at the
     GPU name line, so it waits there."""
     run = asm.run
-    if run.metal_blocks or other_backend(run) or run.has_results or (placed(run) and not run.registering("metal")):
+    if run.gpu.metal_blocks or other_backend(run) or run.has_results or (placed(run) and not run.registering("metal")):
         asm.pending_gate.append(ev)
         return
-    run.device_source = "metal"
+    run.gpu.source = "metal"
     run.facts.metal_era = "M4"
-    run.m4_open = True  # the GPU name line that follows belongs to this block
+    run.gpu.m4_open = True  # the GPU name line that follows belongs to this block
     run.touch(ev)
 
 
 def on_metal_block_start(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    if run.block_device is not None:
+    if run.gpu.block_device is not None:
         # Another context of this process, or the next process's first block (a log without results
         # between them): its GPU name line decides, and its enumeration waits for it, so that a GPU
         # the next machine lists is never lent to this run.
         asm.held.append(ev)
         return
-    run.device_source = "metal"
+    run.gpu.source = "metal"
     if run.facts.metal_era is None:
         run.facts.metal_era = "legacy"
-        run.metal_blocks = max(run.metal_blocks, 1)
+        run.gpu.metal_blocks = max(run.gpu.metal_blocks, 1)
     run.touch(ev)
 
 
@@ -57,11 +57,11 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
     name = d.get("name")
     if era == "M4":
         gate, asm.pending_gate = asm.pending_gate, []
-        if d.get("index", 0) >= 1 and run.facts.metal_era == "M4" and run.metal_blocks and not run.has_results:
+        if d.get("index", 0) >= 1 and run.facts.metal_era == "M4" and run.gpu.metal_blocks and not run.has_results:
             run.facts.device_count += 1  # GGML_METAL_DEVICES: another virtual device, same process
             for pending in gate:
                 run.touch(pending)
-            run.block += 1
+            run.gpu.block += 1
             if name:
                 run.observe("gpu.name", name, ev, subject=name)
             run.touch(ev)
@@ -72,16 +72,16 @@ def on_metal_device(asm: Assembler, ev: Event) -> None:
                 run.facts.library_load_s = float(pending.data["seconds"])
     if asm.held:
         release_held(asm, run)
-    run.m4_open = False
-    run.device_source = "metal"
-    run.metal_blocks += 1
-    run.block += 1
+    run.gpu.m4_open = False
+    run.gpu.source = "metal"
+    run.gpu.metal_blocks += 1
+    run.gpu.block += 1
     run.facts.device_count = max(run.facts.device_count, 1)
     if run.facts.metal_era is None or era == "M4":
         run.facts.metal_era = era
     if name:
         run.facts.device.name = name
-        run.block_device = name
+        run.gpu.block_device = name
         run.saw_device(name)
         run.observe("gpu.name", name, ev, subject=name)
     run.touch(ev)
@@ -100,8 +100,8 @@ def release_held(asm: Assembler, run: RunBuilder) -> None:
 
 def on_metal_family(asm: Assembler, ev: Event) -> None:
     run = _metal_run(asm)
-    run.families.add(ev.data["code"])
-    run.observe("gpu.family", ev.data["code"], ev, subject=run.block_device)
+    run.gpu.families.add(ev.data["code"])
+    run.observe("gpu.family", ev.data["code"], ev, subject=run.gpu.block_device)
     run.touch(ev)
 
 
@@ -110,7 +110,7 @@ def on_metal_flag(asm: Assembler, ev: Event) -> None:
     flag, value = ev.data["flag"], ev.data["value"]
     if flag in Capabilities.field_names() or flag == "unified_memory":
         run.saw_flag(flag, value, ev.line)
-        run.observe(f"gpu.{flag}", value, ev, subject=run.block_device)
+        run.observe(f"gpu.{flag}", value, ev, subject=run.gpu.block_device)
     if flag in Capabilities.field_names():
         setattr(run.facts.capabilities, flag, value)
     elif flag == "unified_memory":
@@ -123,7 +123,7 @@ def on_metal_flag(asm: Assembler, ev: Event) -> None:
 def on_metal_working_set(asm: Assembler, ev: Event) -> None:
     run = _metal_run(asm)
     run.facts.device.working_set_mb = ev.data["mb"]
-    run.observe("gpu.working_set_mb", ev.data["mb"], ev, subject=run.block_device)
+    run.observe("gpu.working_set_mb", ev.data["mb"], ev, subject=run.gpu.block_device)
     run.touch(ev)
 
 
@@ -138,8 +138,8 @@ def on_metal_skip_kernel(asm: Assembler, ev: Event) -> None:
 def on_metal_unsupported_op(asm: Assembler, ev: Event) -> None:
     run = asm.run
     op = ev.data["op"]
-    if op not in run.unsupported_seen and len(run.unsupported_seen) < MAX_UNSUPPORTED_OPS:
-        run.unsupported_seen.add(op)
+    if op not in run.gpu.unsupported_seen and len(run.gpu.unsupported_seen) < MAX_UNSUPPORTED_OPS:
+        run.gpu.unsupported_seen.add(op)
         run.facts.unsupported_ops.append(op)
     run.touch(ev)
 
@@ -154,7 +154,7 @@ def on_metal_enumerated_device(asm: Assembler, ev: Event) -> None:
 
 def on_metal_family_fallback(asm: Assembler, ev: Event) -> None:
     asm.run.facts.family_fallback = True
-    asm.run.explicit_program = asm.run.explicit_program or "whisper.cpp"
+    asm.run.program.name = asm.run.program.name or "whisper.cpp"
     asm.run.touch(ev)
 
 

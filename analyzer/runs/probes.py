@@ -31,7 +31,7 @@ def on_shim_message(asm: Assembler, ev: Event) -> None:
 
 def _probe_run(asm: Assembler, program: str) -> RunBuilder:
     run = asm.run
-    run.device_source = "probe"
+    run.gpu.source = "probe"
     run.facts.program = program
     run.facts.probe = {}
     return run
@@ -46,7 +46,7 @@ def on_probe_device(asm: Assembler, ev: Event) -> None:
     if not continues_probe_header(run):
         run = _probe_run(asm, probe_program(ev))
     run.facts.device.name = ev.data["name"]
-    run.block += 1
+    run.gpu.block += 1
     run.observe("gpu.name", ev.data["name"], ev, subject=ev.data["name"])
     run.touch(ev)
 
@@ -55,7 +55,7 @@ def on_probe_json(asm: Assembler, ev: Event) -> None:
     d = ev.data
     run = _probe_run(asm, probe_program(ev))
     run.facts.device.name = d.get("name")
-    run.block += 1
+    run.gpu.block += 1
     if d.get("name"):
         run.observe("gpu.name", d["name"], ev, subject=d["name"])
     for code, ok in d.get("families", {}).items():
@@ -127,7 +127,7 @@ def _probe_answer(run: RunBuilder, code: int, ok: bool, ev: Event) -> None:
     run.facts.probe[code] = ok
     run.observe(f"gpu.supports.{code}", ok, ev, subject=run.facts.device.name)
     if ok:
-        run.families.add(code)
+        run.gpu.families.add(code)
 
 
 def on_probe_family(asm: Assembler, ev: Event) -> None:
@@ -155,8 +155,8 @@ def on_probe_unified_memory(asm: Assembler, ev: Event) -> None:
 
 def on_sysprof_chipset(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    if run.device_source != "sysprof":
-        run.device_source = "sysprof"
+    if run.gpu.source != "sysprof":
+        run.gpu.source = "sysprof"
         run.facts.program = "system_profiler"
     chipsets, name = run.facts.sysprof_chipsets, ev.data["name"]
     run.observe("gpu.name", name, ev, subject=name)
@@ -174,7 +174,7 @@ def on_sysprof_chipset(asm: Assembler, ev: Event) -> None:
 
 def on_sysprof_metal(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    if run.device_source == "sysprof":
+    if run.gpu.source == "sysprof":
         run.facts.sysprof_metal = run.facts.sysprof_metal or ev.data["support"]
         run.touch(ev)
 

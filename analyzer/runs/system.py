@@ -39,7 +39,7 @@ def on_process_start(asm: Assembler, ev: Event) -> None:
 
 def on_build_footer(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    if not run.content:
+    if not run.span.content:
         return  # nothing before it in this input: a footer alone is not a run
     run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
     _build_number(run, ev)
@@ -48,7 +48,7 @@ def on_build_footer(asm: Assembler, ev: Event) -> None:
 
 def on_system_info(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    run.saw_system_info = True
+    run.program.saw_system_info = True
     run.facts.system_backends = ev.data.get("backends") or None
     run.facts.x86_cpu_features = sorted(k for k, v in (ev.data.get("features") or {}).items()
                                         if k in X86_CPU_FEATURES and v == "1")
@@ -75,8 +75,8 @@ def on_build_version(asm: Assembler, ev: Event) -> None:
     run.facts.build_commit = run.facts.build_commit or ev.data["commit"]
     _build_number(run, ev)
     run.facts.release = run.facts.release or ev.data.get("release")
-    if ev.data.get("program") and run.explicit_program in (None, "llama.cpp", "llama-server"):
-        run.explicit_program = ev.data["program"]  # (llama-cli's banner: its in-process server prints slot lines)
+    if ev.data.get("program") and run.program.name in (None, "llama.cpp", "llama-server"):
+        run.program.name = ev.data["program"]  # (llama-cli's banner: its in-process server prints slot lines)
     run.touch(ev)
 
 
@@ -85,17 +85,17 @@ def on_command_line(asm: Assembler, ev: Event) -> None:
     It is not a line of that process's output: after another process's lines it opens the next run
     (runs.boundaries), which it names."""
     run = asm.run
-    if run.content:
+    if run.span.content:
         return
-    run.explicit_program = run.explicit_program or ev.data["program"]
+    run.program.name = run.program.name or ev.data["program"]
     run.facts.launcher = run.facts.launcher or ev.data.get("launcher")
 
 
 def on_program_named(asm: Assembler, ev: Event) -> None:
     """A line only one program prints (llama-simple's 'main: decoded N tokens in ...') names its run."""
     run = asm.run
-    if run.explicit_program in (None, "llama.cpp"):
-        run.explicit_program = ev.data["program"]
+    if run.program.name in (None, "llama.cpp"):
+        run.program.name = ev.data["program"]
     run.touch(ev)
 
 
@@ -103,14 +103,14 @@ def on_llama_macos(asm: Assembler, ev: Event) -> None:
     """A line of Llama-macOS's os_log subsystem: its server is `llama serve`, started without -lv."""
     run = asm.run
     run.facts.launcher = "Llama-macOS"
-    run.explicit_program = run.explicit_program or "llama-server"
+    run.program.name = run.program.name or "llama-server"
     run.touch(ev)
 
 
 def on_whisper_gpu(asm: Assembler, ev: Event) -> None:
     """whisper.cpp (2024-11 on) says which backend it uses: 'using MTL0 backend'."""
     run = asm.run
-    run.explicit_program = run.explicit_program or "whisper.cpp"
+    run.program.name = run.program.name or "whisper.cpp"
     if re.fullmatch(r"MTL\d+|Metal", ev.data["backend"]):
         run.facts.backend = run.facts.backend or "metal"
     run.touch(ev)
@@ -118,7 +118,7 @@ def on_whisper_gpu(asm: Assembler, ev: Event) -> None:
 
 def on_whisper_device(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    run.explicit_program = run.explicit_program or "whisper.cpp"
+    run.program.name = run.program.name or "whisper.cpp"
     run.touch(ev, evidence=False)
 
 
@@ -199,15 +199,15 @@ def _ollama_load(asm: Assembler, ev: Event, step: str) -> RunBuilder:
     """The run of the model load ``step`` (its 'offload' line, its runner's start) belongs to: each load
     is a runner process, so a run of its own (runs.boundaries), with what the server printed once."""
     run = asm.run
-    run.ollama_steps.add(step)
-    run.explicit_program = "ollama"
+    run.program.ollama_steps.add(step)
+    run.program.name = "ollama"
     return run
 
 
 def on_gpu_disabled(asm: Assembler, ev: Event) -> None:
     run = asm.run
     if "whisper_" in ev.text:
-        run.explicit_program = run.explicit_program or "whisper.cpp"
+        run.program.name = run.program.name or "whisper.cpp"
     if run.facts.gpu_disabled is None:
         run.facts.gpu_disabled = ev.data["why"] + (" = 0" if ev.data["why"] == "use gpu" else "")
     run.touch(ev)
@@ -221,7 +221,7 @@ def on_model_load_failed(asm: Assembler, ev: Event) -> None:
 
 def on_whisper_weights(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    run.explicit_program = run.explicit_program or "whisper.cpp"
+    run.program.name = run.program.name or "whisper.cpp"
     if ev.data["backend"] not in run.facts.whisper_weights and len(run.facts.whisper_weights) < 8:
         run.facts.whisper_weights.append(ev.data["backend"])
     run.touch(ev)
@@ -230,7 +230,7 @@ def on_whisper_weights(asm: Assembler, ev: Event) -> None:
 def on_ollama_runner(asm: Assembler, ev: Event) -> None:
     # a runner with a model is a load; one without (0.12+ GPU discovery at start-up) is the server's
     run = _ollama_load(asm, ev, "runner") if "--model" in ev.data["cmd"] else asm.run
-    run.explicit_program = "ollama"
+    run.program.name = "ollama"
     if ev.data.get("engine"):
         run.facts.ollama_engine = ev.data["engine"]
         if ev.data["engine"] == "mlx":
@@ -242,7 +242,7 @@ def on_ollama_runner(asm: Assembler, ev: Event) -> None:
 
 def on_ollama_compute(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    run.explicit_program = "ollama"
+    run.program.name = "ollama"
     lib = ev.data["library"]
     if ev.data.get("description"):
         run.observe("gpu.name", ev.data["description"], ev, subject=ev.data["description"])

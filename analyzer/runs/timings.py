@@ -47,42 +47,42 @@ def _timing(asm: Assembler, ev: Event, phase: str, tok_s: float | None, source: 
     if source in ONCE_PER_PROCESS:
         # a block printed once per process closes at its eval line; where the next opens decides whether it
         # is the same command repeated or another process (runs.boundaries)
-        run.timing_closed_at = ev.line if phase == "eval" else None
+        run.timing.closed_at = ev.line if phase == "eval" else None
     if tok_s is None or phase == "sample":
         return None
     key = "prompt" if phase == "prompt" else "eval"
-    pending = run.pending_counts.pop(key, None)
+    pending = run.timing.pending_counts.pop(key, None)
     if tokens is None:
-        tokens = pending if pending is not None else run.setup_counts.get(key)
+        tokens = pending if pending is not None else run.timing.setup_counts.get(key)
     program = {"ollama": "ollama", "mlx_lm": "mlx_lm", "server-slot": "llama-server", "server-json": "llama-server",
                "server-running": "llama-server",
                "llama-cli": "llama-cli", "koboldcpp": "koboldcpp"}.get(source)
     # (the '[ Prompt: ... ]' summary is the 2026 llama-cli's alone: its -lv 4 slot lines are its in-process server's)
-    if program and (run.explicit_program in (None, "llama.cpp")
-                    or (program == "llama-cli" and run.explicit_program == "llama-server")):
-        run.explicit_program = program
+    if program and (run.program.name in (None, "llama.cpp")
+                    or (program == "llama-cli" and run.program.name == "llama-server")):
+        run.program.name = program
     tp = Throughput(test="prompt" if key == "prompt" else "generation", tok_s=tok_s, model=run.facts.model,
                     line=ev.line, kind="timing", n_prompt=tokens if key == "prompt" else None,
                     n_gen=tokens if key == "eval" else None)
     run.touch(ev)
     if trial:
-        run.trials.append(tp)
+        run.figures.trials.append(tp)
         return tp
-    prev = run.last_timing.get(key)
+    prev = run.timing.last.get(key)
     if continues is not None and prev is not None and prev[0] is continues and run.replace(continues, tp):
         # a streamed request's running total: only its last chunk's counts (604.59 ... 940.50: 940.50)
-        run.last_timing[key] = (tp, source, False)
+        run.timing.last[key] = (tp, source, False)
         return tp
     if _printed_twice(prev, tok_s, source):
         # one measurement on two lines (20.01 and '[ Prompt: 20.0 t/s ]'): one figure, the more precise
         assert prev is not None
         if _half_step(tok_s, source) < _half_step(prev[0].tok_s, prev[1]) and run.replace(prev[0], tp):
-            run.last_timing[key] = (tp, source, True)
+            run.timing.last[key] = (tp, source, True)
         else:
-            run.last_timing[key] = (prev[0], prev[1], True)
+            run.timing.last[key] = (prev[0], prev[1], True)
         return prev[0]
     run.add_throughput(tp)
-    run.last_timing[key] = (tp, source, False)
+    run.timing.last[key] = (tp, source, False)
     return tp
 
 
@@ -91,24 +91,24 @@ def on_timing(asm: Assembler, ev: Event) -> None:
     continues = None
     if d.get("source") == "server-running":
         # a streaming slot's running rate: a later line of the same task, more tokens decoded, supersedes it
-        prev = asm.run.last_timing.get("eval")
-        if (prev is not None and prev[1] == "server-running" and asm.run.running_task == d.get("task")
+        prev = asm.run.timing.last.get("eval")
+        if (prev is not None and prev[1] == "server-running" and asm.run.timing.running_task == d.get("task")
                 and prev[0].n_gen is not None and (d.get("tokens") or 0) > prev[0].n_gen):
             continues = prev[0]
-        asm.run.running_task = d.get("task")
+        asm.run.timing.running_task = d.get("task")
     _timing(asm, ev, d["phase"], d.get("tok_s"), d.get("source", ""), d.get("tokens"), continues=continues)
 
 
 def on_timing_pair(asm: Assembler, ev: Event) -> None:
     d = ev.data
     run = asm.run
-    run.trials = []  # an Averages line supersedes the trials before it
+    run.figures.trials = []  # an Averages line supersedes the trials before it
     source = d.get("source", "")
     stream = None
     if source == "server-json":
         # Streamed chunks carry the request's running timings: the same prompt (its count and its time) and
         # more tokens predicted than the chunk before continue that request; anything else is a new one.
-        last, now = run.stream, (d.get("prompt_n"), d.get("prompt_ms"), d.get("eval_n"))
+        last, now = run.timing.stream, (d.get("prompt_n"), d.get("prompt_ms"), d.get("eval_n"))
         if (last is not None and None not in now and now[:2] == last[:2] and last[2] is not None
                 and now[2] > last[2]):
             stream = last
@@ -116,7 +116,7 @@ def on_timing_pair(asm: Assembler, ev: Event) -> None:
                 continues=stream[3] if stream else None)
     g = _timing(asm, ev, "eval", d.get("eval_tok_s"), source, d.get("eval_n"),
                 continues=stream[4] if stream else None)
-    run.stream = (d.get("prompt_n"), d.get("prompt_ms"), d.get("eval_n"), p, g) if source == "server-json" else None
+    run.timing.stream = (d.get("prompt_n"), d.get("prompt_ms"), d.get("eval_n"), p, g) if source == "server-json" else None
 
 
 def on_timing_trial(asm: Assembler, ev: Event) -> None:
@@ -127,27 +127,27 @@ def on_timing_trial(asm: Assembler, ev: Event) -> None:
 
 def on_timing_count(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    run.pending_counts[ev.data["phase"]] = ev.data["tokens"]
+    run.timing.pending_counts[ev.data["phase"]] = ev.data["tokens"]
     run.touch(ev)
 
 
 def on_timing_setup(asm: Assembler, ev: Event) -> None:
     run = asm.run
-    run.setup_counts = {"prompt": ev.data["prompt_n"], "eval": ev.data["eval_n"]}
-    run.explicit_program = run.explicit_program or "mlx_lm"
+    run.timing.setup_counts = {"prompt": ev.data["prompt_n"], "eval": ev.data["eval_n"]}
+    run.program.name = run.program.name or "mlx_lm"
     run.touch(ev)
 
 
 def on_server_slot(asm: Assembler, ev: Event) -> None:
     # slot lines are llama-server's, also inside ollama 0.30's server.log and the 2026 llama-cli at -lv 4:
     # a program its own lines named already keeps its name
-    if asm.run.explicit_program in (None, "llama.cpp"):
-        asm.run.explicit_program = "llama-server"
+    if asm.run.program.name in (None, "llama.cpp"):
+        asm.run.program.name = "llama-server"
     asm.run.touch(ev, evidence=False)
 
 
 def on_whisper_timing(asm: Assembler, ev: Event) -> None:
-    asm.run.explicit_program = "whisper.cpp"
+    asm.run.program.name = "whisper.cpp"
     asm.run.touch(ev)
 
 

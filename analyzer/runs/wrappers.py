@@ -19,8 +19,8 @@ _OBENCH = "obench (ollama)"
 
 def _name(asm: Assembler, program: str) -> None:
     run = asm.run
-    if run.explicit_program in (None, "llama.cpp", "ollama"):
-        run.explicit_program = program
+    if run.program.name in (None, "llama.cpp", "ollama"):
+        run.program.name = program
 
 
 def _add(asm: Assembler, ev: Event, test: str, tok_s: float, config: str | None = None, *,
@@ -52,9 +52,9 @@ def on_decoded(asm: Assembler, ev: Event) -> None:
     # tokens decoded over the whole loop, the prompt's batch included: a test of its own, never generation
     _add(asm, ev, "decoded", ev.data["tok_s"], n_gen=ev.data.get("tokens"))
     run = asm.run
-    if run.explicit_program in (None, "llama.cpp"):
+    if run.program.name in (None, "llama.cpp"):
         # the line llama-simple ends with (llama-batched prints it too, after lines that name it first)
-        run.explicit_program = "llama-simple"
+        run.program.name = "llama-simple"
 
 
 def on_kobold_total(asm: Assembler, ev: Event) -> None:
@@ -71,19 +71,19 @@ def on_obench(asm: Assembler, ev: Event) -> None:
     if model:
         if asm.run.facts.model is None:
             asm.run.facts.model = model
-        asm.run.wrapper_model = model
+        asm.run.program.wrapper_model = model
     asm.run.touch(ev, evidence=False)
 
 
 def on_obench_run(asm: Assembler, ev: Event) -> None:
     _name(asm, _OBENCH)
-    _add(asm, ev, "generation", ev.data["tok_s"], f"run={ev.data['run']}", model=asm.run.wrapper_model)
+    _add(asm, ev, "generation", ev.data["tok_s"], f"run={ev.data['run']}", model=asm.run.program.wrapper_model)
 
 
 def on_obench_average(asm: Assembler, ev: Event) -> None:
     # the wrapper's own average, as printed, labelled so: never merged with the rates it averages
     _name(asm, _OBENCH)
-    _add(asm, ev, "generation", ev.data["tok_s"], "aggregate=average", model=asm.run.wrapper_model)
+    _add(asm, ev, "generation", ev.data["tok_s"], "aggregate=average", model=asm.run.program.wrapper_model)
 
 
 HANDLERS: dict[str, Handler] = {
