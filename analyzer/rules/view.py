@@ -660,17 +660,6 @@ class RunView:
                         "not the guest's own lines"), ["guest-process"]
         return proof, None, []
 
-    @property
-    def apple_silicon_host(self) -> tuple[bool, str]:
-        """(True, how we know) on the guest's own evidence of an Apple-silicon host and no veto; else
-        (False, why not)."""
-        if self.vetoes:
-            return False, self.vetoes
-        if self.environment != "vm":
-            return False, self.remedy_decision[1] or NO_VM_GUEST
-        host = self.host_proof
-        return (True, host[0]["sign"]) if host else (False, NO_HOST_CHIP)
-
     # -- families and capabilities ------------------------------------------------
     @property
     def families(self) -> list[int]:
