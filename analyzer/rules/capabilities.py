@@ -16,6 +16,8 @@ METAL3_CODE = chips.METAL3
 
 
 class CapabilitiesView(EnvironmentView):
+    """The capabilities the runtime had, printed or inferred (the chip's basis needs the environment)."""
+
     @cached_property
     def inferred(self) -> dict[str, str]:
         return self._effective()[1]

@@ -13,6 +13,8 @@ from analyzer.rules.facts import FactsView
 
 
 class EnvironmentView(FactsView):
+    """Where the run ran, read from the facts and lines below."""
+
     # -- platform --------------------------------------------------------------------------------
     @cached_property
     def platform(self) -> str | None:

@@ -33,6 +33,8 @@ class Peer:
 
 @dataclass
 class FactsView:
+    """A stored run as the rules receive it, and what it shows as printed."""
+
     id: int
     facts: RunFacts
     throughput: list[dict[str, Any]]
@@ -164,7 +166,7 @@ class FactsView:
         # only the Apple family, so absence means nothing there.
         return any(3001 <= c <= 3999 for c in self.families)
 
-    # -- offload ---------------------------------------------------------------------------------
+    # -- GPUs and offload ------------------------------------------------------------------------
     @property
     def physical_gpus(self) -> list[str]:
         """Distinct GPU names: GGML_METAL_DEVICES's MTL0..MTL3 on one Mac are one GPU."""

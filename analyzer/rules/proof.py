@@ -32,6 +32,8 @@ def kernel_failure(cap: str, result: dict[str, Any]) -> str:
 
 
 class ProofView(EnvironmentView):
+    """Everything that may veto or prove 'fixable': it reads the facts and the environment, nothing above."""
+
     # -- contrary signs --------------------------------------------------------------------------
     @cached_property
     def contrary_signs(self) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -14,6 +14,8 @@ from analyzer.rules.capabilities import CapabilitiesView
 
 
 class SpeedView(CapabilitiesView):
+    """The run's figures and the references it is held to (a guest's ceiling needs its host chip)."""
+
     def best(self) -> dict[str, float]:
         """figure -> best tok/s, per test and configuration (``tg128``, ``tg128 [threads=8]``: see
         model.figure_key; compare with another run through model.like_pairs). Only real rates:
