@@ -4,7 +4,7 @@ lines) or None. Facts: shared/reference/vm-gpu-landscape.md, log-formats.md.
 
 Safety: the hardware-limit rules veto "fixable" whatever else fires, and a
 capability-downgrade is fixable only on positive evidence of an Apple-silicon
-host (see RunView.apple_silicon_host)."""
+host (see RunView.host_proof and RunView.remedy_decision)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ from analyzer.model import Observation
 
 APPLE = range(1001, 2000)
 METAL = range(5001, 6000)
-COMMON = range(3001, 4000)
 # Lines that list several devices of one machine (each with its own memory and name).
 LIST_KINDS = frozenset({"vulkan.device", "cuda.device", "devices.item", "sysprof.chipset", "bench.device"})
 FLAGS = ("simdgroup_reduction", "simdgroup_mm", "bfloat", "unified_memory")
@@ -88,11 +87,6 @@ class Block:
     def metal(self) -> Observation | None:
         codes = [o for o in self.families if o.value in METAL]
         return max(codes, key=lambda o: o.value) if codes else None  # type: ignore[arg-type,return-value]
-
-    @property
-    def full_listing(self) -> bool:
-        """M2-and-later blocks print a Common line: then a missing Apple line means no Apple family."""
-        return any(o.value in COMMON for o in self.families)
 
 
 class Readings:

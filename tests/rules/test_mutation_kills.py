@@ -125,7 +125,7 @@ def test_an_apple5_block_that_also_claims_metal3_is_never_fixable():
     never_fixable(diagnose(ARM_BUILD + block + RESULT))
 
 
-# -- rules/view.py: contrary signs -------------------------------------------------------------------------
+# -- rules/proof.py: contrary signs ------------------------------------------------------------------------
 
 GUEST_JSON = (Path(__file__).resolve().parent / "fixable" / "guest-bench.json").read_text()
 X86_SYSTEM_INFO = ("system_info: n_threads = 8 (n_threads_batch = 8) / 8 | Metal : EMBED_LIBRARY = 1 | CPU : SSE3 = 1 | "
