@@ -203,6 +203,10 @@ def _gpu_disabled(asm: Assembler, ev: Event) -> str | None:
     run = asm.run
     if ev.data["why"] in ARGS_WARNINGS and (run.has_results or run.gpu.source is not None or run.program.saw_system_info):
         return "the argument parser's warning after another process's lines"
+    if ev.data["why"] == "no GPU found" and run.gpu.source is not None:
+        # whisper.cpp's backend init, once per context: a context that found no GPU after one that used a GPU
+        # device is another (a later launch of the app, field 266), never the same device's
+        return "whisper.cpp finding no GPU after a GPU device"
     return None
 
 

@@ -86,11 +86,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         ("host proof outside the log: the four prefix-stripped capability lines (MTL0 Apple Paravirtual device, "
          "Apple5, reduction/mm false) give the downgrade, but the arm64 runner is named only in the draft's prose, so "
          "not fixable (the OPT_STEP_ADAMW abort line is read: finding training-aborts)"),
-    "266-whisper-screenpipe-m4-max-no-gpu-found-blas-2026":
-        ("runs merged, whisper.cpp's CPU fallback not read: the first model load (GPU name Apple M4 Max, Apple9) "
-         "decides healthy, while the later \"whisper_backend_init: using BLAS backend\" and "
-         "\"whisper_backend_init_gpu: no GPU found\" lines (every later transcription on the CPU) are not recognised "
-         "(label no-gpu-offload)"),
     # real logs of llama.cpp 0c1e570 (2026-10-01) made here by scripts/real-llama-logs (issue 38 item 7)
 }
 

@@ -149,6 +149,8 @@ CASES: dict[str, tuple[str, int]] = {
     "a llama-bench row of another backend": (MD_HEADER + MD_METAL + MD_CPU, 1),
     "timings after a probe": (PROBE + PERF, 1),
     "a timing block of another process": (PERF + "\n## q8_0\n\n```\n" + PERF, 1),
+    # whisper.cpp's backend init finding no GPU, after a context on a GPU device (field 266: an app's later launch)
+    "whisper.cpp finding no GPU after a GPU device": (LEGACY_M2 + "whisper_backend_init_gpu: no GPU found\n", 1),
     # the user's next command (a shell prompt's '$') after another process's model load or results
     "a pasted command after another process's run": (PERF + "$ ./llama-cli -m q8.gguf -p hi\n" + PERF, 1),
     # (-o json: `]` closes the array, after the last object; with -v its loader lines follow, like the next one's)
