@@ -176,6 +176,11 @@ class Diagnosis(BaseModel):
         made._keys = tuple(data)
         return made
 
+    def drop_prediction(self) -> None:
+        """Without a predicted speed (one that could not be made again): not stored, as if never set."""
+        self.prediction = []
+        self.model_fields_set.discard("prediction")
+
     def stored(self) -> dict[str, Any]:
         """The report as plain data, its keys in the order they were made (a key set later comes last):
         what the store writes as JSON."""

@@ -154,8 +154,8 @@ def diagnose_for_reading(db: Database, run: StoredRun) -> StoredRun:
     run.diagnosis = diagnose_stored_run(db, run)
     try:
         _attach_prediction(db, run)
-    except Exception:  # noqa: BLE001 - a prediction is an extra, set only once whole; without it the diagnosis stands
-        pass
+    except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
+        run.diagnosis.drop_prediction()
     return run
 
 
@@ -192,8 +192,9 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
         for run in out:
             try:
                 _attach_prediction(db, run, speeds_of)
-            except Exception:  # noqa: BLE001 - a prediction is an extra, set only once whole
-                pass
+            except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
+                if run.diagnosis is not None:
+                    run.diagnosis.drop_prediction()
         _store(db, [_row(run) for run in out])  # what was shown is what is kept (with its prediction)
     return out
 
@@ -219,8 +220,8 @@ def _diagnose_and_store(db: Database, ids: list[int]) -> list[StoredRun]:
         run.diagnosis = _diagnose_one(db, run, partial(_peers, db, run, shared))
         try:
             _attach_prediction(db, run, speeds_of)
-        except Exception:  # noqa: BLE001 - a prediction is an extra, set only once whole; without it the diagnosis stands
-            pass
+        except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
+            run.diagnosis.drop_prediction()
         out.append(run)
         rows.append(_row(run))
     _store(db, rows)
