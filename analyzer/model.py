@@ -10,9 +10,11 @@ that read facts import this module (tests/cli/test_import_hygiene.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from analyzer.diagnosis import Diagnosis, Provenance
 
 
 class _Record(BaseModel):
@@ -128,11 +130,8 @@ class Evidence(_Record):
     text: str
 
 
-# Where a claim comes from (issue 37): the guest's own process (this run's lines), another machine's
-# lines in the same paste (a compare-llama-bench table's columns), a record imported from another
-# capscan (with its origin instance), or this store's database. Only the first may prove a host or
-# make a run fixable (rules.view: host_proof, remedy_decision).
-Provenance = Literal["guest-process", "other-machine", "imported", "database"]
+# Where a claim comes from (Provenance, analyzer.diagnosis): only the guest's own process may prove a
+# host or make a run fixable (rules.view: host_proof, remedy_decision).
 GUEST_PROCESS: Provenance = "guest-process"
 _PROVENANCE_WORDS: dict[str, str] = {
     "guest-process": "the guest's own lines", "other-machine": "another machine's lines in the same paste",
@@ -289,7 +288,7 @@ class StoredRun:
     facts: RunFacts
     throughput: list[dict[str, Any]] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
-    diagnosis: dict[str, Any] | None = None
+    diagnosis: Diagnosis | None = None
     # Why the stored row did not load whole (written by an older capscan, or
     # damaged): the run is still listed and shown, and diagnosed as unknown.
     load_error: str | None = None

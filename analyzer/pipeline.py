@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator, Sequence, TypeVar
 
 if TYPE_CHECKING:
+    from analyzer.diagnosis import Diagnosis
     from analyzer.ingest import IngestResult
     from analyzer.ingest.pieces import Piece
     from analyzer.model import StoredRun
@@ -91,7 +92,7 @@ def diagnose_to_read(db: Database, run: StoredRun) -> StoredRun:
 # -- deciding stored claims (a stored verdict is a claim: analyzer.rules.today) -------------------
 
 
-def decide_run(db: Database, run: StoredRun, *, keep_settled: bool) -> dict:
+def decide_run(db: Database, run: StoredRun, *, keep_settled: bool) -> Diagnosis:
     """The diagnosis a command may act on or show for one loaded run, decided with today's rules in
     memory (the remedy plan). ``keep_settled``: a stored diagnosis that claims nothing stands (a
     reader of every run: export json)."""
@@ -108,7 +109,7 @@ def decide_reports(db: Database, runs: list[StoredRun]) -> None:
 
 
 def decide_listing(db: Database, rows: Iterable[R], run_id: Callable[[R], int], *,
-                   among: Sequence[int] | None) -> Iterator[tuple[R, dict | None]]:
+                   among: Sequence[int] | None) -> Iterator[tuple[R, Diagnosis | None]]:
     """Each listed row with today's diagnosis where its stored one is a claim, else None (``runs``,
     the TUI's list, metrics). ``among``: the ids of a bounded listing, else None (the whole store)."""
     from analyzer.rules.today import todays_verdicts

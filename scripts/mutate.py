@@ -323,10 +323,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "family threshold moved: APPLE7 -> 1008"),
     # -- remedy/plan.py: the remedy's own refusal ---------------------------------------------------------------
     Mutant("plan-any-downgrade", P,
-           '    if verdict == "capability-downgrade" and (diag.get("fixable") or live):\n',
+           '    if verdict == "capability-downgrade" and (diag.fixable or live):\n',
            '    if verdict == "capability-downgrade":\n', "remedy plan acts on any downgrade, fixable or not"),
-    Mutant("plan-live-despite-veto", P, 'and diag.get("proof_missing") == ["host"]:',
-           'and "no-contrary-sign" not in diag.get("proof_missing", []):',
+    Mutant("plan-live-despite-veto", P, 'and diag.proof_missing == ["host"]:',
+           'and "no-contrary-sign" not in diag.proof_missing:',
            "the live machine's proof stands in for more than the missing host (a vetoed or unclamped run)"),
     Mutant("plan-live-intel-brand", P, "    if chip and not chips.is_intel_cpu(brand):\n", "    if chip:\n",
            "live host proof: a brand string naming an Apple chip and an Intel CPU accepted",

@@ -299,8 +299,8 @@ def assert_every_run_loads_and_diagnoses(db_path: Path, expect_runs: int | None 
         assert [r.id for r in runs] == ids
         for run in runs:
             assert load_run(db, run.id).load_error is None
-            assert run.diagnosis["verdict"] != "unknown" or run.diagnosis["findings"] is not None
-            assert all(f["rule"] != "internal-error" for f in run.diagnosis["findings"]), run.diagnosis
+            assert run.diagnosis.verdict != "unknown" or run.diagnosis.stored()["findings"] is not None
+            assert all(f["rule"] != "internal-error" for f in run.diagnosis.stored()["findings"]), run.diagnosis
             lines = run_lines(run, max_evidence=200)
             out = io.StringIO()
             write_rich(lines, console(out))

@@ -134,7 +134,7 @@ def ingest_discovered(opts: Options) -> None:
     finally:
         watcher.close()
     click.echo(f"capscan: {len(targets)} discovered log(s), {len(runs)} new run(s)", err=True)
-    found = [{"path": r.source, "run_id": r.id, "verdict": (r.diagnosis or {}).get("verdict")} for r in runs]
+    found = [{"path": r.source, "run_id": r.id, "verdict": r.diagnosis and r.diagnosis.verdict} for r in runs]
     write(opts, Result(human=text(*(str(r.id) for r in runs)), doc=found, records=found,
                        columns=("path", "run_id", "verdict"), rows=found))
 
@@ -145,14 +145,14 @@ def ingest_discovered(opts: Options) -> None:
 
 
 def _verdict_line(run) -> str:
-    f, d = run.facts, run.diagnosis or {}
+    f, d = run.facts, run.diagnosis
     from analyzer.output.display import source_span
 
     where = source_span(clean(run.source or ""), f.first_line, f.last_line)  # one line, cleaned as log text
-    what = " / ".join(x or "-" for x in (f.program, f.backend, d.get("environment")))
-    fixable = " (fixable)" if d.get("fixable") else ""
+    what = " / ".join(x or "-" for x in (f.program, f.backend, d and d.environment))
+    fixable = " (fixable)" if d and d.fixable else ""
     device = f"  {f.device.name}" if f.device.name else ""
-    return _plain(f"run {run.id}  {where}  {what}{device}  {d.get('verdict', 'unknown')}{fixable}")
+    return _plain(f"run {run.id}  {where}  {what}{device}  {d.verdict if d else 'unknown'}{fixable}")
 
 
 def _say_what_is_followed(targets: list[str], *, discovered: bool, once: bool, settle: float) -> None:
@@ -224,7 +224,7 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
         stored += len(runs)
         for run in runs:
             click.echo(event_line(database, run) if nl else _verdict_line(run))
-            verdict = (run.diagnosis or {}).get("verdict")
+            verdict = run.diagnosis and run.diagnosis.verdict
             if verdict in opts.fail_on:
                 found.append(verdict)
         sys.stdout.flush()

@@ -39,8 +39,8 @@ def escape_property(text: str) -> str:
 
 def annotation(run) -> str | None:
     """The ::error/::warning line for a run, or None for verdicts that need none."""
-    diag = run.diagnosis or {}
-    verdict = diag.get("verdict", "unknown")
+    diag = run.diagnosis
+    verdict = diag.verdict if diag else "unknown"
     level = ANNOTATE.get(verdict)
     if level is None:
         return None
@@ -49,7 +49,7 @@ def annotation(run) -> str | None:
         props.insert(0, f"file={escape_property(run.source)}")
         if run.facts.first_line:
             props.insert(1, f"line={int(run.facts.first_line)}")
-    message = diag.get("summary") or verdict
+    message = (diag and diag.summary) or verdict
     return f"::{level} {','.join(props)}::{escape_data(message)}"
 
 

@@ -187,7 +187,11 @@ def output_options(*names: str) -> Callable[[Callable], Callable]:
 
 
 def verdict_of(run) -> str:
-    return (run.diagnosis or {}).get("verdict", "unknown")
+    return run.diagnosis.verdict if run.diagnosis else "unknown"
+
+
+def _fixable(run) -> bool:
+    return bool(run.diagnosis and run.diagnosis.fixable)
 
 
 REPORT_COLUMNS = ("run", "source", "program", "device", "environment", "host_chip", "verdict", "fixable",
@@ -197,18 +201,18 @@ REPORT_COLUMNS = ("run", "source", "program", "device", "environment", "host_chi
 def report_rows(runs: list) -> Iterator[dict[str, Any]]:
     """One row per run and test (a run without throughput: one row, test empty)."""
     for run in runs:
-        diag = run.diagnosis or {}
-        paired = diag.get("paired") or {}
-        base = {t["test"]: t for t in paired.get("tests", [])}
+        diag = run.diagnosis
+        paired = diag and diag.paired
+        base = {t.test: t for t in paired.tests} if paired else {}
         row = {"run": run.id, "source": run.source, "program": run.facts.program, "device": run.facts.device.name,
-               "environment": diag.get("environment"), "host_chip": diag.get("host_chip"), "verdict": verdict_of(run),
-               "fixable": bool(diag.get("fixable")), "confidence": diag.get("confidence")}
+               "environment": diag and diag.environment, "host_chip": diag and diag.host_chip,
+               "verdict": verdict_of(run), "fixable": _fixable(run), "confidence": diag and diag.confidence}
         tests = run.throughput or [None]
         for t in tests:
             b = base.get(t["test"]) if t else None
             yield {**row, "test": t["test"] if t else None, "tok_s": t["tok_s"] if t else None,
-                   "baseline_run": paired.get("run") if b else None,
-                   "baseline_tok_s": b["baseline_tok_s"] if b else None, "ratio": b["ratio"] if b else None}
+                   "baseline_run": paired.run if paired and b else None,
+                   "baseline_tok_s": b.baseline_tok_s if b else None, "ratio": b.ratio if b else None}
 
 
 def report_result(opts: Options, runs: list, *, max_evidence: int = 10, overall: bool = True,
@@ -218,7 +222,7 @@ def report_result(opts: Options, runs: list, *, max_evidence: int = 10, overall:
     from analyzer.verdicts import summary_verdict
 
     verdicts = [verdict_of(r) for r in runs]
-    fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
+    fixable = any(_fixable(r) for r in runs)
     if doc is None:
         doc = {"capscan_version": __version__,
                "summary": {"verdict": summary_verdict(verdicts), "runs": len(runs), "fixable": fixable},
@@ -252,7 +256,7 @@ def render_report(out: TextIO, runs: list, *, max_evidence: int = 10, overall: b
         lines.extend(run_lines(run, max_evidence=max_evidence))
     if runs and overall:
         verdicts = [verdict_of(r) for r in runs]
-        fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
+        fixable = any(_fixable(r) for r in runs)
         worst_verdict = summary_verdict(verdicts)
         # where the verdict comes from
         worst = next((r for r, v in zip(runs, verdicts, strict=True) if v == worst_verdict), runs[-1])
@@ -278,7 +282,7 @@ def markdown_report(runs: list) -> str:
     md = tabular.markdown_cell
     buf = io.StringIO()
     verdict = summary_verdict([verdict_of(r) for r in runs])
-    fixable = any((r.diagnosis or {}).get("fixable") for r in runs)
+    fixable = any(_fixable(r) for r in runs)
     buf.write(f"### capscan: {verdict}{' (fixable)' if fixable else ''}\n\n")
     if not runs:
         buf.write("No runs recognised in this input: verdict unknown.\n")
@@ -292,15 +296,18 @@ def markdown_report(runs: list) -> str:
         rows.append(r)
     tabular.write_markdown(buf, columns, rows, right=("run", "tok_s", "baseline_tok_s", "ratio"))
     for run in runs:
-        diag = run.diagnosis or {}
-        notes = [n for n in ("fixable" if diag.get("fixable") else None,
-                             f"{diag['confidence']} confidence" if diag.get("confidence") else None) if n]
+        diag = run.diagnosis
+        if diag is None:
+            buf.write(f"\n**run {run.id}: {verdict_of(run)}**\n")
+            continue
+        notes = [n for n in ("fixable" if diag.fixable else None,
+                             f"{diag.confidence} confidence" if diag.confidence else None) if n]
         buf.write(f"\n**run {run.id}: {verdict_of(run)}**" + (f" ({', '.join(notes)})" if notes else "")
-                  + (f": {md(diag['summary'])}" if diag.get("summary") else "") + "\n")
-        for step in diag.get("next_steps", []):
+                  + (f": {md(diag.summary)}" if diag.summary else "") + "\n")
+        for step in diag.next_steps:
             buf.write(f"- next: {md(step)}\n")
-        for p in diag.get("prediction", []):
-            buf.write(f"- expected after the remedy: {md(p['test'])} ~{p['predicted_tok_s']:,.2f} tok/s\n")
+        for p in diag.prediction:
+            buf.write(f"- expected after the remedy: {md(p.test)} ~{p.predicted_tok_s or 0:,.2f} tok/s\n")
     return buf.getvalue()
 
 

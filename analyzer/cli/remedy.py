@@ -155,6 +155,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, inject_children, comman
         cmd = cmd[1:]
     if not cmd:
         raise CapscanError("nothing to run: capscan remedy run -- CMD ARGS...")
+    from analyzer.diagnosis import UNDIAGNOSED
     from analyzer.pipeline import diagnose_and_store
     from analyzer.remedy import launch as L
     from analyzer.remedy import platform as plat
@@ -168,12 +169,12 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, inject_children, comman
     stock = next(iter(diagnose_and_store(db, [stock_id], refresh_peers=False)), None)
     if stock is None:
         raise CapscanError(f"no run {stock_id}")
-    diag = stock.diagnosis or {}
+    diag = stock.diagnosis or UNDIAGNOSED  # (diagnose_runs diagnoses every run it returns; unknown refuses)
     runner = Runner()
     refusal = refusal_for(stock, diag, runner)  # a host the log does not show is checked on this machine
     if refusal:
-        _refuse(opts, f"run {stock_id} is {diag.get('verdict')}: {refusal}",
-                extra={"stock_run_id": stock_id, "verdict": diag.get("verdict")})
+        _refuse(opts, f"run {stock_id} is {diag.verdict}: {refusal}",
+                extra={"stock_run_id": stock_id, "verdict": diag.verdict})
     shim = stock.facts.shim.as_dict() if stock.facts.shim else None
     checks, inj, family, lib = run_preflight(db, cmd=cmd, family_spec=family_spec, diag=diag, stock_shim=shim,
                                              dylib_path=dylib_path, runner=runner, inject_children=inject_children,
@@ -183,7 +184,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, inject_children, comman
         _refuse(opts, f"{len(bad)} preflight check(s) failed; nothing was launched", checks=checks,
                 extra={"stock_run_id": stock_id})
     if not opts.as_json:
-        click.echo(f"capscan: stock run {stock_id} ({diag.get('verdict')}); preflight:", err=True)
+        click.echo(f"capscan: stock run {stock_id} ({diag.verdict}); preflight:", err=True)
         for c in checks:
             click.echo(c.line(), err=True)
     library = str(lib.choice.path)
@@ -246,6 +247,7 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, inject_children,
     cmd = list(command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
+    from analyzer.diagnosis import UNDIAGNOSED, Diagnosis
     from analyzer.pipeline import diagnose_and_store
     from analyzer.remedy import prefix as px
     from analyzer.remedy.plan import refusal_for
@@ -254,17 +256,17 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, inject_children,
     from analyzer.store import remedy_records as records
 
     db = open_db(opts)
-    diag: dict[str, Any] = {}
+    diag: Diagnosis | None = None
     shim = None
     rid = run_id if run_id is not None else (_stock_run(db, None, True) if last else records.latest_stock_run(db))
     if rid is not None:
         stock = next(iter(diagnose_and_store(db, [rid], refresh_peers=False)), None)
         if stock is None:
             raise CapscanError(f"no run {rid}")
-        diag = stock.diagnosis or {}
+        diag = stock.diagnosis or UNDIAGNOSED  # (diagnose_runs diagnoses every run it returns; unknown refuses)
         refusal = refusal_for(stock, diag, Runner())
         if refusal:
-            _refuse(opts, f"run {rid} is {diag.get('verdict')}: {refusal}")
+            _refuse(opts, f"run {rid} is {diag.verdict}: {refusal}")
         shim = stock.facts.shim.as_dict() if stock.facts.shim else None
     runner = Runner()
     checks, inj, family, lib = run_preflight(db, cmd=cmd or None, family_spec=family_spec, diag=diag,
@@ -285,7 +287,7 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, inject_children,
         else:
             chosen = "as asked (--run)" if run_id is not None else (
                 "the newest stored run (--last)" if last else "the newest stored run not made by capscan remedy")
-            click.echo(f"capscan: for stock run {rid} ({diag.get('verdict')}), {chosen}; `--run N` picks another "
+            click.echo(f"capscan: for stock run {rid} ({diag.verdict if diag else None}), {chosen}; `--run N` picks another "
                        "(`capscan runs` lists them).", err=True)
         out.write(line + "\n")
         out.flush()

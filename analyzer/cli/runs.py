@@ -70,8 +70,7 @@ def runs(opts: Options, limit: int, verdict: str | None, search: str | None, ins
         # a stored verdict is a claim: today's rules decide each fixable or downgrade row again
         for row, today in decide_listing(database, listed, lambda r: r["id"], among=among):
             if today is not None:
-                row.update(verdict=today.get("verdict"), fixable=bool(today.get("fixable")),
-                           environment=today.get("environment"))
+                row.update(verdict=today.verdict, fixable=today.fixable, environment=today.environment)
                 if verdict and row["verdict"] != verdict:
                     continue  # the stored verdict matched --verdict; today's does not
             seen.append(row["verdict"] or "unknown")

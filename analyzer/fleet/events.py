@@ -28,14 +28,14 @@ EVENT_FIELDS = ("event", "time", "capscan_version", "host_name", "sha256", "summ
 def run_event(run, *, sha256: str | None = None, host_name: str | None = None) -> dict[str, Any]:
     from analyzer.output.runjson import run_to_json
 
-    diag = run.diagnosis or {}
+    diag = run.diagnosis
     event: dict[str, Any] = {
         "event": EVENT_NAME,
         "time": run.created_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "capscan_version": __version__,
         "host_name": host_name if host_name is not None else socket.gethostname(),
         "sha256": sha256,
-        "summary": diag.get("summary"),
+        "summary": diag and diag.summary,
     }
     event.update(run_to_json(run))
     return {k: event.get(k) for k in EVENT_FIELDS}

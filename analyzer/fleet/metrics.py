@@ -174,9 +174,8 @@ def collect(db: Database, recent: int = RECENT_RUNS, *, instance: str | None = N
     for row, today in decide_listing(db, rows, lambda r: r[0], among=[r[0] for r in rows]):
         (rid, program, backend, device, family, model, created, verdict, fixable, env, host_chip, report) = row
         if today is not None:
-            verdict, fixable, env, host_chip = (today.get("verdict"), bool(today.get("fixable")),
-                                                today.get("environment"), today.get("host_chip"))
-            report = json.dumps({"paired": today.get("paired")})
+            verdict, fixable, env, host_chip = today.verdict, today.fixable, today.environment, today.host_chip
+            report = json.dumps({"paired": today.paired.as_dict() if today.paired else None})
         # newest first: the first of each key wins
         when = _epoch(created)
         if oldest is not None and when is not None and when < oldest:

@@ -7,7 +7,10 @@ through these models: `show` would otherwise build a second set of models at eve
 for no reader's benefit. tests/output/test_json_schema.py holds the two together: every
 bundled log's output validates against the printed schema and against these models, strictly.
 Objects are closed (``extra="forbid"``) so that a key added to the output and not here fails
-that test; a finding's ``data`` and a baseline's extras are the rules' own and stay open."""
+that test; a finding's ``data`` and a baseline's extras are the rules' own and stay open.
+
+The diagnosis's parts (findings, proof, reference, baseline, pairing, prediction) are not described
+here but in ``analyzer.diagnosis``, the model the rules produce and every output reads: one description."""
 
 from __future__ import annotations
 
@@ -15,16 +18,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Verdict = Literal["capability-downgrade", "hardware-limit", "no-gpu-offload", "virtualization-overhead", "healthy",
-                  "unknown"]
+# A run's diagnosis is one description (analyzer.diagnosis): its parts are the document's
+from analyzer.diagnosis import Baseline, Finding, Pairing, Prediction, ProofItem, Reference, Verdict
 
 
 class _Closed(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
 
 
 class DeviceJSON(_Closed):
@@ -80,77 +79,6 @@ class ThroughputJSON(_Closed):
                                         "for its rows (a configuration printed more than 64 times)")
 
 
-class EvidenceLineJSON(_Closed):
-    line: int
-    text: str
-
-
-class FindingJSON(_Closed):
-    rule: str
-    severity: Literal["error", "warning", "info"]
-    message: str
-    evidence: list[EvidenceLineJSON]
-    data: dict[str, Any] | None = Field(default=None, description="the rule's own details, when it has any")
-
-
-class ProofJSON(_Closed):
-    """One positive sign that makes a downgrade fixable, with the line that shows it and whose line it is."""
-
-    sign: str
-    line: int | None
-    text: str
-    provenance: Literal["guest-process", "other-machine", "imported", "database"] | None = Field(
-        default=None, description="where the sign comes from: guest-process (the run's own lines, the only "
-        "provenance that may make a run fixable), other-machine (another machine's lines in the same paste), "
-        "imported (a record imported from another capscan), database (a stored record); null: a record that "
-        "does not say (an older capscan's)")
-    instance: str | None = Field(default=None, description="the origin instance of an imported sign")
-
-
-class ReferenceJSON(_Closed):
-    """An estimate of what the hardware could do: from published figures or the memory-bandwidth
-    ceiling, never a stored baseline and never a reason for `fixable`."""
-
-    test: str
-    ceiling_tok_s: float
-    basis: str
-
-
-class BaselineJSON(_Open):
-    """Which bare-metal run a guest is measured against, and why (or why none)."""
-
-    run: int | None
-    why: str
-    host_chip: str | None
-    candidates: int
-
-
-class PairedTestJSON(_Closed):
-    test: str
-    config: str | None = Field(default=None, description="this run's configuration of the figure (see throughput)")
-    tok_s: float | None
-    rows: int = Field(default=1, description="this run's printed rows of the figure: tok_s is the best of them")
-    baseline_tok_s: float | None
-    baseline_config: str | None = Field(default=None, description="the baseline's figure's configuration: the same "
-                                        "value of every parameter both state")
-    ratio: float | None
-    per_token_s: float | None = Field(description="1/tok_s - 1/baseline_tok_s: the per-token cost of the VM")
-
-
-class PairingJSON(_Closed):
-    run: int
-    why: str
-    tests: list[PairedTestJSON]
-
-
-class PredictionJSON(_Closed):
-    test: str
-    host_tok_s: float | None
-    per_token_s: float | None
-    predicted_tok_s: float | None
-    from_models: list[str]
-
-
 class OriginJSON(_Closed):
     """Where an imported run was diagnosed (`capscan ingest` of another capscan's export)."""
 
@@ -190,16 +118,16 @@ class RunDocument(_Closed):
     confidence: Literal["high", "medium", "low"] | None
     fixable_reason: str | None = Field(description="why the run is fixable, or what is missing; null when the "
                                                    "verdict is not a capability downgrade")
-    proof: list[ProofJSON] = Field(description="each positive sign of a fixable run with its line (of an imported "
+    proof: list[ProofItem] = Field(description="each positive sign of a fixable run with its line (of an imported "
                                    "run whose fixable claim was accepted: its origin's); [] otherwise")
-    reference: list[ReferenceJSON] = Field(description="estimated ceilings; may be empty")
-    findings: list[FindingJSON]
-    baseline: BaselineJSON | None = Field(description="a guest's bare-metal baseline and why, or why none; "
+    reference: list[Reference] = Field(description="estimated ceilings; may be empty")
+    findings: list[Finding]
+    baseline: Baseline | None = Field(description="a guest's bare-metal baseline and why, or why none; "
                                                       "null for runs that are not guests")
     next: list[str] = Field(description="the next commands or steps")
-    pairing: PairingJSON | None = Field(description="per shared test, the ratio to the baseline and the per-token "
+    pairing: Pairing | None = Field(description="per shared test, the ratio to the baseline and the per-token "
                                                     "cost")
-    prediction: list[PredictionJSON] = Field(description="the predicted speed after the remedy, per test")
+    prediction: list[Prediction] = Field(description="the predicted speed after the remedy, per test")
     origin: OriginJSON | None = Field(default=None, description="an imported run's origin; null for a run of a "
                                                                 "log stored here (its diagnosis is the origin's)")
 

@@ -60,18 +60,20 @@ def clean_run(run: Any) -> Any:
     older databases may not be."""
     import dataclasses
 
+    from analyzer.diagnosis import Diagnosis
     from analyzer.model import Evidence, FactsError, facts_from_dict
     from analyzer.safe_text import clean, clean_deep
 
-    facts = run.facts
+    facts, diagnosis = run.facts, run.diagnosis
     try:
         facts = facts_from_dict(clean_deep(facts.as_dict()))
+        diagnosis = diagnosis and Diagnosis.load(clean_deep(diagnosis.stored()))
     except (FactsError, ValueError):
-        pass  # cleaning cannot make facts invalid; keep the loaded ones if it somehow did
+        pass  # cleaning cannot make facts or a diagnosis invalid; keep the loaded ones if it somehow did
     return dataclasses.replace(
         run, source=clean(run.source or ""), facts=facts, throughput=clean_deep(run.throughput),
         evidence=[Evidence(line=e.line, kind=clean(e.kind), text=clean(e.text)) for e in run.evidence],
-        diagnosis=clean_deep(run.diagnosis))
+        diagnosis=diagnosis)
 
 
 def source_span(source: str, first: int, last: int) -> str:

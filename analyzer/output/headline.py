@@ -2,13 +2,14 @@
 happens, why, and whether capscan can fix it, before any jargon; and what the
 confidence level rests on, in one clause.
 
-Pure functions over a stored run's facts, throughput and diagnosis; imports
-nothing heavy, so the report and the TUI can both use it."""
+Pure functions over a stored run's facts, throughput and diagnosis (analyzer.diagnosis); imports
+nothing else heavy, so the report and the TUI can both use it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from analyzer.diagnosis import UNDIAGNOSED, Diagnosis
 from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
 _RUNTIME = {"llama-bench": "llama.cpp", "llama-server": "llama.cpp", "llama.cpp": "llama.cpp", "ollama": "ollama",
@@ -52,59 +53,53 @@ def _times(factor: float) -> str:
     return f"{factor:.0f}x" if factor >= 2 else f"{factor:.1f}x"
 
 
-def speed_gap(diag: dict[str, Any], throughput: list[dict[str, Any]]) -> tuple[float, str] | None:
+def speed_gap(diag: Diagnosis, throughput: list[dict[str, Any]]) -> tuple[float, str] | None:
     """How many times faster this run could be, and against what: the remedied speed
     predicted for it ("it could"), else a bare-metal run of the same model ("its host")."""
     mine = best_speeds(throughput)
-    predicted = {p["test"]: p["predicted_tok_s"] for p in diag.get("prediction") or [] if p["test"] in mine}
+    predicted = {p.test: p.predicted_tok_s for p in diag.prediction if p.test in mine}
     test = _prefer_generation(list(predicted))
-    if test and predicted[test] > mine[test]:
-        return predicted[test] / mine[test], "it could"
-    paired = {t["test"]: t for t in (diag.get("paired") or {}).get("tests", []) if t.get("ratio")}
+    if test and (p := predicted[test]) is not None and p > mine[test]:
+        return p / mine[test], "it could"
+    paired = {t.test: t.ratio for t in (diag.paired.tests if diag.paired else []) if t.ratio}
     test = _prefer_generation(list(paired))
-    if test and paired[test]["ratio"] < 1:
-        return 1 / paired[test]["ratio"], "its host"
+    if test and (ratio := paired[test]) is not None and ratio < 1:
+        return 1 / ratio, "its host"
     return None
 
 
-def headline(program: str | None, diag: dict[str, Any] | None, throughput: list[dict[str, Any]]) -> str:
+def headline(program: str | None, diag: Diagnosis | None, throughput: list[dict[str, Any]]) -> str:
     """One sentence a newcomer understands: what happens, why, and what capscan can do. A run that crashed
     says so first (a downgrade's sentence says it itself)."""
+    diag = diag or UNDIAGNOSED
     text = _headline(program, diag, throughput)
-    prefix = _notes(diag).get("prefix")
-    if (diag or {}).get("verdict") != "capability-downgrade" and prefix:
+    prefix = diag.headline_notes.get("prefix")
+    if diag.verdict != "capability-downgrade" and prefix:
         who = runtime_name(program) if program else "The program"
         return f"{prefix.format(who=who, rt=runtime_name(program))} {text}"
     return text
 
 
-def _notes(diag: dict[str, Any] | None) -> dict[str, str]:
-    """The fired rules' own headline words (analyzer.rules.catalog.Rule.headline), as the diagnosis keeps them."""
-    notes = (diag or {}).get("headline_notes")
-    return notes if isinstance(notes, dict) else {}
-
-
-def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list[dict[str, Any]]) -> str:
-    diag = diag or {}
-    verdict = diag.get("verdict", "unknown")
-    notes = _notes(diag)
+def _headline(program: str | None, diag: Diagnosis, throughput: list[dict[str, Any]]) -> str:
+    verdict = diag.verdict
+    notes = diag.headline_notes  # the fired rules' own words (analyzer.rules.catalog.Rule.headline)
     rt = notes.get("runtime") or runtime_name(program)
-    vm = diag.get("environment") == "vm"
+    vm = diag.environment == "vm"
     would = notes.get("mood") == "would"  # a probe's output: no model ran
-    runs = _runs(diag.get("environment"), rt, would=would)
+    runs = _runs(diag.environment, rt, would=would)
     if verdict == "capability-downgrade":
         gap = speed_gap(diag, throughput)
         how = f"about {_times(gap[0])} slower than {gap[1]}" if gap else "on slow fallback paths"
         how = notes.get("how") or how  # a crash: it did not run slowly, it stopped
         gpu = "its virtual GPU" if vm else "the GPU"
         text = f"{runs} {how}, because {gpu} under-reports what it can do"
-        if diag.get("fixable") and notes.get("fixable"):
+        if diag.fixable and notes.get("fixable"):
             return text + notes["fixable"]
-        if diag.get("fixable"):
+        if diag.fixable:
             return text + "; capscan can fix that."
-        if diag.get("fixable_reason") == "the runtime does not gate on the family":
+        if diag.fixable_reason == "the runtime does not gate on the family":
             return text + f"; the fix does not apply to {rt}."
-        why = diag.get("fixable_reason")
+        why = diag.fixable_reason
         if why == NO_CLAMP_BLOCK:
             return text + "; capscan offers the fix only once the log shows the GPU's own capability block."
         if why and why not in (NO_HOST_CHIP, NO_VM_GUEST):
@@ -133,25 +128,24 @@ def _headline(program: str | None, diag: dict[str, Any] | None, throughput: list
     return f"capscan cannot tell from this log what limits {rt}: the lines it needs are missing."
 
 
-def confidence_clause(diag: dict[str, Any] | None, capabilities_printed: bool) -> str | None:
+def confidence_clause(diag: Diagnosis | None, capabilities_printed: bool) -> str | None:
     """'medium confidence: ...', what the level rests on, in one clause."""
-    diag = diag or {}
-    level = diag.get("confidence")
-    if not level:
+    level = diag and diag.confidence
+    if not diag or not level:
         return None
-    basis = diag.get("basis")  # what the decisive rule rests on (analyzer.rules.catalog.Rule.basis)
+    basis = diag.basis  # what the decisive rule rests on (analyzer.rules.catalog.Rule.basis)
     if basis == "speed":
         why = ("read from the speed against the host chip's bandwidth, not from printed capabilities "
                "(llama-bench -o json 2>&1 would print them)")
     elif basis == "symptoms":
         why = "read from symptoms such as the speed gap or skipped kernels, not from printed capabilities"
-        if diag.get("host_family"):
+        if diag.host_family:
             why += "; the host chip is known"
     elif basis == "reported":  # an imported run (analyzer.rules.origin): its origin's level, not this store's
         why = "as its origin reported it; capscan here did not read the log"
     elif level == "high":
         why = "the log prints the deciding facts itself"
-    elif diag.get("verdict") == "capability-downgrade" and capabilities_printed:
+    elif diag.verdict == "capability-downgrade" and capabilities_printed:
         why = "the log does not name the host chip"
     else:
         why = "some capabilities are inferred from the printed GPU family, not printed"

@@ -69,10 +69,10 @@ def html_page(runs: list[StoredRun], compare_doc: dict[str, Any] | None, *, vers
     if groups:
         parts.append(chart_html(groups))
     for run in runs:
-        diag = run.diagnosis or {}
-        verdict = diag.get("verdict", "unknown")
+        diag = run.diagnosis
+        verdict = diag.verdict if diag else "unknown"
         parts.append(f'<h2 id="run-{run.id}">run {run.id}: {esc(verdict)}'
-                     f'{" (fixable)" if diag.get("fixable") else ""}</h2>')
+                     f'{" (fixable)" if diag and diag.fixable else ""}</h2>')
         parts.append(f"<pre>{_lines_html(run_lines(run, max_evidence=200))}</pre>")
     parts.append(f"<footer>written by capscan {esc(version)}; log text in this page is shown as text.</footer>")
     parts.append("</body></html>")

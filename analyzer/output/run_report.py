@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from analyzer.diagnosis import UNDIAGNOSED, Diagnosis
 from analyzer.model import GUEST_PROCESS, figure_key, provenance_words, split_figure
 from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps, source_span
 from analyzer.output.headline import confidence_clause, headline
@@ -124,45 +125,46 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
     the baseline, the evidence lines and the next steps."""
     out = StyledLines()
     f = run.facts
-    diag = run.diagnosis or {}
-    verdict = diag.get("verdict", "unknown")
+    diagnosed = run.diagnosis is not None
+    diag = run.diagnosis or UNDIAGNOSED
+    verdict = diag.verdict
     out.add(headline(f.program, run.diagnosis, run.throughput), style="bold")
     where = [f.program or "?", f.backend or "?"]
-    if diag.get("environment"):
-        where.append(diag["environment"] + (f" on {diag['host_chip']}" if diag.get("host_chip") else ""))
+    if diag.environment:
+        where.append(diag.environment + (f" on {diag.host_chip}" if diag.host_chip else ""))
     # The source is a file name, which may hold a newline or an escape: one line, cleaned as log text is.
     span = source_span(clean(run.source or ""), f.first_line, f.last_line)
     out.add((f"run {run.id}", "bold"), f"  {span}  " + " / ".join(where))
-    if diag:
+    if diagnosed:
         caps = f.capabilities
         printed = caps.simdgroup_reduction is not None or bool(f.probe)
-        notes = ["fixable" if diag.get("fixable") else None, confidence_clause(diag, printed)]
+        notes = ["fixable" if diag.fixable else None, confidence_clause(diag, printed)]
         present = [n for n in notes if n]
         out.add("  ", (verdict.upper(), VERDICT_STYLE.get(verdict, "")),
                 "  (" + ", ".join(present) + ")" if present else "")
-        out.add("  " + diag.get("summary", ""))
-        if diag.get("fixable") and diag.get("proof"):
+        out.add("  " + (diag.summary or ""))
+        if diag.fixable and diag.proof:
             # each positive sign the fix rests on, with its line and whose line it is (RunView.remedy_decision):
             # said once when every sign is the guest's own, else per sign
-            own = all(p.get("provenance") == GUEST_PROCESS for p in diag["proof"])
+            own = all(p.provenance == GUEST_PROCESS for p in diag.proof)
             out.add("  proof: (each from the guest's own lines)" if own else "  proof:")
-            for p in diag["proof"]:
-                at = f"{p['line']:>6}" if isinstance(p.get("line"), int) else "     -"
-                whose = "" if own else "  [" + clean(provenance_words(str(p.get("provenance") or "not stated"),
-                                                                      p.get("instance"))) + "]"
-                out.add((f"    {at}  ", "cyan"), clean(str(p.get("sign") or "")) + whose)
-        for fnd in diag.get("findings", [])[1:]:
-            if fnd["severity"] in ("error", "warning"):
-                out.add((f"  {fnd['severity']}: ", "yellow"), fnd["message"])
-        if not diag.get("environment"):
+            for p in diag.proof:
+                at = f"{p.line:>6}" if isinstance(p.line, int) else "     -"
+                whose = "" if own else "  [" + clean(provenance_words(str(p.provenance or "not stated"),
+                                                                      p.instance)) + "]"
+                out.add((f"    {at}  ", "cyan"), clean(str(p.sign or "")) + whose)
+        for fnd in diag.findings[1:]:
+            if fnd.severity in ("error", "warning"):
+                out.add((f"  {fnd.severity}: ", "yellow"), fnd.message)
+        if not diag.environment:
             # environment is shown only on evidence: say what would decide it
-            env = (diag.get("report_lines") or {}).get("environment")
+            env = diag.report_lines.get("environment")
             if env:
                 out.add("  environment: ", env, style="dim")
     for line in facts_lines(run):
-        out.add("  " + line, style="dim" if diag else "")
+        out.add("  " + line, style="dim" if diagnosed else "")
     for line in baseline_lines(diag):
-        out.add("  " + line, style="dim" if diag.get("verdict") != "virtualization-overhead" else "")
+        out.add("  " + line, style="dim" if diag.verdict != "virtualization-overhead" else "")
     for line in reference_lines(diag, run.throughput):
         out.add("  " + line, style="dim")
     evidence = _evidence_for(run, diag)
@@ -172,61 +174,61 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
             out.add((f"    {line_no:>6}  ", "cyan"), text[:160])
         if len(evidence) > max_evidence:
             out.add(f"    ... {len(evidence) - max_evidence} more (capscan show {run.id})", style="dim")
-    if diag.get("next_steps"):
+    if diag.next_steps:
         out.add("  next:")
-        for step in diag["next_steps"]:
+        for step in diag.next_steps:
             out.add("    " + step)
-    for p in diag.get("prediction", []):
-        out.add(f"    expected after the remedy: {p['test']} ~{fmt_tps(p['predicted_tok_s'])} tok/s (bare metal "
-                f"{fmt_tps(p['host_tok_s'])}, plus {p['per_token_s'] * 1000:.2f} ms/token of virtual-GPU cost measured "
-                f"on {', '.join(p['from_models'])})", style="dim")
+    for pred in diag.prediction:
+        out.add(f"    expected after the remedy: {pred.test} ~{fmt_tps(pred.predicted_tok_s)} tok/s (bare metal "
+                f"{fmt_tps(pred.host_tok_s)}, plus {(pred.per_token_s or 0) * 1000:.2f} ms/token of virtual-GPU "
+                f"cost measured on {', '.join(pred.from_models)})", style="dim")
     return out
 
 
-def reference_lines(diag: dict[str, Any], throughput: list[dict[str, Any]]) -> list[str]:
+def reference_lines(diag: Diagnosis, throughput: list[dict[str, Any]]) -> list[str]:
     """A guest without a stored host run, against the bandwidth ceiling (an estimate, never a baseline)."""
     best = best_of(throughput)
     out = []
-    for r in diag.get("reference") or []:
-        mine, n = best.get(r["test"], (None, 0))
-        ceiling = r["ceiling_tok_s"]
+    for r in diag.reference:
+        mine, n = best.get(r.test, (None, 0))
+        ceiling = r.ceiling_tok_s
         # the best of several rows is said to be one (a printed figure, never their mean)
         figure = f"{fmt_printed(mine)} t/s" + (f" (best of {n} rows)" if n > 1 else "")
-        if mine and ceiling and r["basis"].startswith("published: "):
-            out.append(f"reference  {r['test']} {figure}: {mine / ceiling:.0%} of the {ceiling:,g} t/s published "
-                       f"for {r['basis'].removeprefix('published: ')}")
+        if mine and ceiling and r.basis.startswith("published: "):
+            out.append(f"reference  {r.test} {figure}: {mine / ceiling:.0%} of the {ceiling:,g} t/s published "
+                       f"for {r.basis.removeprefix('published: ')}")
         elif mine and ceiling:
-            out.append(f"reference  {r['test']} {figure}: {mine / ceiling:.0%} of the {ceiling:,.0f} t/s "
-                       f"the host's memory bandwidth allows ({r['basis']}; an estimate, not a measured host run)")
+            out.append(f"reference  {r.test} {figure}: {mine / ceiling:.0%} of the {ceiling:,.0f} t/s "
+                       f"the host's memory bandwidth allows ({r.basis}; an estimate, not a measured host run)")
     return out
 
 
-def baseline_lines(diag: dict[str, Any]) -> list[str]:
+def baseline_lines(diag: Diagnosis) -> list[str]:
     """Which bare-metal run a guest is measured against and why (or why none), then the ratios."""
-    base = diag.get("baseline")
+    base = diag.baseline
     if not base:
         return []
-    if base.get("run") is None:
-        return [f"baseline   none: {base['why']}"]
-    lines = [f"baseline   bare-metal run {base['run']}: {base['why']}"]
-    paired = diag.get("paired")
+    if base.run is None:
+        return [f"baseline   none: {base.why}"]
+    lines = [f"baseline   bare-metal run {base.run}: {base.why}"]
+    paired = diag.paired
     if paired:
         # a figure that is the best of several printed rows says so (issue 38)
-        parts = [f"{t['test']} {t['ratio']:.1%} ({t['per_token_s'] * 1000:+.2f} ms/token"
-                 + (f", best of {t['rows']} rows" if (t.get("rows") or 1) > 1 else "") + ")"
-                 for t in paired["tests"][:4]]
-        lines.append(f"{'vs run ' + str(paired['run']):<10} " + ", ".join(parts))
+        parts = [f"{t.test} {t.ratio or 0:.1%} ({(t.per_token_s or 0) * 1000:+.2f} ms/token"
+                 + (f", best of {t.rows} rows" if (t.rows or 1) > 1 else "") + ")"
+                 for t in paired.tests[:4]]
+        lines.append(f"{'vs run ' + str(paired.run):<10} " + ", ".join(parts))
     return lines
 
 
-def _evidence_for(run: StoredRun, diag: dict[str, Any]) -> list[tuple[int, str]]:
+def _evidence_for(run: StoredRun, diag: Diagnosis) -> list[tuple[int, str]]:
     seen: set[int] = set()
     out: list[tuple[int, str]] = []
-    for finding in diag.get("findings", []):
-        for ev in finding.get("evidence", []):
-            if ev["line"] not in seen:
-                seen.add(ev["line"])
-                out.append((ev["line"], ev["text"]))
+    for finding in diag.findings:
+        for ev in finding.evidence:
+            if ev.line not in seen:
+                seen.add(ev.line)
+                out.append((ev.line, ev.text))
     if not out:  # one line can carry several events (prompt and generation speed): show it once
         out = list({e.line: (e.line, e.text) for e in run.evidence}.values())
     return sorted(out)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from analyzer.diagnosis import Diagnosis
 from analyzer.model import StoredRun
 
 
 def run_to_json(run: StoredRun) -> dict[str, Any]:
     f = run.facts
-    diag = run.diagnosis or {}
+    diag = run.diagnosis
     return {
         "id": run.id,
         "source": run.source,
@@ -27,9 +28,9 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
             "working_set_mb": f.device.working_set_mb,
             "threadgroup_memory": f.device.threadgroup_memory,
         },
-        "host_chip": diag.get("host_chip"),
-        "environment": diag.get("environment"),
-        "capabilities": diag.get("capabilities") or f.capabilities.as_dict(),
+        "host_chip": diag and diag.host_chip,
+        "environment": diag and diag.environment,
+        "capabilities": (diag and diag.capabilities) or f.capabilities.as_dict(),
         "shim": ({"name": f.shim.name, "apple_family_max": f.shim.apple_family_max} if f.shim else None),
         # one entry per printed row, with its ± and its line (a figure is never a mean): ``config`` as the
         # row states it (threads, batch, KV types, fa, ngl); a configuration printed past the budget is one
@@ -38,25 +39,37 @@ def run_to_json(run: StoredRun) -> dict[str, Any]:
                         "config": t.get("config"), "line": t.get("line"), "n": t.get("n") or 1,
                         "reduced": _reduced(t)}
                        for t in run.throughput],
-        "verdict": diag.get("verdict", "unknown"),
-        "fixable": bool(diag.get("fixable", False)),
-        "confidence": diag.get("confidence"),
-        "fixable_reason": diag.get("fixable_reason"),
-        # the rules' proof of a fixable run (each sign with its line) and the estimated ceilings;
-        # a diagnosis stored before they existed has neither: [] as for a run without them
-        "proof": diag.get("proof") or [],
-        "reference": diag.get("reference") or [],
-        "findings": diag.get("findings", []),
-        # a guest's bare-metal baseline (same model and quantization, same host chip) and why, or why none;
-        # null for runs that are not guests
-        "baseline": diag.get("baseline"),
-        # what the human report shows beside the verdict: the next commands, the pairing with the
-        # baseline (per test: ratio and per-token cost) and the predicted speed after the remedy
-        "next": diag.get("next_steps", []),
-        "pairing": diag.get("paired"),
-        "prediction": diag.get("prediction", []),
+        **(_diagnosed(diag) if diag else _UNDIAGNOSED),
         # imported from another capscan's export: where it was diagnosed (null for a run of a log stored here)
         "origin": _origin(run),
+    }
+
+
+# what a run not diagnosed (yet) shows
+_UNDIAGNOSED: dict[str, Any] = {"verdict": "unknown", "fixable": False, "confidence": None, "fixable_reason": None,
+                                "proof": [], "reference": [], "findings": [], "baseline": None, "next": [],
+                                "pairing": None, "prediction": []}
+
+
+def _diagnosed(diag: Diagnosis) -> dict[str, Any]:
+    return {
+        "verdict": diag.verdict,
+        "fixable": diag.fixable,
+        "confidence": diag.confidence,
+        "fixable_reason": diag.fixable_reason,
+        # the rules' proof of a fixable run (each sign with its line) and the estimated ceilings;
+        # a diagnosis stored before they existed has neither: [] as for a run without them
+        "proof": [p.as_dict() for p in diag.proof],
+        "reference": [r.as_dict() for r in diag.reference],
+        "findings": [f.as_dict() for f in diag.findings],
+        # a guest's bare-metal baseline (same model and quantization, same host chip) and why, or why none;
+        # null for runs that are not guests
+        "baseline": diag.baseline and diag.baseline.as_dict(),
+        # what the human report shows beside the verdict: the next commands, the pairing with the
+        # baseline (per test: ratio and per-token cost) and the predicted speed after the remedy
+        "next": diag.next_steps,
+        "pairing": diag.paired and diag.paired.as_dict(),
+        "prediction": [p.as_dict() for p in diag.prediction],
     }
 
 
@@ -74,6 +87,6 @@ def _origin(run: StoredRun) -> dict[str, Any] | None:
     if o is None:
         return None
     # the origin's fixable claim, as reported: never this store's ``fixable`` (analyzer.rules.origin)
-    reported = (run.diagnosis or {}).get("reported") or {}
+    reported = run.diagnosis and run.diagnosis.reported
     return {**{k: o.get(k) for k in ("instance", "source", "sha256", "run_id", "capscan_version", "diagnosed_at")},
-            "reported_fixable": reported.get("fixable"), "claim_refused": reported.get("claim_refused")}
+            "reported_fixable": reported and reported.fixable, "claim_refused": reported and reported.claim_refused}

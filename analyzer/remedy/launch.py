@@ -370,7 +370,7 @@ def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> li
                              "do not redirect them away)"))
         return checks
     f = run.facts
-    diag = run.diagnosis or {}
+    diag = run.diagnosis
     shim = f.shim
     if shim is not None and shim.name == plat.BANNER_NAME:
         checks.append(passed("banner", f"[{plat.BANNER_NAME}] enabled for {shim.process} "
@@ -404,7 +404,7 @@ def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> li
     else:
         checks.append(failed("family", f"the device still reports {('Apple' + str(fam - 1000)) if fam else 'no Apple family'}"
                              f" ({fam}), not {family}", "see the banner check: the hook did not take"))
-    caps = diag.get("capabilities") or f.capabilities.as_dict()
+    caps = (diag and diag.capabilities) or f.capabilities.as_dict()
     flags = {k: caps.get(k) for k in ("simdgroup_reduction", "simdgroup_mm", "bfloat")}
     false_ = [k for k, v in flags.items() if v is not True]
     if not false_:
@@ -415,7 +415,7 @@ def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> li
                    "does not answer" if shim else "the device kept its stock answers")
         checks.append(failed("capability flags", f"still not true: {', '.join(false_)} ({meaning})",
                              "compare the Metal init lines above with the stock run (capscan show)"))
-    verdict = diag.get("verdict", "unknown")
+    verdict = diag.verdict if diag else "unknown"
     if verdict in GOOD_VERDICTS:
         checks.append(passed("verdict", f"the new run is {verdict}"))
     else:
@@ -438,10 +438,11 @@ def _best(throughput: list[dict[str, Any]]) -> dict[str, float]:
 
 def compare(stock: Any, new: Any) -> dict[str, Any]:
     def caps(run: Any) -> dict[str, Any]:
-        c = (run.diagnosis or {}).get("capabilities") or run.facts.capabilities.as_dict()
+        d = run.diagnosis
+        c = (d and d.capabilities) or run.facts.capabilities.as_dict()
         return {"apple_family": run.facts.device.apple_family, **{k: c.get(k) for k in
                 ("simdgroup_reduction", "simdgroup_mm", "bfloat")},
-                "verdict": (run.diagnosis or {}).get("verdict")}
+                "verdict": d and d.verdict}
 
     before, after = _best(stock.throughput), _best(new.throughput) if new else {}
     speedup = {t: {"before": before[t], "after": after[t], "ratio": round(after[t] / before[t], 2)}

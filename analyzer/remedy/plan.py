@@ -18,6 +18,7 @@ from analyzer.remedy.preflight import CHILD_GPU_PROGRAMS
 from analyzer.remedy.runner import Runner, file_arg
 
 if TYPE_CHECKING:
+    from analyzer.diagnosis import Diagnosis
     from analyzer.store.db import Database
 
 REFUSALS = {
@@ -35,7 +36,7 @@ REFUSALS = {
 }
 
 
-def load_diagnosis(db: Database, run_id: int) -> tuple[Any, dict[str, Any] | None]:
+def load_diagnosis(db: Database, run_id: int) -> tuple[Any, Diagnosis | None]:
     """The run and its diagnosis, decided again in memory from its stored facts with today's rules (nothing
     written): the stored one is a claim, and a plan acts on it."""
     from analyzer.pipeline import decide_run
@@ -65,26 +66,26 @@ def live_host_proof(runner: Runner | None) -> dict[str, Any] | None:
     return None
 
 
-def refusal_for(run: Any, diag: dict[str, Any], runner: Runner | None = None) -> str | None:
+def refusal_for(run: Any, diag: Diagnosis, runner: Runner | None = None) -> str | None:
     """None when the run is a fixable capability-downgrade; else why nothing should be done. With a
     ``runner``, a downgrade whose log lacks only the host's proof (``proof_missing == ['host']``) is checked
     on the live machine instead (``live_host_proof``): the remedy runs here, so this machine's host counts."""
-    verdict = diag.get("verdict", "unknown")
+    verdict = diag.verdict
     if run is not None and run.origin is not None:  # a report from elsewhere: whoever wrote it, it never acts here
         where = run.origin.get("instance") or "the machine it came from"
         return (f"This run was imported from {where}: this store holds its report, not its log, so capscan offers "
                 f"no remedy for it here. The remedy runs where the workload runs: `capscan remedy plan` on {where}.")
     shim = run.facts.shim if run is not None else None
     live = None
-    if verdict == "capability-downgrade" and not diag.get("fixable") and diag.get("proof_missing") == ["host"]:
+    if verdict == "capability-downgrade" and not diag.fixable and diag.proof_missing == ["host"]:
         live = live_host_proof(runner)
-    if verdict == "capability-downgrade" and (diag.get("fixable") or live):
+    if verdict == "capability-downgrade" and (diag.fixable or live):
         if shim is not None:
             return (f"This run already shows the {shim.name} banner, so it is not a stock run; capscan never "
                     "injects twice.")
         return None
     if verdict == "capability-downgrade":
-        why = diag.get("fixable_reason") or "the host is not known to be Apple silicon"
+        why = diag.fixable_reason or "the host is not known to be Apple silicon"
         if "intel" in why.lower():
             return (f"Not fixable: {why}, so the GPU family reported is the real one: do not force capabilities "
                     "on an Intel-hosted VM.")
@@ -124,11 +125,11 @@ def _step(title: str, argv: list[str], check: str) -> dict[str, Any]:
     return {"title": title, "argv": argv, "shell": shlex.join(argv), "check": check}
 
 
-def plan_family(diag: dict[str, Any], runner: Runner | None) -> tuple[str, str]:
+def plan_family(diag: Diagnosis, runner: Runner | None) -> tuple[str, str]:
     """('1007' or 'auto', where it comes from), without failing."""
-    fam = diag.get("host_family")
+    fam = diag.host_family
     if fam:
-        return str(fam), f"{chips.family_name(fam)}, the true family of {diag.get('host_chip')}"
+        return str(fam), f"{chips.family_name(fam)}, the true family of {diag.host_chip}"
     if runner is not None and plat.system() == "darwin":
         brand = plat.brand_string(runner)
         bf = chips.chip_family(brand) if brand else None
@@ -147,10 +148,10 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
     if run is None or diag is None:  # (a loaded run always has a diagnosis: stored or computed)
         return {"run_id": run_id, "verdict": None, "actionable": False, "refusal": f"There is no run {run_id}.",
                 "steps": []}
-    verdict = diag.get("verdict", "unknown")
+    verdict = diag.verdict
     refusal = refusal_for(run, diag, runner)
-    base = {"run_id": run_id, "verdict": verdict, "fixable": bool(diag.get("fixable")),
-            "fixable_reason": diag.get("fixable_reason"), "host_chip": diag.get("host_chip")}
+    base = {"run_id": run_id, "verdict": verdict, "fixable": diag.fixable,
+            "fixable_reason": diag.fixable_reason, "host_chip": diag.host_chip}
     if refusal:
         return {**base, "actionable": False, "refusal": refusal, "steps": []}
 

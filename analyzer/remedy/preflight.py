@@ -19,7 +19,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from analyzer.remedy import macho
 from analyzer.remedy import platform as plat
@@ -31,6 +31,9 @@ from analyzer.remedy.platform import (
     all_injection_vars,
 )
 from analyzer.remedy.runner import Runner, file_arg
+
+if TYPE_CHECKING:
+    from analyzer.diagnosis import Diagnosis
 
 SF_RESTRICTED = 0x80000
 PROTECTED_PREFIXES = ("/System/", "/usr/", "/bin/", "/sbin/", "/private/var/db/")
@@ -608,7 +611,7 @@ def check_kernels(db, runner: Runner, system: str) -> Check:
     return km.check(km.run_kernel_check(db, Runner(plat.stock_env(runner.env), timeout=60), probe, system))
 
 
-def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, stock_shim: dict | None,
+def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: Diagnosis | None, stock_shim: dict | None,
                   dylib_path: str | None, runner: Runner, record_checksum: bool = True,
                   inject_children: bool = False, kernels: bool = False):
     """Every check for launching cmd (or, with cmd None, for printing `remedy env` prefixes).
@@ -628,7 +631,7 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: dict, st
     if system == "darwin":
         guest, how = plat.is_guest(runner, brand)
         checks.append(check_guest(system, guest, how, brand))
-    fam, fcheck = famod.resolve(family_spec, diag.get("host_family"), brand)
+    fam, fcheck = famod.resolve(family_spec, diag.host_family if diag else None, brand)
     checks.append(fcheck)
     sip, sip_line = sip_state(runner) if system == "darwin" else ("n/a", "")
     checks.append(check_sip(system, sip, sip_line))

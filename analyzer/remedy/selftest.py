@@ -351,13 +351,13 @@ def _preflight(report: Report, db: Database, probe: Path, clean_runner: Runner, 
     spec = family_spec
     if spec == "auto" and system != "darwin":
         spec = "1007"   # the fake device names no host chip; 1007 (M1) is the stand-in's cap
-    checks, inj, family, lib = pf.run_preflight(db, cmd=[str(probe)], family_spec=spec, diag={}, stock_shim=None,
+    checks, inj, family, lib = pf.run_preflight(db, cmd=[str(probe)], family_spec=spec, diag=None, stock_shim=None,
                                                 dylib_path=dylib_path, runner=clean_runner, kernels=True)
     kernel = next((c for c in checks if c.name == km.NAME), None)
     report.kernels = kernel.data if kernel is not None else None
     report.checks = checks
     if llama_bench:
-        more, *_ = pf.run_preflight(db, cmd=[llama_bench], family_spec=spec, diag={}, stock_shim=None,
+        more, *_ = pf.run_preflight(db, cmd=[llama_bench], family_spec=spec, diag=None, stock_shim=None,
                                     dylib_path=dylib_path, runner=clean_runner, record_checksum=False)
         names = {c.name for c in checks}
         report.checks += [c for c in more if c.name not in names or c.failed]

@@ -69,18 +69,18 @@ def decompose_numbers(stock: float, remedied: float, host: float) -> dict[str, f
 
 
 def _caps(run: StoredRun) -> dict[str, Any]:
-    diag = run.diagnosis or {}
-    caps = diag.get("capabilities") or run.facts.capabilities.as_dict()
+    diag = run.diagnosis
+    caps = (diag and diag.capabilities) or run.facts.capabilities.as_dict()
     f = run.facts
     return {
         "device": f.device.name,
-        "environment": diag.get("environment"),
-        "host_chip": diag.get("host_chip"),
+        "environment": diag and diag.environment,
+        "host_chip": diag and diag.host_chip,
         "apple_family": f.device.apple_family,
         "families": ", ".join(str(c) for c in f.device.families) or None,
         "shim": f.shim.name if f.shim else None,
         **{k: caps.get(k) for k in CAP_FIELDS},
-        "verdict": diag.get("verdict"),
+        "verdict": diag and diag.verdict,
     }
 
 
@@ -120,8 +120,8 @@ def assign_roles(runs: list[StoredRun]) -> tuple[StoredRun, StoredRun, StoredRun
     """(stock, remedied, host) among three runs of one model, from their diagnoses."""
     if len(runs) != 3:
         return None
-    host = [r for r in runs if (r.diagnosis or {}).get("environment") == "bare-metal"]
-    guests = [r for r in runs if (r.diagnosis or {}).get("environment") == "vm"]
+    host = [r for r in runs if r.diagnosis and r.diagnosis.environment == "bare-metal"]
+    guests = [r for r in runs if r.diagnosis and r.diagnosis.environment == "vm"]
     if len(host) != 1 or len(guests) != 2:
         return None
     g1, g2 = guests

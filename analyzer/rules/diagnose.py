@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from analyzer.diagnosis import Diagnosis, Finding, Prediction
 from analyzer.model import StoredRun
 from analyzer.rules.compare import per_token_cost, predict_tok_s
 from analyzer.rules.engine import RULES_VERSION, diagnose
@@ -98,25 +99,25 @@ def _peer_of(run: StoredRun) -> Peer | None:
         return None
 
 
-def internal_error(run: StoredRun, exc: BaseException | str) -> dict:
+def internal_error(run: StoredRun, exc: BaseException | str) -> Diagnosis:
     """The diagnosis of a run that cannot be diagnosed: unknown, with an
     "internal error" finding saying why. It never blocks the other runs."""
     why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
     why = " ".join(why.split())[:300]
     message = (f"internal error: capscan could not diagnose this run ({why}), so its verdict is unknown. "
                "The other runs are not affected; please report this with the log.")
-    return {
-        "verdict": "unknown", "fixable": False, "fixable_reason": None, "confidence": None, "environment": None,
-        "host_chip": None, "host_family": None, "capabilities": {}, "capabilities_inferred": [],
-        "summary": message,
-        "findings": [{"rule": "internal-error", "severity": "error", "message": message, "evidence": []}],
-        "next_steps": [f"Ingest the log again with the current capscan (`capscan ingest --force PATH`); "
-                       f"`capscan show {run.id} --json` shows what is stored."],
-        "paired": None, "rules_version": RULES_VERSION,
-    }
+    return Diagnosis.of(
+        verdict="unknown", fixable=False, fixable_reason=None, confidence=None, environment=None,
+        host_chip=None, host_family=None, capabilities={}, capabilities_inferred=[],
+        summary=message,
+        findings=[Finding.model_construct(rule="internal-error", severity="error", message=message, evidence=[])],
+        next_steps=[f"Ingest the log again with the current capscan (`capscan ingest --force PATH`); "
+                    f"`capscan show {run.id} --json` shows what is stored."],
+        paired=None, rules_version=RULES_VERSION,
+    )
 
 
-def _diagnose_one(db: Database, run: StoredRun, peers: Callable[[], list[Peer]]) -> dict:
+def _diagnose_one(db: Database, run: StoredRun, peers: Callable[[], list[Peer]]) -> Diagnosis:
     """The rules' diagnosis of one run, or ``internal_error`` when the run
     cannot be diagnosed (it did not load whole, or a rule failed on it)."""
     if run.load_error:
@@ -125,19 +126,19 @@ def _diagnose_one(db: Database, run: StoredRun, peers: Callable[[], list[Peer]])
         return origin_diagnosis(run)  # diagnosed where its log is (analyzer.rules.origin)
     try:
         diag = diagnose(view_of(run, peers()))
-        json.dumps(diag)  # what is stored must serialise
+        json.dumps(diag.stored())  # what is stored must serialise
         return diag
     except Exception as exc:  # noqa: BLE001 - one run's failure must not stop the others
         return internal_error(run, exc)
 
 
-def diagnose_stored_run(db: Database, run: StoredRun) -> dict:
+def diagnose_stored_run(db: Database, run: StoredRun) -> Diagnosis:
     """Diagnose one loaded run in memory, with its stored peers; writes nothing
     (for readers such as the remedy plan)."""
     return _diagnose_one(db, run, lambda: _peers(db, run, _Pass()))
 
 
-def diagnose_in_memory(db: Database, ids: list[int]) -> dict[int, dict]:
+def diagnose_in_memory(db: Database, ids: list[int]) -> dict[int, Diagnosis]:
     """The runs diagnosed again, sharing one pass's peers (as ``_diagnose_and_store``), nothing written
     (analyzer.rules.today decides stored claims with it). A run that is gone meanwhile is unknown, never
     its stored claim."""
@@ -147,7 +148,7 @@ def diagnose_in_memory(db: Database, ids: list[int]) -> dict[int, dict]:
     for rid in ids:
         run = loaded.get(rid)
         out[rid] = (_diagnose_one(db, run, partial(_peers, db, run, shared)) if run is not None else
-                    {"verdict": "unknown", "fixable": False, "environment": None, "host_chip": None})
+                    Diagnosis.of(verdict="unknown", fixable=False, environment=None, host_chip=None))
     return out
 
 
@@ -158,7 +159,7 @@ def diagnose_for_reading(db: Database, run: StoredRun) -> StoredRun:
     try:
         _attach_prediction(db, run)
     except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
-        run.diagnosis.pop("prediction", None)
+        run.diagnosis.drop_prediction()
     return run
 
 
@@ -176,8 +177,8 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
     for batch in _batches(ids):
         for run in _diagnose_and_store(db, batch):
             d = run.diagnosis
-            if run.facts.model and d and d.get("host_chip"):
-                keys.add((run.facts.model, d["host_chip"]))
+            if run.facts.model and d and d.host_chip:
+                keys.add((run.facts.model, d.host_chip))
             if keep:
                 out.append(run)
     if refresh_peers:
@@ -196,7 +197,8 @@ def diagnose_runs(db: Database, run_ids: Iterable[int], *, refresh_peers: bool =
             try:
                 _attach_prediction(db, run, speeds_of)
             except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
-                (run.diagnosis or {}).pop("prediction", None)
+                if run.diagnosis is not None:
+                    run.diagnosis.drop_prediction()
         _store(db, [_row(run) for run in out])  # what was shown is what is kept (with its prediction)
     return out
 
@@ -223,7 +225,7 @@ def _diagnose_and_store(db: Database, ids: list[int]) -> list[StoredRun]:
         try:
             _attach_prediction(db, run, speeds_of)
         except Exception:  # noqa: BLE001 - a prediction is an extra; without it the diagnosis stands
-            run.diagnosis.pop("prediction", None)
+            run.diagnosis.drop_prediction()
         out.append(run)
         rows.append(_row(run))
     _store(db, rows)
@@ -231,8 +233,9 @@ def _diagnose_and_store(db: Database, ids: list[int]) -> list[StoredRun]:
 
 
 def _row(run: StoredRun) -> tuple:
-    d = run.diagnosis or {}
-    return (run.id, d["verdict"], int(d["fixable"]), d["confidence"], d["environment"], d["host_chip"], json.dumps(d),
+    d = run.diagnosis
+    assert d is not None  # (every run of a pass was diagnosed before its row is made)
+    return (run.id, d.verdict, int(d.fixable), d.confidence, d.environment, d.host_chip, json.dumps(d.stored()),
             RULES_VERSION, now())
 
 
@@ -262,12 +265,12 @@ def _attach_prediction(db: Database, run: StoredRun, speeds_of: dict[str, Speeds
     """The remedied speed of a fixable local run, from the stored speeds of its host chip.
     ``speeds_of`` (host chip -> speeds) is shared by the runs of one batch: the stored runs are read
     once per chip and batch, not once per run (4,000 fixable runs were quadratic)."""
-    d = run.diagnosis or {}
-    if not d.get("fixable") or not run.facts.model or not d.get("host_chip"):
+    d = run.diagnosis
+    if d is None or not d.fixable or not run.facts.model or not d.host_chip:
         return
     if run.origin is not None:  # another guest's report: no remedy here, so no remedied speed
         return
-    chip = d["host_chip"]
+    chip = d.host_chip
     if speeds_of is None:
         speeds_of = {}
     if chip not in speeds_of:
@@ -283,7 +286,8 @@ def _attach_prediction(db: Database, run: StoredRun, speeds_of: dict[str, Speeds
         cost = statistics.median(c for _, c in costs)
         if 1.0 / host_tok_s + cost <= 0:
             continue  # a guest measured faster than its host: no sensible prediction
-        preds.append({"test": test, "host_tok_s": host_tok_s, "per_token_s": cost,
-                      "predicted_tok_s": predict_tok_s(host_tok_s, cost), "from_models": [m for m, _ in costs]})
+        preds.append(Prediction.model_construct(test=test, host_tok_s=host_tok_s, per_token_s=cost,
+                                                predicted_tok_s=predict_tok_s(host_tok_s, cost),
+                                                from_models=[m for m, _ in costs]))
     if preds:
-        d["prediction"] = sorted(preds, key=lambda p: p["test"])
+        d.prediction = sorted(preds, key=lambda p: p.test)  # stored after every key the rules set

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Collection
 
 from analyzer import chips
+from analyzer.diagnosis import Diagnosis
 from analyzer.model import figure_key, figure_parts, like_pairs
 from analyzer.rules import baseline
 from analyzer.rules.advice import CONFIRM_HOST, START_UP_BLOCK, evidence_advice  # noqa: F401 - re-exported
@@ -32,7 +33,10 @@ SUMMARY = {
 }
 
 
-def diagnose(view: RunView) -> dict[str, Any]:
+def diagnose(view: RunView) -> Diagnosis:
+    """The run's diagnosis. Built as plain data, then validated into the model (Diagnosis.load): pydantic's
+    validation, in Rust, costs less than building each part with model_construct, and checks the rules'
+    output on the way."""
     findings: list[dict[str, Any]] = []
     fired: dict[str, str] = {}
     for rule in RULES:
@@ -65,7 +69,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
     # Findings that argue for other verdicts are kept, but ranked after the decisive one.
     decisive = fired.get(verdict)
     findings.sort(key=lambda f: (f["rule"] != decisive, {"error": 0, "warning": 1, "info": 2}[f["severity"]]))
-    return {
+    return Diagnosis.load({
         "verdict": verdict,
         "fixable": fixable,
         "fixable_reason": why_fixable,
@@ -91,7 +95,7 @@ def diagnose(view: RunView) -> dict[str, Any]:
         "rules_version": RULES_VERSION,
         # what the decisive rule rests on (printed, symptoms, speed): the headline's "why" reads it
         "basis": RULE_BY_ID[decisive].basis if decisive else None,
-    }
+    })
 
 
 def _baseline(view: RunView) -> dict[str, Any]:

@@ -140,7 +140,7 @@ class EnvironmentView(FactsView):
         if f.observations:
             named = [(str(o.value), [self.line_of(o)]) for o in self.readings.of("host.cpu") if o.kind != "host.chip"]
         else:  # a run stored before observations
-            named = [(c, self.lines("bench.device", "host.processor", "probe.cpu_brand", contains=c, limit=1))
+            named = [(c, self.lines("bench.device", "host.processor", contains=c, limit=1))
                      for c in (f.cpu_info, *f.host_cpus) if c]
         return next(((text, lines) for text, lines in named
                      if chips.apple_chip(text) and "(virtual)" not in text.lower()), None)

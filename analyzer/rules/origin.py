@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from analyzer.diagnosis import Diagnosis, EvidenceLine, Finding, ProofItem, Reported
 from analyzer.model import StoredRun, claim
 from analyzer.rules.engine import RULES_VERSION
 from analyzer.safe_text import clean
@@ -42,7 +43,13 @@ def _quoted(instance: str, steps: Any) -> str | None:
     return f"{instance} listed these next steps (its words, not capscan's, not checked here): {quoted}{more}"
 
 
-def origin_diagnosis(run: StoredRun) -> dict[str, Any]:
+def _finding(f: dict[str, Any]) -> Finding:
+    """A finding as the origin's report keeps it (checked when it was imported: analyzer.ingest.exports),
+    not validated again: an older capscan's evidence line may lack its number."""
+    return Finding.model_construct(**{**f, "evidence": [EvidenceLine.model_construct(**e) for e in f.get("evidence", [])]})
+
+
+def origin_diagnosis(run: StoredRun) -> Diagnosis:
     origin = run.origin or {}
     report = origin.get("report") or {}
     instance = clean(str(origin.get("instance") or "an unnamed instance"))
@@ -79,20 +86,20 @@ def origin_diagnosis(run: StoredRun) -> dict[str, Any]:
         why = None
     summary = (f"{verdict}{' (reported fixable)' if accepted else ''}, reported by {where(origin)}"
                f"{'; conflicting imports' if conflicts else ''}")
-    return {
-        "verdict": verdict, "fixable": False, "fixable_reason": why,
-        "reported": {"by": instance, "fixable": accepted, "claim_refused": refused},
-        "basis": "reported",  # the confidence is the origin's (analyzer.output.headline)
+    return Diagnosis.of(
+        verdict=verdict, fixable=False, fixable_reason=why,
+        reported=Reported.model_construct(by=instance, fixable=accepted, claim_refused=refused),
+        basis="reported",  # the confidence is the origin's (analyzer.output.headline)
         # an accepted claim keeps its origin's proof (chained exports pass it on); never for a refused one
-        "proof": [{**p, **claim("imported", origin.get("instance"))} for p in report.get("proof", [])] if accepted
-        else [], "proof_missing": [],
-        "confidence": report.get("confidence"), "environment": report.get("environment"),
-        "host_chip": report.get("host_chip"), "host_family": None,
-        "capabilities": report.get("capabilities") or run.facts.capabilities.as_dict(),
-        "capabilities_inferred": [],
-        "summary": summary,
-        "findings": findings, "next_steps": steps, "baseline": None, "paired": None, "reference": [],
-        "origin": {k: origin.get(k) for k in ("instance", "source", "sha256", "run_id", "capscan_version",
-                                               "diagnosed_at")},
-        "rules_version": RULES_VERSION,
-    }
+        proof=[ProofItem.model_construct(**{**p, **claim("imported", origin.get("instance"))})
+               for p in report.get("proof", [])] if accepted else [], proof_missing=[],
+        confidence=report.get("confidence"), environment=report.get("environment"),
+        host_chip=report.get("host_chip"), host_family=None,
+        capabilities=report.get("capabilities") or run.facts.capabilities.as_dict(),
+        capabilities_inferred=[],
+        summary=summary,
+        findings=[_finding(f) for f in findings], next_steps=steps, baseline=None, paired=None, reference=[],
+        origin={k: origin.get(k) for k in ("instance", "source", "sha256", "run_id", "capscan_version",
+                                           "diagnosed_at")},
+        rules_version=RULES_VERSION,
+    )

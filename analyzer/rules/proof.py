@@ -169,7 +169,7 @@ class ProofView(EnvironmentView):
         if self.host_family is not None:
             named = [o for o in self.readings.host_chips if o.value == self.host_chip and o.provenance == GUEST_PROCESS]
             line = self.line_of(named[0]) if named else next(iter(self.lines(
-                "bench.device", "host.chip", "probe.cpu_brand", "vulkan.device", limit=1)), {"line": None, "text": ""})
+                "bench.device", "host.chip", "vulkan.device", limit=1)), {"line": None, "text": ""})
             return self._guests_own([{"sign": f"the guest names its host chip, {self.host_chip} "
                                               f"({self.host_chip_basis})", **line, **self.cite(named[0] if named else None)}])
         # an arm64 macOS build target (an aarch64 Linux one proves nothing: Linux arm64 runs on any Arm machine)

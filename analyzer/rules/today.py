@@ -17,6 +17,7 @@ from analyzer.store import run_list
 from analyzer.verdicts import VERDICTS
 
 if TYPE_CHECKING:
+    from analyzer.diagnosis import Diagnosis
     from analyzer.model import StoredRun
     from analyzer.store.db import Database
 
@@ -27,14 +28,13 @@ BATCH = 500
 R = TypeVar("R")
 
 
-def claims_nothing(diag: object) -> bool:
+def claims_nothing(diag: Diagnosis) -> bool:
     """A stored diagnosis (a report) that says nothing only the rules may say: not fixable, a settled
     verdict, today's rules."""
-    return (isinstance(diag, dict) and diag.get("fixable") is False and diag.get("verdict") in SETTLED
-            and diag.get("rules_version") == RULES_VERSION)
+    return diag.fixable is False and diag.verdict in SETTLED and diag.rules_version == RULES_VERSION
 
 
-def todays_diagnosis(db: Database, run: StoredRun, *, keep_settled: bool = False) -> dict:
+def todays_diagnosis(db: Database, run: StoredRun, *, keep_settled: bool = False) -> Diagnosis:
     """The diagnosis of one loaded run that a command may show or act on: diagnosed again in memory from
     its stored facts with today's rules, nothing written. With ``keep_settled`` (readers of every run:
     export json), a stored diagnosis that claims nothing is kept as it is."""
@@ -56,14 +56,14 @@ def todays_reports(db: Database, runs: list[StoredRun]) -> None:
         d, row = run.diagnosis, claimed.get(run.id)
         if d is not None and run.id not in wanted and (
                 claims_nothing(d) if row is None else
-                (d.get("verdict"), d.get("fixable"), d.get("environment"), d.get("rules_version"))
+                (d.verdict, d.fixable, d.environment, d.rules_version)
                 == (row[0], bool(row[1]) if row[1] in (0, 1) else None, row[2], row[3])):
             continue
         run.diagnosis = todays_diagnosis(db, run)
 
 
 def todays_verdicts(db: Database, rows: Iterable[R], run_id: Callable[[R], int], *,
-                    among: Sequence[int] | None = None) -> Iterator[tuple[R, dict | None]]:
+                    among: Sequence[int] | None = None) -> Iterator[tuple[R, Diagnosis | None]]:
     """Each listed row with today's diagnosis when its stored one is a claim (analyzer.store.run_list.claims:
     fixable, a verdict not settled, older rules) that this installation did not stamp itself on the same
     facts (analyzer.store.stamp), else None: the stored values stand. ``among``: the ids of a bounded
@@ -77,11 +77,11 @@ def todays_verdicts(db: Database, rows: Iterable[R], run_id: Callable[[R], int],
         return
     batch: list[R] = []
 
-    def flush() -> Iterator[tuple[R, dict | None]]:
+    def flush() -> Iterator[tuple[R, Diagnosis | None]]:
         here = {rid: claimed[rid] for r in batch if (rid := run_id(r)) in claimed}
         # a claim this installation stamped itself on unchanged facts stands; the rest are decided again
         wanted = run_list.unstamped(db, here, RULES_VERSION) if here else []
-        today: dict[int, dict] = {}
+        today: dict[int, Diagnosis] = {}
         if wanted:
             from analyzer.rules.diagnose import diagnose_in_memory
 

@@ -21,6 +21,7 @@ from analyzer.store.run_list import SELECT_FIELDS, RunRow
 from analyzer.store.stored_text import install as clean_reads
 
 if TYPE_CHECKING:
+    from analyzer.diagnosis import Diagnosis
     from analyzer.store.db import Database
 
 PAGE_SIZE = 200
@@ -260,12 +261,11 @@ def facets(conn: sqlite3.Connection, max_devices: int = 60) -> Facets:
     return out
 
 
-def baseline_for(conn: sqlite3.Connection, run_id: int, model: str | None, diagnosis: dict | None) -> int | None:
+def baseline_for(conn: sqlite3.Connection, run_id: int, model: str | None, diagnosis: Diagnosis | None) -> int | None:
     """The bare-metal run the diagnosis measured this run against (same model and quantization,
     same host chip; see analyzer.rules.baseline), or None. Never guessed here: a run of another
     machine is no baseline."""
-    base = (diagnosis or {}).get("baseline") or {}
-    rid = base.get("run")
+    rid = diagnosis.baseline.run if diagnosis and diagnosis.baseline else None
     return rid if isinstance(rid, int) and rid != run_id else None
 
 

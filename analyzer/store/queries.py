@@ -93,10 +93,12 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     diag = db.conn.execute("SELECT report FROM diagnoses WHERE run_id = ?", (run_id,)).fetchone()
     import json  # (here: listing runs does not need it)
 
+    from analyzer.diagnosis import Diagnosis
+
     try:
-        diagnosis = clean_json(json.loads(diag[0])) if diag else None
-        diagnosis = diagnosis if isinstance(diagnosis, dict) else None
-    except (ValueError, TypeError, RecursionError):
+        report = clean_json(json.loads(diag[0])) if diag else None
+        diagnosis = Diagnosis.load(report) if isinstance(report, dict) else None
+    except (ValueError, TypeError, RecursionError):  # (pydantic's ValidationError is a ValueError)
         diagnosis = None  # diagnosed again on the next read
     from analyzer.store.origins import load_origin, origin_name
 

@@ -109,30 +109,34 @@ class HostInfo:
 
 
 def host_info(run: StoredRun, baseline: StoredRun | None) -> HostInfo:
-    diag = run.diagnosis or {}
-    chip = diag.get("host_chip")
-    fam = diag.get("host_family") or chips.chip_family(chip)
+    from analyzer.diagnosis import UNDIAGNOSED
+
+    diag = run.diagnosis or UNDIAGNOSED
+    chip = diag.host_chip
+    fam = diag.host_family or chips.chip_family(chip)
     if fam:
-        where = "this run" if diag.get("environment") == "bare-metal" else "named in the guest's log"
+        where = "this run" if diag.environment == "bare-metal" else "named in the guest's log"
         return HostInfo(chip, fam, where)
     if baseline is not None:
-        bdiag = baseline.diagnosis or {}
-        bchip = bdiag.get("host_chip") or baseline.facts.device.name
-        bfam = bdiag.get("host_family") or chips.chip_family(bchip) or baseline.facts.device.apple_family
+        bdiag = baseline.diagnosis or UNDIAGNOSED
+        bchip = bdiag.host_chip or baseline.facts.device.name
+        bfam = bdiag.host_family or chips.chip_family(bchip) or baseline.facts.device.apple_family
         if bfam:
             return HostInfo(bchip, bfam, f"bare-metal run {baseline.id} of the same model")
-    return HostInfo(None, None, diag.get("fixable_reason") or "the log does not name the host chip")
+    return HostInfo(None, None, diag.fixable_reason or "the log does not name the host chip")
 
 
 def capability_matrix(run: StoredRun, host: HostInfo) -> list[dict[str, Any]]:
     """Rows of: capability, what the device reported, what the host chip
     supports, what the runtime turned on; with a status per row."""
+    from analyzer.diagnosis import UNDIAGNOSED
+
     f = run.facts
-    diag = run.diagnosis or {}
+    diag = run.diagnosis or UNDIAGNOSED
     apple = f.device.apple_family
     metal = max((c for c in f.device.families if 5001 <= c <= 5999), default=None)
-    runtime = diag.get("capabilities") or f.capabilities.as_dict()
-    inferred = set(diag.get("capabilities_inferred") or [])
+    runtime = diag.capabilities or f.capabilities.as_dict()
+    inferred = set(diag.capabilities_inferred)
     reported_fam = ", ".join(chips.family_name(c) for c in ([apple] if apple else []) + ([metal] if metal else []))
     shim = f"shim {f.shim.name}" + (f" (max {chips.family_name(f.shim.apple_family_max)})"
                                     if f.shim.apple_family_max else "") if f.shim else "no shim"
@@ -254,8 +258,8 @@ def page_rows(conn: sqlite3.Connection, flt: RunFilter, *, before: int | None, l
     out = []
     for row, today in decide_listing(Database(conn), rows, lambda r: r.id, among=[r.id for r in rows]):
         if today is not None:
-            env = today.get("environment")
-            row = replace(row, verdict=clean(str(today.get("verdict") or "unknown")), fixable=bool(today.get("fixable")),
+            env = today.environment
+            row = replace(row, verdict=clean(today.verdict or "unknown"), fixable=today.fixable,
                           environment=clean(env) if isinstance(env, str) else None)
         out.append(row)
     return out

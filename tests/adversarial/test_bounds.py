@@ -89,10 +89,10 @@ def test_rediagnosing_stored_fixable_runs_reads_reports_once_per_batch(tmp_path)
     work = {}
     for n in (40, 160):
         db, ids = _store_fixable(tmp_path / f"r{n}.db", n)
-        assert all(load_run(db, rid).diagnosis["fixable"] for rid in ids[:3])
+        assert all(load_run(db, rid).diagnosis.fixable for rid in ids[:3])
         with counted(db) as c:
             runs = diagnose_runs(db, ids)
-        assert len(runs) == n and all(r.diagnosis["fixable"] for r in runs)
+        assert len(runs) == n and all(r.diagnosis.fixable for r in runs)
         assert c["report_reads"] <= 1, c  # one batch: one read of the stored reports
         work[n] = c["steps"]
         db.conn.close()
@@ -124,8 +124,8 @@ def test_rediagnosing_beside_real_baselines_predicts_once_per_batch(tmp_path):
         db, ids = _store_fixable(tmp_path / f"b{n}.db", n, tuple(_baselines(tmp_path).values()))
         with counted(db) as c:
             runs = diagnose_runs(db, ids)
-        assert all(r.diagnosis["fixable"] and r.diagnosis["prediction"] for r in runs)
-        assert len({json.dumps(r.diagnosis["prediction"]) for r in runs}) == 1
+        assert all(r.diagnosis.fixable and r.diagnosis.stored()["prediction"] for r in runs)
+        assert len({json.dumps(r.diagnosis.stored()["prediction"]) for r in runs}) == 1
         assert c["report_reads"] <= 1, c
         work[n] = c["steps"]
         db.conn.close()
@@ -149,8 +149,8 @@ def _prediction(db_path: Path) -> list[dict] | None:
     try:
         ids = _ingest(db, FIXABLE, "stock.log")
         run = diagnose_runs(db, ids, refresh_peers=True)[0]
-        assert run.diagnosis["fixable"] is True
-        return run.diagnosis.get("prediction")
+        assert run.diagnosis.fixable is True
+        return run.diagnosis.stored().get("prediction")
     finally:
         db.conn.close()
 
@@ -234,7 +234,7 @@ def test_an_imported_fixable_run_gets_no_local_prediction(tmp_path):
         ids = _ingest(db, export.read_bytes(), str(export))
         runs = diagnose_runs(db, ids, refresh_peers=True)
         assert runs and all(r.origin is not None for r in runs)
-        assert all("prediction" not in (r.diagnosis or {}) for r in runs)
+        assert all("prediction" not in (r.diagnosis.stored() if r.diagnosis else {}) for r in runs)
     finally:
         db.conn.close()
 

@@ -493,8 +493,8 @@ async def test_the_tui_detail_and_copy_key_decide_an_edited_diagnosis_again(tmp_
             await pilot.pause()
             await app.workers.wait_for_complete()
         assert isinstance(app.screen, DetailScreen)
-        assert app.screen.run is not None and app.screen.run.diagnosis["fixable"] is False
-        assert app.screen.run.diagnosis["verdict"] != "capability-downgrade"
+        assert app.screen.run is not None and app.screen.run.diagnosis.fixable is False
+        assert app.screen.run.diagnosis.verdict != "capability-downgrade"
         assert app.screen.plan is not None and app.screen.plan["actionable"] is False
         await pilot.press("y")
         await pilot.pause()

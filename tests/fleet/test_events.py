@@ -21,7 +21,7 @@ def test_event_fields_are_the_documented_ones(db_path):
     assert event["event"] == EVENT_NAME and event["id"] == ids["stock"]
     assert event["verdict"] == "capability-downgrade" and event["fixable"] is True
     assert event["sha256"] == hashlib.sha256(GUEST_NAMING_HOST.read_bytes()).hexdigest()
-    assert event["first_line"] == 1 and event["last_line"] == 62
+    assert event["first_line"] == 1 and event["last_line"] == 105  # to the JSON array's closing `]`
     assert event["device"]["name"] == "Apple Paravirtual device" and event["device"]["apple_family"] == 1005
     assert {t["test"]: t["tok_s"] for t in event["throughput"]} == {"pp512": 431.86, "tg128": 12.63}
     assert event["summary"] and event["time"] and event["host_name"]

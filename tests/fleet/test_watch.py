@@ -60,10 +60,10 @@ def test_runs_are_stored_as_they_complete(tmp_path, db_path):
     first = w.poll(now=0.0)
     # the host's block started a new run, so the guest's run is complete; the host's is still open
     assert [r.facts.device.name for r in first] == ["Apple Paravirtual device"]
-    assert first[0].diagnosis["verdict"] == "capability-downgrade"
+    assert first[0].diagnosis.verdict == "capability-downgrade"
     assert w.poll(now=1.0) == []  # not quiet long enough
     second = w.poll(now=6.0)
-    assert [r.diagnosis["verdict"] for r in second] == ["healthy"]
+    assert [r.diagnosis.verdict for r in second] == ["healthy"]
     assert snapshot(db_path) == one_shot(tmp_path, [(str(log), GUEST + HOST)])
     assert w.poll(now=20.0) == []
 

@@ -9,6 +9,7 @@ import io
 
 import pytest
 
+from analyzer.diagnosis import Diagnosis
 from analyzer.output.headline import confidence_clause, headline, speed_gap
 from analyzer.output.report import console
 from analyzer.output.run_report import run_lines
@@ -60,7 +61,7 @@ def test_first_line_says_it_in_plain_words(tmp_path, files, first):
 def test_the_fix_is_promised_only_when_fixable(tmp_path):
     # symptoms in a VM: a downgrade, but no positive evidence of an Apple-silicon host
     run = diagnosed(tmp_path, "rules/unsupported-op-paravirtual-listed.log")[0]
-    assert run.diagnosis["verdict"] == "capability-downgrade" and not run.diagnosis["fixable"]
+    assert run.diagnosis.verdict == "capability-downgrade" and not run.diagnosis.fixable
     first = report_of(run)[0]
     assert "can fix" not in first and "the GPU's own capability block" in first
     run = diagnosed(tmp_path, "metal/m4-2026-08-guest-stock.log")[0]  # the block, but no host shown
@@ -75,7 +76,7 @@ def test_a_fix_the_log_rules_out_is_named_in_the_first_line(tmp_path):
     log.write_text("build: 7012 (5be2c8aa1) with Apple clang version 17.0.0 (clang-1700.0.13.5) for "
                    "x86_64-apple-darwin24.6.0\n" + (FIXTURES / "metal/m4-2026-08-guest-stock.log").read_text())
     run = diagnosed(tmp_path, str(log))[0]
-    assert run.diagnosis["verdict"] == "capability-downgrade" and not run.diagnosis["fixable"]
+    assert run.diagnosis.verdict == "capability-downgrade" and not run.diagnosis.fixable
     first = report_of(run)[0]
     assert first.endswith("; capscan does not offer the fix here: the program is an x86_64 build "
                           "(x86_64-apple-darwin24.6.0), so an Intel Mac or Rosetta."), first
@@ -83,15 +84,18 @@ def test_a_fix_the_log_rules_out_is_named_in_the_first_line(tmp_path):
 
 
 def test_speed_gap_prefers_the_predicted_remedied_speed():
-    diag = {"prediction": [{"test": "tg128", "predicted_tok_s": 206.6}],
-            "paired": {"tests": [{"test": "tg128", "ratio": 0.044}]}}
-    factor, against = speed_gap(diag, [{"test": "tg128", "tok_s": 12.63}])
+    prediction = [{"test": "tg128", "host_tok_s": 230.0, "per_token_s": 0.0005, "predicted_tok_s": 206.6,
+                   "from_models": ["llama 7B Q4_0"]}]
+    paired = {"run": 1, "why": "same model", "tests": [{"test": "tg128", "tok_s": 12.63, "baseline_tok_s": 287.0,
+                                                        "ratio": 0.044, "per_token_s": 0.076}]}
+    guest = {"verdict": "capability-downgrade", "fixable": True, "environment": "vm"}
+    speeds = [{"test": "tg128", "tok_s": 12.63}]
+    factor, against = speed_gap(Diagnosis.load({**guest, "prediction": prediction, "paired": paired}), speeds)
     assert against == "it could" and round(factor, 1) == 16.4
-    assert speed_gap({"paired": diag["paired"]}, [{"test": "tg128", "tok_s": 12.63}])[1] == "its host"
-    assert speed_gap({}, [{"test": "tg128", "tok_s": 12.63}]) is None
-    assert "about 16x slower than it could" in headline("llama-bench", {
-        "verdict": "capability-downgrade", "fixable": True, "environment": "vm", **diag}, [{"test": "tg128",
-                                                                                          "tok_s": 12.63}])
+    assert speed_gap(Diagnosis.load({**guest, "paired": paired}), speeds)[1] == "its host"
+    assert speed_gap(Diagnosis.load(guest), speeds) is None
+    assert "about 16x slower than it could" in headline(
+        "llama-bench", Diagnosis.load({**guest, "prediction": prediction, "paired": paired}), speeds)
 
 
 @pytest.mark.parametrize("files,clause", [
@@ -125,7 +129,7 @@ def test_mlx_report_shows_each_evidence_line_once_and_next_agrees(tmp_path):
 
 def test_rosetta_run_gives_one_reason(tmp_path):
     run = diagnosed(tmp_path, "metal/no-metal-rosetta-x86.log")[0]
-    reasons = [f for f in run.diagnosis["findings"] if f["severity"] in ("error", "warning")]
+    reasons = [f for f in run.diagnosis.stored()["findings"] if f["severity"] in ("error", "warning")]
     assert [f["rule"] for f in reasons] == ["no-metal-device"]
     assert "Rosetta" in reasons[0]["message"]
     assert not any("error:" in line or "CPU-only build" in line for line in report_of(run))

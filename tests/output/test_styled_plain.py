@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from analyzer.diagnosis import Diagnosis
 from analyzer.model import Evidence, RunFacts, StoredRun
 from analyzer.output.report import console
 from analyzer.output.run_report import run_lines
@@ -54,11 +55,12 @@ def test_hostile_text_the_same_both_ways(text):
     run = StoredRun(id=7, source_id=1, source=f"src{text}.log", created_at="",
                     facts=RunFacts(first_line=1, last_line=9, program=text or None, backend="Metal"),
                     evidence=[Evidence(line=3, kind="metal.family", text=text)],
-                    diagnosis={"verdict": "unknown", "summary": text, "fixable": False,
-                               "findings": [{"rule": "x", "severity": "info", "message": text, "evidence": []},
-                                            {"rule": "y", "severity": "warning", "message": text,
-                                             "evidence": [{"line": 3, "text": text}]}],
-                               "next_steps": [text]})
+                    diagnosis=Diagnosis.load({
+                        "verdict": "unknown", "summary": text, "fixable": False,
+                        "findings": [{"rule": "x", "severity": "info", "message": text, "evidence": []},
+                                     {"rule": "y", "severity": "warning", "message": text,
+                                      "evidence": [{"line": 3, "text": text}]}],
+                        "next_steps": [text]}))
     lines = run_lines(run, max_evidence=5)
     plain = plain_text(lines)
     assert plain == through_rich(lines)

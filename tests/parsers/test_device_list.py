@@ -117,10 +117,10 @@ def _diagnosed(tmp_path: Path, data: bytes):
 def test_a_line_after_the_list_keeps_its_meaning(tmp_path, shape, wrap):
     lines, verdict, listed, throughput = SHAPES[shape]
     runs, rows = _diagnosed(tmp_path, WRAPS[wrap](lines))
-    assert len(runs) == 1, [r.diagnosis["summary"] for r in runs]
+    assert len(runs) == 1, [r.diagnosis.summary for r in runs]
     run = runs[0]
     assert run.facts.listed_devices == listed
-    assert run.diagnosis["verdict"] == verdict, run.diagnosis["summary"]
+    assert run.diagnosis.verdict == verdict, run.diagnosis.summary
     assert rows == throughput
     if "block" in shape:
         assert run.facts.device.name == "Apple Paravirtual device"

@@ -54,7 +54,7 @@ CASES: dict[str, list[dict]] = {
 
 def _runs(tmp_path: Path, name: str) -> list[dict]:
     runs, rows = _diagnosed(tmp_path, name)
-    return [dict(verdict=r.diagnosis["verdict"], environment=r.diagnosis["environment"], device=r.facts.device.name,
+    return [dict(verdict=r.diagnosis.verdict, environment=r.diagnosis.environment, device=r.facts.device.name,
                  families=r.facts.device.families, throughput=[(t, round(s, 2)) for t, s in rows[r.id]])
             for r in runs]
 

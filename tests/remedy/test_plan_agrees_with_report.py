@@ -32,10 +32,10 @@ def test_plan_and_report_suggest_the_same_working_family(tmp_path, logs, family)
         ids += ingest(db, src).run_ids
         src.close()
     run = diagnose_runs(db, ids)[-1]
-    report_step = next(s for s in run.diagnosis["next_steps"] if "remedy run" in s)
+    report_step = next(s for s in run.diagnosis.next_steps if "remedy run" in s)
     plan = build_plan(db, run.id, command=["llama-bench"])
     plan_step = next(s["argv"] for s in plan["steps"] if "run" in s["argv"] and "remedy" in s["argv"])
     planned = plan_step[plan_step.index("--family") + 1]
     assert planned == family and f"--family {family} " in report_step
-    value, check = resolve(planned, run.diagnosis.get("host_family"), None)
+    value, check = resolve(planned, run.diagnosis.host_family, None)
     assert value == int(family) and check.status != "fail"

@@ -107,13 +107,15 @@ def test_remedy_run_names_the_interposing_disabled_line():
     """`remedy run` reads the constructor's self-check line and says what it means."""
     from types import SimpleNamespace as NS
 
+    from analyzer.diagnosis import Diagnosis
     from analyzer.remedy import launch as L
     from analyzer.remedy import platform as plat
 
     flags = {"simdgroup_reduction": False, "simdgroup_mm": False, "bfloat": False}
     caps = NS(simdgroup_reduction=False, as_dict=lambda: flags)
     run = NS(id=2, facts=NS(device=NS(name="Apple Paravirtual device", apple_family=1005), capabilities=caps,
-                            shim=None), diagnosis={"verdict": "capability-downgrade", "capabilities": flags})
+                            shim=None), diagnosis=Diagnosis.load(
+        {"verdict": "capability-downgrade", "fixable": False, "capabilities": flags}))
     line = ("[capscan-interposer] interposing is disabled in llama-bench: MTLCreateSystemDefaultDevice is not "
             "capscan's wrapper (the loader did not apply __interpose) and there is no -[_MTLDevice "
             "initGPUFamilySupport] to hook; Metal answers stay stock")

@@ -38,7 +38,7 @@ def add(db, *names: str) -> list:
 
 
 def diagnosis(db, run_id: int) -> dict:
-    return load_run(db, run_id).diagnosis
+    return load_run(db, run_id).diagnosis.stored()
 
 
 def test_an_m1_ultra_guest_is_never_measured_against_an_m5_max(tmp_path):
@@ -118,7 +118,7 @@ def test_same_build_wins_then_nearest_in_time(tmp_path):
         for rid, stamp in ((other_build.id, "2026-08-09T18:00:00+00:00"), (same_old.id, "2026-08-09T17:00:00+00:00"),
                            (same_new.id, "2026-08-01T09:00:00+00:00"), (guest.id, "2026-08-09T18:10:00+00:00")):
             db.conn.execute("UPDATE runs SET created_at = ? WHERE id = ?", (stamp, rid))
-    d = diagnose_runs(db, [guest.id])[0].diagnosis
+    d = diagnose_runs(db, [guest.id])[0].diagnosis.stored()
     assert d["baseline"]["run"] == same_old.id and d["baseline"]["candidates"] == 3
     assert "same build (ee3d1b54c)" in d["baseline"]["why"] and "nearest in time" in d["baseline"]["why"]
     assert run_to_json(load_run(db, guest.id))["baseline"]["run"] == same_old.id
@@ -227,7 +227,7 @@ def test_a_pass_reads_each_model_and_chip_candidates_once_and_finds_what_each_ru
     monkeypatch.setattr(D, "MAX_PEERS", 3)  # small, so the run itself and the cut both matter
     ids = [r[0] for r in db.conn.execute("SELECT id FROM runs ORDER BY id")]
     loaded = {rid: load_run(db, rid) for rid in ids}
-    chips = {d["host_chip"] for run in loaded.values() if (d := run.diagnosis) and d.get("host_chip")}
+    chips = {d.host_chip for run in loaded.values() if (d := run.diagnosis) and d.host_chip}
     models = {run.facts.model for run in loaded.values() if run.facts.model}
     assert len(ids) >= 15 and len(chips) >= 2 and models
     reads = []
@@ -246,7 +246,7 @@ def test_a_pass_reads_each_model_and_chip_candidates_once_and_finds_what_each_ru
     # and the diagnoses a pass stores are the ones each run gets on its own (same peers)
     monkeypatch.undo()
     for rid in ids:
-        alone = D.diagnose_stored_run(db, load_run(db, rid))
+        alone = D.diagnose_stored_run(db, load_run(db, rid)).stored()
         stored = diagnosis(db, rid)
         for key in ("verdict", "fixable", "confidence", "baseline", "paired"):
             assert alone.get(key) == stored.get(key), (rid, key)

@@ -17,14 +17,14 @@ BLOCK = ("ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)\n"
 
 
 def _crash(run):
-    return next((f for f in run.diagnosis["findings"] if f["rule"] == "crashed"), None)
+    return next((f for f in run.diagnosis.stored()["findings"] if f["rule"] == "crashed"), None)
 
 
 def test_a_guest_that_crashed_on_an_unsupported_op_says_it_crashed(tmp_path):
     [run] = diagnosed(tmp_path, "field/197-crispasr-gh-runner-paravirtual-apple5-mul-mat-abort-2026.log")
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == "capability-downgrade"
-    text = headline(run.facts.program, d, run.throughput)
+    text = headline(run.facts.program, run.diagnosis, run.throughput)
     assert "crashed" in text and "slow fallback paths" not in text
     crash = _crash(run)
     assert crash and "ggml-metal-ops.cpp:204: unsupported op" in crash["message"]

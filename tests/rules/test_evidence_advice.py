@@ -33,7 +33,7 @@ def steps_of(lines: list[str]) -> tuple[str, list[str]]:
         ids = ingest(db, Input("a.log", io.BytesIO(("\n".join(lines) + "\n").encode()))).run_ids
         [run] = diagnose_runs(db, ids)
         db.conn.close()
-    return run.diagnosis["verdict"], run.diagnosis["next_steps"]
+    return run.diagnosis.verdict, run.diagnosis.next_steps
 
 
 @pytest.mark.parametrize("wrap", [lambda s: s, lambda s: "0.00.012.345 I " + s if s.startswith("build") else s],

@@ -15,12 +15,12 @@ from tests.ingest_util import diagnosed
 
 def _one(tmp_path, name):
     runs = diagnosed(tmp_path, name)
-    assert len(runs) == 1, [r.diagnosis["verdict"] for r in runs]
+    assert len(runs) == 1, [r.diagnosis.verdict for r in runs]
     return runs[0]
 
 
 def _rules(run) -> set[str]:
-    return {f["rule"] for f in run.diagnosis["findings"]}
+    return {f["rule"] for f in run.diagnosis.stored()["findings"]}
 
 
 # system_info with CPU features only, and nothing else about the devices
@@ -35,7 +35,7 @@ CPU_FEATURES_ONLY = [
 @pytest.mark.parametrize("name", CPU_FEATURES_ONLY)
 def test_cpu_features_alone_are_not_cpu_only(tmp_path, name):
     run = _one(tmp_path, name)
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == "unknown", d["summary"]
     assert "cpu-only-build" not in _rules(run)
     assert "Vulkan" in d["summary"] and "system_info" in d["summary"], d["summary"]
@@ -54,7 +54,7 @@ def test_cpu_features_alone_are_not_cpu_only(tmp_path, name):
 ])
 def test_positive_evidence_is_still_no_gpu_offload(tmp_path, name, rule):
     run = _one(tmp_path, name)
-    assert run.diagnosis["verdict"] == "no-gpu-offload", run.diagnosis["summary"]
+    assert run.diagnosis.verdict == "no-gpu-offload", run.diagnosis.summary
     assert rule in _rules(run)
 
 
@@ -68,10 +68,10 @@ LISTINGS = [
 @pytest.mark.parametrize("name", LISTINGS)
 def test_an_empty_device_listing_is_a_listing_not_a_run_on_the_cpu(tmp_path, name):
     run = _one(tmp_path, name)
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == "no-gpu-offload"
     assert "no-metal-device" not in _rules(run) and "no-gpu-device" in _rules(run)
-    words = " ".join([d["summary"], headline(run.facts.program, d, run.throughput)])
+    words = " ".join([d["summary"], headline(run.facts.program, run.diagnosis, run.throughput)])
     assert "ran on the CPU" not in words and "Everything ran" not in words, words
     assert "list" in d["summary"], d["summary"]
     assert "Metal" not in d["summary"], d["summary"]
@@ -89,7 +89,7 @@ def test_an_empty_device_listing_is_a_listing_not_a_run_on_the_cpu(tmp_path, nam
 ])
 def test_no_metal_words_on_a_linux_or_windows_log(tmp_path, name):
     run = _one(tmp_path, name)
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert "no-metal-device" not in _rules(run)
     shown = [d["summary"], *(d.get("report_lines") or {}).values()]
     if run.facts.listed_devices is None or "bare" not in name:  # (an unknown system's advice names both)
@@ -100,12 +100,12 @@ def test_no_metal_words_on_a_linux_or_windows_log(tmp_path, name):
 def test_the_rosetta_listing_keeps_its_mac_words(tmp_path):
     """An x86_64 macOS build's empty list (Rosetta on an M4): there Metal is the missing device."""
     run = _one(tmp_path, "metal/no-metal-rosetta-x86.log")
-    assert run.diagnosis["verdict"] == "no-gpu-offload" and "no-metal-device" in _rules(run)
+    assert run.diagnosis.verdict == "no-gpu-offload" and "no-metal-device" in _rules(run)
 
 
 def test_a_mac_log_without_environment_still_says_what_decides_it(tmp_path):
     run = _one(tmp_path, "metal/m0-2023-06-mps.log")
-    env = (run.diagnosis.get("report_lines") or {}).get("environment") or ""
+    env = (run.diagnosis.report_lines or {}).get("environment") or ""
     assert "Metal start-up block" in env, env
 
 
@@ -115,13 +115,13 @@ def test_a_mac_log_without_environment_still_says_what_decides_it(tmp_path):
 ])
 def test_a_device_list_alone_is_no_healthy_run(tmp_path, name):
     run = _one(tmp_path, name)
-    assert run.diagnosis["verdict"] == "unknown", run.diagnosis["summary"]
+    assert run.diagnosis.verdict == "unknown", run.diagnosis.summary
 
 
 def test_a_metal_failure_that_stopped_everything_is_not_a_run_on_the_cpu(tmp_path):
     """llama.cpp's context fails with its Metal backend: nothing ran, on the GPU or the CPU."""
     run = _one(tmp_path, "rules/metal-context-failed-nothing-ran-2025.log")
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == "unknown" and "metal-failed-nothing-ran" in _rules(run), d["summary"]
     assert "GGML_METAL_EMBED_LIBRARY" in " ".join(d["next_steps"])
 
@@ -129,7 +129,7 @@ def test_a_metal_failure_that_stopped_everything_is_not_a_run_on_the_cpu(tmp_pat
 def test_a_metal_failure_whisper_ran_past_is_still_no_offload(tmp_path):
     """whisper.cpp falls back to the CPU after the same failure and runs on (field log 258)."""
     run = _one(tmp_path, "field/258-whisper-cli-m4-metal-library-compile-error-blas-fallback-2025.log")
-    assert run.diagnosis["verdict"] == "no-gpu-offload" and "metal-library-failed" in _rules(run)
+    assert run.diagnosis.verdict == "no-gpu-offload" and "metal-library-failed" in _rules(run)
 
 
 @pytest.mark.parametrize("name, verdict", [
@@ -138,7 +138,7 @@ def test_a_metal_failure_whisper_ran_past_is_still_no_offload(tmp_path):
 ])
 def test_backends_and_cpus_no_mac_has_get_no_metal_words(tmp_path, name, verdict):
     run = _one(tmp_path, name)
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == verdict, d["summary"]
     shown = [d["summary"], *d["next_steps"], *(d.get("report_lines") or {}).values()]
     assert not any("Metal" in s for s in shown), shown
@@ -147,6 +147,6 @@ def test_backends_and_cpus_no_mac_has_get_no_metal_words(tmp_path, name, verdict
 def test_a_cpu_only_builds_rows_are_read_by_the_build_not_their_ngl(tmp_path):
     """A CPU-only llama-bench at -ngl 0,99 (backend CPU): every row ran on the CPU, the ngl 99 ones too."""
     run = _one(tmp_path, "rules/bench-cpu-build-ngl-0-99-2026.json")
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == "no-gpu-offload"
     assert d["findings"][0]["rule"] == "cpu-only-build", d["summary"]

@@ -118,9 +118,9 @@ def score(name: str) -> dict[str, Any]:
             error = str(exc)
         finally:
             db.conn.close()
-    verdicts = [r.diagnosis["verdict"] for r in runs]
+    verdicts = [r.diagnosis.verdict for r in runs]
     verdict = min(verdicts, key=SEVERITY.index) if verdicts else "unknown"
-    fixable = any(bool(r.diagnosis.get("fixable")) for r in runs)
+    fixable = any(bool(r.diagnosis.fixable) for r in runs)
     stored = [t["tok_s"] if isinstance(t, dict) else t.tok_s for r in runs for t in r.throughput]
     speeds = {k: any(_close(s, v) for s in stored) for k, v in lab["printed_speeds"].items()}
     accepted = set(lab.get("accepted_verdicts") or []) | {lab["verdict"]}

@@ -120,9 +120,9 @@ def check(text: str) -> list[dict]:
                          or not any(HOST_EVIDENCE.search(x) for x in mine))
             plan = build_plan(db, run.id)
             if forbidden:
-                assert run.diagnosis["fixable"] is False, (text, run.diagnosis["summary"])
+                assert run.diagnosis.fixable is False, (text, run.diagnosis.summary)
                 assert plan["actionable"] is False and plan["steps"] == [], plan
-            seen.append({"fixable": run.diagnosis["fixable"], "actionable": plan["actionable"]})
+            seen.append({"fixable": run.diagnosis.fixable, "actionable": plan["actionable"]})
         db.conn.close()
     return seen
 
@@ -148,8 +148,8 @@ def test_merged_legacy_blocks_false_then_true_is_not_fixable_and_named():
     with tempfile.TemporaryDirectory() as d:
         db = open_db(Path(d) / "m.db")
         run = diagnose_runs(db, ingest(db, Input("m.log", io.BytesIO(text.encode()))).run_ids)[0]
-        assert "contradicts itself" in run.diagnosis["summary"]
-        assert any(f["rule"] == "contradictory-evidence" for f in run.diagnosis["findings"])
+        assert "contradicts itself" in run.diagnosis.summary
+        assert any(f["rule"] == "contradictory-evidence" for f in run.diagnosis.stored()["findings"])
         db.conn.close()
 
 

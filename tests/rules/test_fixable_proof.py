@@ -38,7 +38,7 @@ def diagnose(text: str, runner=None) -> list[dict]:
         result = ingest(db, Input("pasted.log", io.BytesIO(text.encode())))
         out = []
         for run in diagnose_runs(db, result.run_ids, refresh_peers=True):
-            diag = dict(run.diagnosis)
+            diag = run.diagnosis.stored()
             plan = build_plan(db, run.id, runner=runner)
             diag["actionable"], diag["refusal"] = plan["actionable"], plan["refusal"]
             out.append(diag)

@@ -12,7 +12,7 @@ from tests.ingest_util import diagnosed
 
 def _one(tmp_path, name):
     runs = diagnosed(tmp_path, name)
-    assert len(runs) == 1, [r.diagnosis["summary"] for r in runs]
+    assert len(runs) == 1, [r.diagnosis.summary for r in runs]
     return runs[0]
 
 
@@ -20,31 +20,31 @@ def _one(tmp_path, name):
 def test_ollama_ps_100_percent_cpu_is_no_offload(tmp_path, name):
     run = _one(tmp_path, name)
     assert run.facts.program == "ollama"
-    assert run.diagnosis["verdict"] == "no-gpu-offload", run.diagnosis["summary"]
-    assert "ollama ps" in run.diagnosis["summary"]
+    assert run.diagnosis.verdict == "no-gpu-offload", run.diagnosis.summary
+    assert "ollama ps" in run.diagnosis.summary
 
 
 def test_ollama_ps_100_percent_gpu_names_no_device_and_decides_nothing(tmp_path):
     run = _one(tmp_path, "rules/ollama-ps-100-gpu-2025.log")
-    assert run.diagnosis["verdict"] == "unknown" and run.facts.n_gpu_layers is None
+    assert run.diagnosis.verdict == "unknown" and run.facts.n_gpu_layers is None
 
 
 def test_a_go_benchmarks_cpu_line_names_the_host_chip(tmp_path):
     """Go's `cpu:` line is the brand string sysctl gives; in the guest it names the host and says (Virtual)."""
     run = _one(tmp_path, "rules/go-bench-cpu-apple-m1-virtual-2025.log")
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["environment"] == "vm" and d["host_chip"] == "Apple M1"
     assert d["verdict"] == "capability-downgrade" and d["fixable"] is True
     assert any("brand string" in p["sign"] for p in d["proof"])
 
 
 def test_a_go_benchmarks_plain_apple_cpu_is_bare_metal(tmp_path):
-    d = _one(tmp_path, "rules/go-bench-cpu-apple-m2-pro-2025.log").diagnosis
+    d = _one(tmp_path, "rules/go-bench-cpu-apple-m2-pro-2025.log").diagnosis.stored()
     assert d["environment"] == "bare-metal" and d["verdict"] == "healthy"
 
 
 def test_a_virtual_model_identifier_is_a_guest(tmp_path):
     """system_profiler's `Model Identifier: VirtualMac2,1` alone, over a Metal table: a VM, never fixable."""
-    d = _one(tmp_path, "rules/system-profiler-virtualmac-id-only-2026.log").diagnosis
+    d = _one(tmp_path, "rules/system-profiler-virtualmac-id-only-2026.log").diagnosis.stored()
     assert d["environment"] == "vm", d["findings"]
     assert d["fixable"] is False

@@ -30,7 +30,7 @@ def _one(tmp_path, name):
 
 @pytest.mark.parametrize("name", STOCK_RUNNER)
 def test_a_stock_runners_json_is_a_downgrade_read_from_its_speed(tmp_path, name):
-    d = _one(tmp_path, name).diagnosis
+    d = _one(tmp_path, name).diagnosis.stored()
     assert d["verdict"] == "capability-downgrade", d["summary"]
     assert d["basis"] == "speed" and d["confidence"] == "low"
     assert d["fixable"] is False and "clamp" in d["proof_missing"]
@@ -42,7 +42,7 @@ def test_a_stock_runners_json_is_a_downgrade_read_from_its_speed(tmp_path, name)
 def test_a_speed_a_stock_guests_cpus_reach_is_not_read_healthy(tmp_path):
     """16.9 tok/s of a 0.67 GB model is 16.5% of an M1's bandwidth ceiling (read healthy before), but only
     11.3 GB/s of weights: the guest's CPUs stream that much (the runner's 3B model at fa1/q8_0: 16.3%)."""
-    d = _one(tmp_path, "rules/bench-json-gh-runner-m1-stock-tinyllama-fast-cpu-2026.json").diagnosis
+    d = _one(tmp_path, "rules/bench-json-gh-runner-m1-stock-tinyllama-fast-cpu-2026.json").diagnosis.stored()
     assert d["verdict"] == "capability-downgrade" and d["basis"] == "speed", d["summary"]
     assert d["fixable"] is False
 
@@ -51,7 +51,7 @@ def test_a_speed_both_kinds_of_guest_reach_decides_nothing(tmp_path):
     """50.2 tok/s (49% of the ceiling, 33.5 GB/s of weights): a share no stock guest measured reaches, but a
     weight rate below twice the fastest stock guest's, which the configuration allows: unknown, and the log
     that decides is named."""
-    d = _one(tmp_path, "rules/bench-json-gh-runner-m1-tinyllama-undecided-2026.json").diagnosis
+    d = _one(tmp_path, "rules/bench-json-gh-runner-m1-tinyllama-undecided-2026.json").diagnosis.stored()
     assert d["verdict"] == "unknown" and d["fixable"] is False, d["summary"]
     assert "stock guest" in d["summary"] and "-lv 4" in d["summary"], d["summary"]
 
@@ -64,5 +64,5 @@ def test_a_speed_both_kinds_of_guest_reach_decides_nothing(tmp_path):
     ("field/023-cua-gemma4-stock-guest-bench-json.log", "capability-downgrade"),
 ])
 def test_the_measured_guests_keep_their_reading(tmp_path, name, verdict):
-    d = _one(tmp_path, name).diagnosis
+    d = _one(tmp_path, name).diagnosis.stored()
     assert d["verdict"] == verdict and d["fixable"] is False

@@ -29,7 +29,7 @@ def diagnose(text: str) -> dict:
         db = open_db(Path(d) / "k.db")
         result = ingest(db, Input("capscan-probe", io.BytesIO(text.encode())))
         (run,) = diagnose_runs(db, result.run_ids, refresh_peers=True)
-        diag = dict(run.diagnosis or {})
+        diag = dict(run.diagnosis.stored() if run.diagnosis else {})
         diag["facts"] = run.facts
         db.conn.close()
         return diag

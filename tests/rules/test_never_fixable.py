@@ -90,7 +90,7 @@ def test_amd_intel_and_intel_hosted_vms_are_never_fixable(text):
         db = open_db(Path(d) / "p.db")
         result = ingest(db, Input("hypothesis.log", io.BytesIO(text.encode())))
         for run in diagnose_runs(db, result.run_ids, refresh_peers=True):
-            assert run.diagnosis["fixable"] is False, (text, run.diagnosis["summary"])
-            if run.diagnosis["verdict"] == "capability-downgrade":
+            assert run.diagnosis.fixable is False, (text, run.diagnosis.summary)
+            if run.diagnosis.verdict == "capability-downgrade":
                 # a downgrade without a known Apple-silicon host must say why it is not fixable
-                assert "Not marked fixable" in run.diagnosis["summary"]
+                assert "Not marked fixable" in run.diagnosis.summary

@@ -25,6 +25,6 @@ from tests.ingest_util import diagnosed
 ])
 def test_no_offload_advice_matches_the_platform(tmp_path, fixture, says, never):
     runs = diagnosed(tmp_path, fixture)
-    run = next(r for r in runs if r.diagnosis["verdict"] == "no-gpu-offload")
-    advice = " ".join(run.diagnosis["next_steps"])
+    run = next(r for r in runs if r.diagnosis.verdict == "no-gpu-offload")
+    advice = " ".join(run.diagnosis.next_steps)
     assert says in advice and never not in advice, advice

@@ -12,10 +12,10 @@ def test_an_official_app_log_gets_the_routes_that_work_not_the_generic_fix(tmp_p
     from analyzer.output.headline import headline
 
     [run] = diagnosed(tmp_path, "rules/ollama-app-guest-stock-2025.log")
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == "capability-downgrade" and d["fixable"] is True and run.facts.ollama_app is True
     assert "ollama-app-hardened" in fired(run)
-    text = headline(run.facts.program, d, run.throughput)
+    text = headline(run.facts.program, run.diagnosis, run.throughput)
     assert "not inside the official Ollama.app" in text and not text.endswith("capscan can fix that.")
     steps = d["next_steps"]
     assert "refuses the injection" in steps[0] and '--inject-children -- "$(brew --prefix)/bin/ollama" serve' in steps[0]
@@ -27,9 +27,9 @@ def test_a_homebrew_ollama_log_is_offered_the_fix(tmp_path):
     from analyzer.output.headline import headline
 
     [run] = diagnosed(tmp_path, "rules/ollama-homebrew-guest-stock-2025.log")
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["fixable"] is True and not run.facts.ollama_app and "ollama-app-hardened" not in fired(run)
-    assert headline(run.facts.program, d, run.throughput).endswith("capscan can fix that.")
+    assert headline(run.facts.program, run.diagnosis, run.throughput).endswith("capscan can fix that.")
     assert d["next_steps"][0] == f"capscan remedy plan --run {run.id}"
     # its runner child does the GPU work: the line to paste lets children inherit the library
     assert '--inject-children -- "$(brew --prefix)/bin/ollama" serve' in d["next_steps"][1]

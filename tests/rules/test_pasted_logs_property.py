@@ -40,7 +40,7 @@ def fixable_runs(text: str) -> list[bool]:
         with tempfile.TemporaryDirectory() as d:
             db = open_db(Path(d) / "p.db")
             ids = ingest(db, Input("p.log", io.BytesIO(text.encode()))).run_ids
-            _cache[text] = [bool(run.diagnosis["fixable"]) for run in diagnose_runs(db, ids, refresh_peers=False)]
+            _cache[text] = [bool(run.diagnosis.fixable) for run in diagnose_runs(db, ids, refresh_peers=False)]
             db.conn.close()
     return _cache[text]
 
@@ -54,7 +54,7 @@ def run_spans(text: str) -> list[tuple[bool, str]]:
     with tempfile.TemporaryDirectory() as d:
         db = open_db(Path(d) / "s.db")
         ids = ingest(db, Input("s.log", io.BytesIO(text.encode()))).run_ids
-        out = [(bool(run.diagnosis["fixable"]), "\n".join(lines[run.facts.first_line - 1:run.facts.last_line]))
+        out = [(bool(run.diagnosis.fixable), "\n".join(lines[run.facts.first_line - 1:run.facts.last_line]))
                for run in diagnose_runs(db, ids, refresh_peers=False)]
         db.conn.close()
     return out

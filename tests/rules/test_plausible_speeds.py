@@ -43,7 +43,7 @@ def add(db, path: Path) -> tuple[list, int]:
 
 
 def verdict(db, run_id: int) -> tuple:
-    d = load_run(db, run_id).diagnosis
+    d = load_run(db, run_id).diagnosis.stored()
     return d["verdict"], d["fixable"], d["confidence"], (d.get("baseline") or {}).get("run")
 
 
@@ -183,4 +183,4 @@ def test_a_stored_impossible_row_of_an_older_capscan_is_no_baseline(tmp_path, mo
         "SELECT tok_s FROM throughput WHERE run_id = ?", (old_host.id,))} == {float(pp), float(tg)}
     diagnose_runs(db, [guest.id])
     assert verdict(db, guest.id) == ("capability-downgrade", False, "low", None)  # its own speed's verdict, no more
-    assert load_run(db, guest.id).diagnosis["baseline"]["why"].startswith("no bare-metal run of llama 1B")
+    assert load_run(db, guest.id).diagnosis.stored()["baseline"]["why"].startswith("no bare-metal run of llama 1B")

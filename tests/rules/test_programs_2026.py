@@ -60,7 +60,7 @@ def test_version_lines_keep_the_build_number(tmp_path, text, number, commit, rel
 def test_the_unified_binary_is_named_by_its_subcommand(tmp_path, command, program):
     (run,) = runs_of(tmp_path, command + "\n" + BLOCK5)
     assert run.facts.program == program
-    assert run.diagnosis["verdict"] == "capability-downgrade"
+    assert run.diagnosis.verdict == "capability-downgrade"
 
 
 OLLAMA_SERVE = ('time=2026-10-02T14:20:58.902+02:00 level=INFO source=types.go:130 msg="inference compute" id=0 '
@@ -78,16 +78,16 @@ def test_an_ollama_mlx_load_is_never_a_downgrade_even_after_a_clamped_gguf_load(
                    + MLX_LOAD)
     assert [r.facts.ollama_engine for r in runs] == ["llama-server", "mlx"]
     gguf, mlx = runs
-    assert gguf.diagnosis["verdict"] == "capability-downgrade"
+    assert gguf.diagnosis.verdict == "capability-downgrade"
     assert mlx.facts.backend == "mlx"
-    assert mlx.diagnosis["verdict"] != "capability-downgrade" and mlx.diagnosis["fixable"] is False
-    assert any(f["rule"] == "mlx-unaffected" for f in mlx.diagnosis["findings"])
+    assert mlx.diagnosis.verdict != "capability-downgrade" and mlx.diagnosis.fixable is False
+    assert any(f["rule"] == "mlx-unaffected" for f in mlx.diagnosis.stored()["findings"])
 
 
 def test_ollama_030_advice_does_not_ask_for_ollama_debug(tmp_path):
     (run,) = runs_of(tmp_path, OLLAMA_SERVE + GGUF_LOAD)
-    steps = " ".join(run.diagnosis["next_steps"])
-    assert run.facts.program == "ollama" and run.diagnosis["verdict"] == "unknown"
+    steps = " ".join(run.diagnosis.next_steps)
+    assert run.facts.program == "ollama" and run.diagnosis.verdict == "unknown"
     assert "OLLAMA_DEBUG" in steps and "without OLLAMA_DEBUG" in steps
 
 
@@ -95,7 +95,7 @@ def test_older_ollama_advice_still_asks_for_ollama_debug(tmp_path):
     old = ('time=2025-02-16T20:52:03.516-06:00 level=INFO source=server.go:380 msg="starting llama server" '
            'cmd="/usr/local/bin/ollama runner --model /Users/a/.ollama/models/blobs/sha256-dde5aa3fc5ff"\n')
     (run,) = runs_of(tmp_path, old)
-    assert "OLLAMA_DEBUG=1 ollama serve" in " ".join(run.diagnosis["next_steps"])
+    assert "OLLAMA_DEBUG=1 ollama serve" in " ".join(run.diagnosis.next_steps)
 
 
 @pytest.mark.parametrize("banner", [
@@ -105,7 +105,7 @@ def test_older_ollama_advice_still_asks_for_ollama_debug(tmp_path):
 ])
 def test_a_tart_banner_beside_apple5_lines_is_still_a_downgrade(tmp_path, banner):
     (run,) = runs_of(tmp_path, banner + "\n" + BLOCK5)
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert run.facts.shim is not None and run.facts.shim.name == "TartMetalCapabilities"
     assert d["verdict"] == "capability-downgrade"
     assert any(f["rule"] == "shim-not-in-effect" for f in d["findings"])
@@ -114,7 +114,7 @@ def test_a_tart_banner_beside_apple5_lines_is_still_a_downgrade(tmp_path, banner
 def test_a_tart_banner_beside_apple9_lines_is_the_shim_working(tmp_path):
     block9 = BLOCK5.replace("Apple5  (1005)", "Apple9  (1009)").replace("= false", "= true")
     (run,) = runs_of(tmp_path, "[TartMetalCapabilities] Enabled for llama-bench: appleFamilyMax=1009\n" + block9)
-    assert run.diagnosis["verdict"] == "healthy"
+    assert run.diagnosis.verdict == "healthy"
     assert run.facts.shim.apple_family_max == 1009
 
 
@@ -126,7 +126,7 @@ def test_a_tart_banner_beside_apple9_lines_is_the_shim_working(tmp_path):
 ])
 def test_training_aborts_on_a_guest_with_the_cpu_workaround(tmp_path, line):
     (run,) = runs_of(tmp_path, BLOCK5 + line + "\nAbort trap: 6\n")
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == "capability-downgrade"
     assert run.facts.op_refused.startswith("OPT_STEP_") and run.facts.crash
     assert any(f["rule"] == "training-aborts" for f in d["findings"])
@@ -136,19 +136,19 @@ def test_training_aborts_on_a_guest_with_the_cpu_workaround(tmp_path, line):
 def test_training_abort_alone_does_not_claim_a_vm(tmp_path):
     (run,) = runs_of(tmp_path, "ggml-backend.cpp:941: pre-allocated tensor (adamw step for output_norm.weight) in a "
                                "buffer (MTL0) that cannot run the operation (OPT_STEP_ADAMW)\n")
-    assert run.diagnosis["verdict"] == "unknown" and run.diagnosis["fixable"] is False
+    assert run.diagnosis.verdict == "unknown" and run.diagnosis.fixable is False
 
 
 def test_whisper_family7_line_alone_is_not_fixable(tmp_path):
     """It says both 'CPU' and 'no Apple7', but an Intel Mac's GPU says the same: never fixable alone."""
     (run,) = runs_of(tmp_path, "whisper_backend_init: Metal GPU does not support family 7 - falling back to CPU\n")
     assert run.facts.program == "whisper.cpp"
-    assert run.diagnosis["verdict"] == "unknown" and run.diagnosis["fixable"] is False
+    assert run.diagnosis.verdict == "unknown" and run.diagnosis.fixable is False
 
 
 def test_a18_pro_guest_cpu_names_an_apple9_host(tmp_path):
     (run,) = runs_of(tmp_path, "machdep.cpu.brand_string: Apple A18 Pro (Virtual)\n" + BLOCK5)
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == "capability-downgrade" and d["fixable"] is True
     assert d["host_chip"] == "Apple A18 Pro" and d["host_family"] == 1009
 
@@ -188,7 +188,7 @@ def test_a_banner_that_did_not_take_says_capscan_will_not_stack_on_it(tmp_path):
     arm64 = ("system_info: n_threads = 4 (n_threads_batch = 4) / 4 | Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | "
              "ARM_FMA = 1 | ACCELERATE = 1 |\n")
     (run,) = runs_of(tmp_path, "[TartMetalCapabilities] Enabled for llama-bench (appleFamilyMax=1009)\n" + arm64 + BLOCK5)
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == "capability-downgrade"
     assert any("never stacks" in s for s in d["next_steps"])
 

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from analyzer.cli import cli
 from analyzer.ingest import ingest
 from analyzer.model import GUEST_PROCESS, Provenance, provenance_words
-from analyzer.output.contract import ProofJSON, RunDocument
+from analyzer.diagnosis import ProofItem
+from analyzer.output.contract import RunDocument
 from analyzer.read.reader import Input
 from analyzer.rules.diagnose import view_of
 from analyzer.store import open_db
@@ -37,8 +38,10 @@ def stored(tmp_path: Path, text: str):
 
 
 def test_the_contract_names_the_same_provenances_as_the_model():
-    literal, none = get_args(ProofJSON.model_fields["provenance"].annotation)  # Literal[...] | None
+    literal, none = get_args(ProofItem.model_fields["provenance"].annotation)  # Literal[...] | None
     assert none is type(None) and set(get_args(literal)) == set(get_args(Provenance))
+    # one description: the document's proof items are the diagnosis's own
+    assert RunDocument.model_fields["proof"].annotation == list[ProofItem]
 
 
 @pytest.mark.parametrize("proof", ["cpu_info", "build target"])

@@ -26,7 +26,7 @@ def diagnose(*texts: bytes) -> list[dict]:
         ids: list[int] = []
         for i, text in enumerate(texts):
             ids += ingest(db, Input(f"{i}.log", io.BytesIO(text))).run_ids
-        out = [r.diagnosis for r in diagnose_runs(db, ids, refresh_peers=True)]
+        out = [r.diagnosis.stored() for r in diagnose_runs(db, ids, refresh_peers=True)]
         db.conn.close()
     return out
 

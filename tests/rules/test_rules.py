@@ -19,7 +19,7 @@ FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def fired(run) -> set[str]:
-    return {f["rule"] for f in run.diagnosis["findings"]}
+    return {f["rule"] for f in run.diagnosis.stored()["findings"]}
 
 
 # rule id -> [(files (baselines first), verdict, fixable)]; the rule must fire on every run of the last file.
@@ -248,11 +248,11 @@ def test_rule_on_its_fixtures(tmp_path, rule, files, verdict, fixable):
     runs = diagnosed(tmp_path, *files)
     assert runs, "no run recognised"
     for run in runs:
-        assert rule in fired(run), (rule, run.diagnosis["findings"])
+        assert rule in fired(run), (rule, run.diagnosis.stored()["findings"])
         if verdict is not None:
-            assert run.diagnosis["verdict"] == verdict, run.diagnosis["summary"]
-        assert run.diagnosis["fixable"] is fixable
-        for f in run.diagnosis["findings"]:
+            assert run.diagnosis.verdict == verdict, run.diagnosis.summary
+        assert run.diagnosis.fixable is fixable
+        for f in run.diagnosis.stored()["findings"]:
             assert f["message"]
             for ev in f["evidence"]:
                 assert isinstance(ev["line"], int) and ev["text"]
@@ -264,9 +264,9 @@ def test_every_rule_has_fixtures():
 
 def test_hardware_limit_says_not_to_force(tmp_path):
     run = diagnosed(tmp_path, "metal/m2-2024-10-amd-egpu-intel-mac.log")[0]
-    text = run.diagnosis["summary"] + " ".join(run.diagnosis["next_steps"])
+    text = run.diagnosis.summary + " ".join(run.diagnosis.next_steps)
     assert "Do not force capabilities" in text or "do not force capabilities" in text
-    assert not any("remedy run" in s for s in run.diagnosis["next_steps"])
+    assert not any("remedy run" in s for s in run.diagnosis.next_steps)
 
 
 def test_fixable_downgrade_names_the_remedy_with_the_host_family(tmp_path):
@@ -275,16 +275,16 @@ def test_fixable_downgrade_names_the_remedy_with_the_host_family(tmp_path):
     (FIX_TMP := tmp_path / "in").mkdir()
     (FIX_TMP / "guest.log").write_bytes(block + (FIX / "bench/guest-stock.json").read_bytes())
     run = diagnosed(tmp_path, "bench/host-m1-ultra.json", str(FIX_TMP / "guest.log"))[-1]
-    assert run.diagnosis["fixable"] is True
-    assert run.diagnosis["host_chip"] == "Apple M1 Ultra"
-    assert run.diagnosis["host_family"] == 1007
-    assert any("capscan remedy run --family 1007" in s for s in run.diagnosis["next_steps"])
+    assert run.diagnosis.fixable is True
+    assert run.diagnosis.host_chip == "Apple M1 Ultra"
+    assert run.diagnosis.host_family == 1007
+    assert any("capscan remedy run --family 1007" in s for s in run.diagnosis.next_steps)
 
 
 def test_evidence_lines_point_at_the_input(tmp_path):
     run = diagnosed(tmp_path, "metal/m4-2026-08-guest-stock.log")[0]
     lines = (FIX / "metal/m4-2026-08-guest-stock.log").read_text().splitlines()
-    decisive = run.diagnosis["findings"][0]
+    decisive = run.diagnosis.stored()["findings"][0]
     assert decisive["rule"] == "paravirtual-family-clamp"
     for ev in decisive["evidence"]:
         assert lines[ev["line"] - 1].strip() == ev["text"].strip()
@@ -292,9 +292,9 @@ def test_evidence_lines_point_at_the_input(tmp_path):
 
 def test_inferred_capabilities_follow_llama_cpp_logic(tmp_path):
     run = diagnosed(tmp_path, "metal/m1-2023-11-mib.log")[0]  # Apple7, no flag lines in that era
-    caps = run.diagnosis["capabilities"]
+    caps = run.diagnosis.capabilities
     assert caps["simdgroup_reduction"] is True and caps["simdgroup_mm"] is True
-    assert "simdgroup_mm" in run.diagnosis["capabilities_inferred"]
+    assert "simdgroup_mm" in run.diagnosis.capabilities_inferred
     assert run.facts.capabilities.simdgroup_mm is None  # stored facts stay as printed
 
 
@@ -314,7 +314,7 @@ def test_offload_warning_opens_the_process_it_was_printed_by(tmp_path):
     run, it starts the next process's run (and does not make that Metal run CPU-only), and the build line
     after it stays in the same run."""
     runs = diagnosed(tmp_path, "rules/gpu-disabled-pasted-after-metal.log")
-    assert [r.diagnosis["verdict"] for r in runs] == ["healthy", "no-gpu-offload"]
+    assert [r.diagnosis.verdict for r in runs] == ["healthy", "no-gpu-offload"]
     assert "gpu-disabled" not in fired(runs[0])
     assert runs[1].facts.build_commit == "226255b"
 
@@ -324,7 +324,7 @@ def test_a_gpu_the_run_initialises_outweighs_weights_on_the_cpu(tmp_path):
     that is the downgrade, not a CPU-only build."""
     run = diagnosed(tmp_path, "field/003-audio-whisper-r-gh-runner-paravirtual-2024.log")[0]
     assert "gpu-disabled" not in fired(run)
-    assert run.diagnosis["verdict"] != "no-gpu-offload"
+    assert run.diagnosis.verdict != "no-gpu-offload"
 
 
 @pytest.mark.parametrize("name", ["rules/cpu-buffers-and-metal-2024.log", "rules/cpu-buffers-cut-before-kv-2024.log"])
@@ -333,7 +333,7 @@ def test_cpu_buffers_beside_a_gpu_buffer_or_before_the_kv_cache_are_not_cpu_only
     where the cache went."""
     run = diagnosed(tmp_path, name)[0]
     assert "gpu-disabled" not in fired(run)
-    assert run.diagnosis["verdict"] != "no-gpu-offload"
+    assert run.diagnosis.verdict != "no-gpu-offload"
 
 
 def test_weights_on_the_cpu_after_a_family_fallback_are_not_a_cpu_only_build(tmp_path):

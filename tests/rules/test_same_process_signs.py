@@ -88,7 +88,7 @@ def diagnose(text: str) -> list[tuple[bool, bool, str]]:
     with tempfile.TemporaryDirectory() as d:
         db = open_db(Path(d) / "s.db")
         result = ingest(db, Input("s.log", io.BytesIO(text.encode())))
-        out = [(run.diagnosis["fixable"], build_plan(db, run.id)["actionable"], run.diagnosis["verdict"])
+        out = [(run.diagnosis.fixable, build_plan(db, run.id)["actionable"], run.diagnosis.verdict)
                for run in diagnose_runs(db, result.run_ids, refresh_peers=True)]
         db.conn.close()
     return out

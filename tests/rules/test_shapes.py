@@ -142,9 +142,9 @@ def diagnosed(tmp_path: Path, name: str):
 def test_shape(tmp_path, name):
     exp = CASES[name]
     runs, rows = diagnosed(tmp_path, name)
-    assert len(runs) == 1, [r.diagnosis["summary"] for r in runs]
+    assert len(runs) == 1, [r.diagnosis.summary for r in runs]
     run = runs[0]
-    d = run.diagnosis
+    d = run.diagnosis.stored()
     assert d["verdict"] == exp["verdict"], d["summary"]
     assert d["fixable"] is exp["fixable"]
     assert d["environment"] == exp["environment"], [f["message"] for f in d["findings"]]

@@ -25,7 +25,7 @@ def _variant(tmp_path: Path, base: str, **changes) -> str:
 
 def _diag(tmp_path: Path, *files: str) -> dict:
     run = diagnosed(tmp_path, *files)[-1]
-    return run.diagnosis
+    return run.diagnosis.stored()
 
 
 def _rules(diag: dict) -> set[str]:

@@ -46,7 +46,7 @@ def diagnosed(text: str) -> list[dict]:
     with tempfile.TemporaryDirectory() as d:
         db = open_db(Path(d) / "x.db")
         result = ingest(db, Input("pasted.log", io.BytesIO(text.encode())))
-        out = [dict(r.diagnosis) for r in diagnose_runs(db, result.run_ids, refresh_peers=True)]
+        out = [r.diagnosis.stored() for r in diagnose_runs(db, result.run_ids, refresh_peers=True)]
         db.conn.close()
     return out
 

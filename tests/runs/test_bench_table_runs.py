@@ -43,8 +43,8 @@ def test_gpu_and_cpu_builds_in_one_table_are_apart_and_the_cpu_ones_say_so():
     assert [r.facts.bench_backends for r in runs] == ["OpenCL", "Vulkan", "CPU AVX2", "CPU AVX512"]
     assert [figures(r)["tg128 [ngl=99]" if i < 2 else "tg128 [ngl=4]"] for i, r in enumerate(runs)] == [
         3.55, 5.54, 6.53, 6.70]
-    assert {r.diagnosis["verdict"] for r in runs[2:]} == {"no-gpu-offload"}
-    assert not any(r.diagnosis["fixable"] for r in runs)
+    assert {r.diagnosis.verdict for r in runs[2:]} == {"no-gpu-offload"}
+    assert not any(r.diagnosis.fixable for r in runs)
 
 
 def test_a_second_header_after_rows_is_another_run_even_of_the_same_backend():
@@ -76,8 +76,8 @@ def test_dev_none_is_a_cpu_run_whatever_the_backend_column_says():
     [run] = diagnosed(FIELD_159)
     assert run.facts.bench_devices == "none"
     assert figures(run) == {"pp512 [ngl=-1 dev=none]": 195.09}
-    assert run.diagnosis["verdict"] == "no-gpu-offload" and not run.diagnosis["fixable"]
-    [finding] = [f for f in run.diagnosis["findings"] if f["rule"] == "zero-layers-offloaded"]
+    assert run.diagnosis.verdict == "no-gpu-offload" and not run.diagnosis.fixable
+    [finding] = [f for f in run.diagnosis.stored()["findings"] if f["rule"] == "zero-layers-offloaded"]
     assert "-dev none" in finding["message"] and finding["evidence"][0]["line"] == 9
 
 
@@ -86,8 +86,8 @@ def test_a_named_device_is_not_read_as_cpu_only(dev):
     text = (FIX / "rules/bench-dev-cuda0-2026.md").read_text().replace("| CUDA0        |", f"| {dev:<12} |")
     [run] = diagnosed(text)
     assert run.facts.bench_devices == dev
-    assert run.diagnosis["verdict"] != "no-gpu-offload", run.diagnosis["summary"]
-    assert "zero-layers-offloaded" not in [f["rule"] for f in run.diagnosis["findings"]]
+    assert run.diagnosis.verdict != "no-gpu-offload", run.diagnosis.summary
+    assert "zero-layers-offloaded" not in [f["rule"] for f in run.diagnosis.stored()["findings"]]
 
 
 def test_dev_none_and_a_gpu_device_in_one_sweep_are_two_figures():

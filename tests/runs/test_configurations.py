@@ -102,7 +102,7 @@ def test_baseline_pairs_like_with_like():
     host = _rows_at("bench/host-m1-ultra.json", {8: 1.0, 16: 1.2})
     guest = _rows_at("bench/guest-stock.json", {4: 0.5, 8: 1.0})
     _, g = diagnosed(json.dumps(host), json.dumps(guest))
-    paired = g.diagnosis["paired"]
+    paired = g.diagnosis.stored()["paired"]
     assert paired is not None
     tg = {t["config"].split()[0]: t for t in paired["tests"] if t["test"] == "tg128"}
     assert tg["threads=8"]["baseline_tok_s"] == pytest.approx(286.71)

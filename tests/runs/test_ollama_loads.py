@@ -43,7 +43,7 @@ def test_every_load_is_an_ollama_run():
             f = run.facts
             assert (f.program, f.backend, f.ollama_library, f.ollama_app) == ("ollama", "metal", "metal", True)
             assert f.device.name == "Apple M3 Pro" and f.offload == (29, 29)
-            assert run.diagnosis["verdict"] == "healthy"
+            assert run.diagnosis.verdict == "healthy"
         # each load starts at its own offload line (the line after 'new model will fit ...')
         assert [r.facts.first_line for r in runs][1:] == [58 + 3 + 52 * i for i in range(loads - 1)]
 

@@ -73,7 +73,7 @@ def test_the_device_columns_give_the_device_and_backend(tmp_path):
     f = run.facts
     assert (f.device.name, f.gpu_info, f.bench_backends, f.model) == ("Apple M3 Max", "Apple M3 Max", "Metal,BLAS",
                                                                        "llama 1B Q8_0")
-    assert run.diagnosis["verdict"] == "healthy"
+    assert run.diagnosis.verdict == "healthy"
 
 
 def test_a_table_that_hides_the_backend_states_none(tmp_path):
@@ -81,13 +81,13 @@ def test_a_table_that_hides_the_backend_states_none(tmp_path):
     the backend because every row had the same one: the CPU column names the host, not the backend."""
     [run] = diagnosed(tmp_path, "bench/compare-three-builds-threads.md")
     assert (run.facts.cpu_info, run.facts.bench_backends) == ("i9-13900K", None)
-    assert run.diagnosis["verdict"] == "unknown"
+    assert run.diagnosis.verdict == "unknown"
 
 
 def test_old_backend_columns_split_the_runs(tmp_path):
     metal, cpu = diagnosed(tmp_path, "bench/compare-2024-metal-column.md")
     assert (metal.facts.bench_backends, cpu.facts.bench_backends) == ("Metal", "CPU")
-    assert cpu.diagnosis["verdict"] == "no-gpu-offload" and metal.diagnosis["verdict"] != "no-gpu-offload"
+    assert cpu.diagnosis.verdict == "no-gpu-offload" and metal.diagnosis.verdict != "no-gpu-offload"
 
 
 def test_the_model_size_in_gib_is_read_in_bytes(tmp_path):

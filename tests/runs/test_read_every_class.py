@@ -10,7 +10,7 @@ from tests.ingest_util import diagnosed
 
 def _one(tmp_path, name):
     runs = diagnosed(tmp_path, name)
-    assert len(runs) == 1, [r.diagnosis["verdict"] for r in runs]
+    assert len(runs) == 1, [r.diagnosis.verdict for r in runs]
     return runs[0]
 
 
@@ -26,9 +26,9 @@ def test_device_info_names_the_runs_gpus(tmp_path, name, backend, devices):
     listed = run.facts.vulkan_devices if backend == "vulkan" else run.facts.cuda_devices
     assert [d["name"] for d in listed] == devices
     assert run.facts.device.name == devices[0]
-    rules = {f["rule"] for f in run.diagnosis["findings"]}
-    assert "cpu-only-build" not in rules and run.diagnosis["verdict"] == "healthy"
-    assert run.diagnosis["fixable"] is False
+    rules = {f["rule"] for f in run.diagnosis.stored()["findings"]}
+    assert "cpu-only-build" not in rules and run.diagnosis.verdict == "healthy"
+    assert run.diagnosis.fixable is False
 
 
 def test_device_info_keeps_the_vulkan_driver_apart(tmp_path):
@@ -39,8 +39,8 @@ def test_device_info_keeps_the_vulkan_driver_apart(tmp_path):
 def test_a_device_info_block_of_the_cpu_alone_is_a_device_list_with_no_gpu(tmp_path):
     run = _one(tmp_path, "rules/device-info-cpu-only-2026.log")
     assert not run.facts.vulkan_devices and not run.facts.cuda_devices and run.facts.device.name is None
-    assert run.diagnosis["verdict"] == "no-gpu-offload"
-    assert "no-gpu-device" in {f["rule"] for f in run.diagnosis["findings"]}
+    assert run.diagnosis.verdict == "no-gpu-offload"
+    assert "no-gpu-device" in {f["rule"] for f in run.diagnosis.stored()["findings"]}
 
 
 @pytest.mark.parametrize("name", [
@@ -52,8 +52,8 @@ def test_a_device_info_block_of_the_cpu_alone_is_a_device_list_with_no_gpu(tmp_p
 def test_node_llama_cpp_on_the_cpu_is_no_gpu_offload(tmp_path, name):
     run = _one(tmp_path, name)
     assert run.facts.n_gpu_layers == 0
-    assert run.diagnosis["verdict"] == "no-gpu-offload" and run.diagnosis["fixable"] is False
-    zero = [f for f in run.diagnosis["findings"] if f["rule"] == "zero-layers-offloaded"]
+    assert run.diagnosis.verdict == "no-gpu-offload" and run.diagnosis.fixable is False
+    zero = [f for f in run.diagnosis.stored()["findings"] if f["rule"] == "zero-layers-offloaded"]
     assert zero and "llama-bench" not in zero[0]["message"]  # the app's line, not a llama-bench row
 
 
@@ -77,7 +77,7 @@ def test_webui_output_generated_is_a_generation_rate(tmp_path, name, tok_s):
     gen = [t for t in run.throughput if t["test"] == "generation"]
     assert [t["tok_s"] for t in gen] == [pytest.approx(tok_s)]
     assert not [t for t in run.throughput if t["test"] == "prompt"]  # its seconds hold the prompt: no prompt rate
-    assert run.diagnosis["fixable"] is False
+    assert run.diagnosis.fixable is False
 
 
 @pytest.mark.parametrize("name,prompt,generation,total", [
@@ -93,7 +93,7 @@ def test_koboldcpp_speed_lines_are_its_prompt_and_generation_rates(tmp_path, nam
     got = {t["test"]: t["tok_s"] for t in run.throughput}
     want = {"prompt": pytest.approx(prompt), "generation": pytest.approx(generation)}
     assert got == (want if total is None else {**want, "total": pytest.approx(total)})
-    assert run.diagnosis["fixable"] is False
+    assert run.diagnosis.fixable is False
 
 
 def test_a_koboldcpp_benchmark_prints_each_rate_twice_and_they_are_one_figure(tmp_path):
@@ -107,5 +107,5 @@ def test_a_koboldcpp_benchmark_prints_each_rate_twice_and_they_are_one_figure(tm
 def test_a_koboldcpp_log_without_device_lines_gets_koboldcpps_advice(tmp_path):
     run = _one(tmp_path, "rules/koboldcpp-ctxlimit-2025.log")
     assert run.facts.program == "koboldcpp"
-    steps = " ".join(run.diagnosis["next_steps"])
+    steps = " ".join(run.diagnosis.next_steps)
     assert "koboldcpp prints llama.cpp's device lines in its console" in steps and "-lv 4" not in steps

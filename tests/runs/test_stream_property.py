@@ -113,7 +113,7 @@ def _readings(db, run_ids: list[int]) -> list[Reading]:
     for run in diagnose_runs(db, run_ids):
         # a figure as stored: everything but its line number, which the stream shifts
         rows = tuple(sorted(repr(sorted((k, v) for k, v in t.items() if k != "line")) for t in run.throughput))
-        d = run.diagnosis or {}
+        d = run.diagnosis.stored() if run.diagnosis else {}
         out.append((rows, d.get("verdict"), bool(d.get("fixable"))))
     return out
 

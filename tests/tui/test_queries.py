@@ -53,8 +53,8 @@ def test_baseline_and_capability_matrix(tui_db):
         assert queries.baseline_for(db.conn, 1, guest.facts.model, guest.diagnosis) == 2
         host_run = load_run(db, 2)
         assert queries.baseline_for(db.conn, 2, host_run.facts.model, host_run.diagnosis) is None
-        assert guest.diagnosis["baseline"]["run"] == 2 and "same hardware (Apple M1 Ultra" in \
-            guest.diagnosis["baseline"]["why"]
+        assert guest.diagnosis.stored()["baseline"]["run"] == 2 and "same hardware (Apple M1 Ultra" in \
+            guest.diagnosis.stored()["baseline"]["why"]
         host = host_info(guest, host_run)
         assert host.family == 1007 and host.chip == "Apple M1 Ultra" and "guest" in host.basis
         rows = {r["capability"]: r for r in capability_matrix(guest, host)}

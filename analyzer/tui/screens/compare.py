@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 def _env(run: StoredRun) -> str | None:
-    return (run.diagnosis or {}).get("environment")
+    return run.diagnosis.environment if run.diagnosis else None
 
 
 def order_pair(runs: list[StoredRun]) -> tuple[StoredRun, StoredRun]:
@@ -108,8 +108,8 @@ class CompareScreen(CapscanScreen):
         by_id = {r.id: r for r in message.runs}
         shown = [(label, by_id[rid]) for label, rid in self._labels(message).items() if rid in by_id]
         # the same source and device widths on every line, so the columns line up
-        fixed = max((len(f"run {r.id}  {(r.diagnosis or {}).get('environment') or '-'}  "
-                         f"{(r.diagnosis or {}).get('verdict', '-')}") for _, r in shown), default=0)
+        fixed = max((len(f"run {r.id}  {_env(r) or '-'}  {r.diagnosis.verdict if r.diagnosis else '-'}")
+                     for _, r in shown), default=0)
         room = self._width() - 9 - fixed
         who = Group(*[self._who(label, run, room) for label, run in shown],
                     *([Text(message.note, style="yellow")] if message.note else []))
@@ -129,8 +129,7 @@ class CompareScreen(CapscanScreen):
 
     def _who(self, label: str, run: StoredRun, room: int) -> Text:
         """One line at any width: id, environment and verdict always; source and device as room allows."""
-        diag = run.diagnosis or {}
-        verdict = diag.get("verdict", "-")
+        verdict = run.diagnosis.verdict if run.diagnosis else "-"
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"{label:>8} ", style="bold")
         t.append(f"run {run.id}  ")
@@ -140,7 +139,7 @@ class CompareScreen(CapscanScreen):
             dev = min(26, room - src - 4)
             if dev >= 10:
                 t.append(f"{short(run.facts.device.name, dev):<{dev}}  ")
-        t.append(f"{diag.get('environment') or '-'}  ")
+        t.append(f"{_env(run) or '-'}  ")
         t.append(verdict, style=VERDICT_STYLE.get(verdict, ""))
         return t
 

@@ -141,15 +141,14 @@ class DetailScreen(CapscanScreen):
         return t
 
     def _verdict(self, run: StoredRun) -> Text:
-        diag = run.diagnosis or {}
-        verdict = diag.get("verdict", "not diagnosed")
+        diag = run.diagnosis
+        verdict = diag.verdict if diag else "not diagnosed"
         t = Text()
         t.append(f" {verdict.upper()} ", style=VERDICT_STYLE.get(verdict, "") + " reverse")
         caps = run.facts.capabilities
         printed = caps.simdgroup_reduction is not None or bool(run.facts.probe)
-        notes = [diag.get("environment") and (diag["environment"] + (f" on {diag['host_chip']}"
-                                                                      if diag.get("host_chip") else "")),
-                 "fixable" if diag.get("fixable") else None, confidence_clause(diag, printed)]
+        notes = [diag and diag.environment and (diag.environment + (f" on {diag.host_chip}" if diag.host_chip else "")),
+                 "fixable" if diag and diag.fixable else None, confidence_clause(diag, printed)]
         present = [n for n in notes if n]
         if present:
             t.append("  " + " · ".join(present))
@@ -159,14 +158,14 @@ class DetailScreen(CapscanScreen):
         if speeds:
             t.append("\n")
             t.append(speeds)
-        t.append("\n" + (diag.get("summary") or "This run has not been diagnosed yet (`capscan show "
-                                                  f"{run.id}` diagnoses it)."))
-        if diag.get("fixable") and diag.get("proof"):  # the signs the fix rests on (RunView.remedy_decision)
+        t.append("\n" + ((diag and diag.summary) or "This run has not been diagnosed yet (`capscan show "
+                                                       f"{run.id}` diagnoses it)."))
+        if diag and diag.fixable and diag.proof:  # the signs the fix rests on (RunView.remedy_decision)
             t.append("\nproof:", style="bold")
-            for p in diag["proof"]:
-                line = p.get("line")
+            for p in diag.proof:
+                line = p.line
                 t.append(f"\n  {line:>6}  " if isinstance(line, int) else "\n       -  ", style="cyan")
-                t.append(clean(str(p.get("sign") or "")))
+                t.append(clean(str(p.sign or "")))
         return t
 
     def _speeds(self, run: StoredRun) -> Text | None:
@@ -202,9 +201,8 @@ class DetailScreen(CapscanScreen):
         return Group(title, where, table)
 
     def _findings(self, run: StoredRun) -> Group:
-        diag = run.diagnosis or {}
         title = Text("Findings", style="bold underline")
-        findings = diag.get("findings") or []
+        findings = run.diagnosis.findings if run.diagnosis else []
         if not findings:
             return Group(title, Text("none", style="dim"))
         grid = Table.grid(padding=(0, 1))
@@ -212,13 +210,13 @@ class DetailScreen(CapscanScreen):
         grid.add_column(ratio=1)
         for fnd in findings:
             body = Text()
-            body.append(fnd["rule"], style="bold")
-            body.append(f"  {fnd['message']}")
-            grid.add_row(Text(fnd["severity"], style=SEVERITY_STYLE.get(fnd["severity"], "")), body)
-            ev = fnd.get("evidence") or []
+            body.append(fnd.rule, style="bold")
+            body.append(f"  {fnd.message}")
+            grid.add_row(Text(fnd.severity, style=SEVERITY_STYLE.get(fnd.severity, "")), body)
+            ev = fnd.evidence
             for e in ev[:MAX_EVIDENCE]:
-                line = Text(f"{e['line']:>6} │ ", style="cyan")
-                line.append(e["text"][:200])
+                line = Text(f"{e.line:>6} │ ", style="cyan")
+                line.append(e.text[:200])
                 grid.add_row("", line)
             if len(ev) > MAX_EVIDENCE:
                 grid.add_row("", Text(f"… {len(ev) - MAX_EVIDENCE} more lines (capscan show {run.id})", style="dim"))
@@ -236,7 +234,7 @@ class DetailScreen(CapscanScreen):
         for col, just in (("test", "left"), ("tok/s", "right"), ("±", "right"), ("n", "right"), ("line", "right"),
                           ("", "left"), ("of host", "right")):
             table.add_column(col, justify=cast("JustifyMethod", just), no_wrap=True)
-        style = VERDICT_STYLE.get((run.diagnosis or {}).get("verdict", ""), "").replace("bold ", "") or "white"
+        style = VERDICT_STYLE.get(run.diagnosis.verdict if run.diagnosis else "", "").replace("bold ", "") or "white"
         configs: dict[str, set] = {}  # a test's configuration is shown only when it tells two figures apart
         for t in run.throughput:
             configs.setdefault(t["test"], set()).add(t.get("config"))
@@ -255,12 +253,12 @@ class DetailScreen(CapscanScreen):
             if h and self.baseline is not None:
                 table.add_row(Text(f"  host run {self.baseline.id}", style="dim"), Text(fmt_tps(h), style="dim"),
                               "", "", "", Text(bar(h, scale), style="green"), "")
-        base = (run.diagnosis or {}).get("baseline") or {}
+        base = run.diagnosis.baseline if run.diagnosis else None
         if self.baseline:
-            note = Text(f"bars: this run against bare-metal run {self.baseline.id} ({base.get('why', 'its baseline')})",
-                        style="dim")
-        elif base.get("why"):
-            note = Text(f"no baseline: {base['why']}", style="dim")
+            note = Text(f"bars: this run against bare-metal run {self.baseline.id} "
+                        f"({base.why if base else 'its baseline'})", style="dim")
+        elif base and base.why:
+            note = Text(f"no baseline: {base.why}", style="dim")
         else:
             note = Text("no bare-metal baseline for this run", style="dim")
         return Group(title, table, note)
@@ -268,7 +266,7 @@ class DetailScreen(CapscanScreen):
     def _remedy(self, plan: dict[str, Any] | None, error: str | None) -> Group:
         title = Text("Remedy plan", style="bold underline")
         if plan is None:
-            steps = (self.run.diagnosis or {}).get("next_steps", []) if self.run else []
+            steps = self.run.diagnosis.next_steps if self.run and self.run.diagnosis else []
             parts: list = [title, Text(error or "no plan", style="dim")]
             if steps:
                 parts.append(Text("next steps from the diagnosis:"))
