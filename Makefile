@@ -6,7 +6,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 DEMO_DB ?= .demo/capscan.db
 
-.PHONY: demo test test-fast test-floors lint bench native clean mutate
+.PHONY: demo test test-fast test-floors lint bench bench-linear native clean mutate
 
 # Quickstart 1: install capscan into .venv and pipe the bundled guest log through it.
 demo:
@@ -45,6 +45,10 @@ lint:
 
 bench:
 	$(RUNPY) bench/run.py
+
+# Linear time on hostile input, timed (the suite counts work instead: tests/work_count.py).
+bench-linear:
+	$(RUNPY) bench/linearity.py --check
 
 # On demand, not in CI: a targeted mutation run over the fixable path (scripts/mutate.py, CONTRIBUTING.md).
 # MUTANTS="id id" runs only those; `$(RUNPY) scripts/mutate.py --list` lists them.
