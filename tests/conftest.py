@@ -112,7 +112,7 @@ def _in_process(argv: list[str], input: bytes, env: dict | None, cwd: Path) -> s
             code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
             if isinstance(exc.code, str):
                 sys.stderr.write(exc.code + "\n")
-        except Exception:  # what the interpreter would do with it: the traceback on stderr, exit 1
+        except Exception:  # noqa: BLE001 - what the interpreter does with it: the traceback on stderr, exit 1
             sys.stderr.write(traceback.format_exc())
             code = 1
         finally:
