@@ -21,10 +21,8 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
 
 from analyzer.cli import cli
-from analyzer.cli.exits import FailOn
 from tests.conftest import REPO, run_capscan
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -34,17 +32,9 @@ AMD = FIX / "metal/m2-2024-10-amd-egpu-intel-mac.log"       # hardware-limit
 
 
 def invoke(*args: str, input: bytes | None = None, env: dict | None = None) -> tuple[int, str, str]:
-    """(exit code as main() maps it, stdout, stderr) of an in-process run."""
-    r = CliRunner().invoke(cli, list(args), input=input, env=env)
-    if isinstance(r.exception, FailOn):
-        code = 1
-    elif isinstance(r.exception, click.ClickException):
-        code = r.exception.exit_code
-    elif r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    else:
-        code = r.exit_code
-    return code, r.stdout, r.stderr
+    """(exit code as main() maps it, stdout, stderr) of an in-process run (tests.conftest.run_capscan)."""
+    r = run_capscan(*args, input=input, env=env)
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
 
 
 @pytest.fixture
