@@ -101,6 +101,8 @@ def _in_process(argv: list[str], input: bytes, env: dict | None, cwd: Path) -> s
     from analyzer.cli import main
 
     old_argv, old_cwd = sys.argv, os.getcwd()
+    # a command may install its own (watch: SIGTERM stops it as Ctrl-C does); they end with the command
+    old_handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     # a buffered reader over the bytes, as a pipe's stdin is (peek() is how capscan tells an empty pipe)
     with CliRunner().isolation(input=io.BufferedReader(io.BytesIO(input)), env=env) as (out, err, _):
         sys.argv = ["capscan", *argv]
@@ -118,6 +120,8 @@ def _in_process(argv: list[str], input: bytes, env: dict | None, cwd: Path) -> s
         finally:
             sys.argv = old_argv
             os.chdir(old_cwd)
+            for sig, handler in old_handlers.items():
+                signal.signal(sig, handler)
             # what a process's exit does: the command's objects go, and with them its SQLite connections
             # (closing the last one checkpoints the WAL and removes -wal and -shm, as tests of the files expect)
             gc.collect()
