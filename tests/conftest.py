@@ -78,7 +78,8 @@ def run_capscan(*args: str, input: bytes | str | None = None, db: Path | None = 
                 cwd: Path = REPO) -> subprocess.CompletedProcess:
     """The CLI as `capscan` runs it, in this process: ``main()`` itself (its exit codes, its one-line errors,
     the SafeTextStream around stdout and stderr) under click's CliRunner isolation (argv, stdin, stdout,
-    stderr and the environment swapped for the call), about 100 times cheaper than a new interpreter.
+    stderr and the environment swapped for the call): ~12 ms a short command here, against ~270 ms for a new
+    interpreter.
     ``process=True`` starts a real one (``python -m analyzer``) for what only a process shows: signals,
     pipes and descriptors, start-up imports, the interpreter's own exit. ``env`` is laid over this
     process's environment (a value of None unsets the variable)."""
