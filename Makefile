@@ -6,7 +6,7 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 DEMO_DB ?= .demo/capscan.db
 
-.PHONY: demo test test-fast test-floors lint bench native clean mutate
+.PHONY: demo test test-busy test-fast test-floors lint bench bench-linear native clean mutate
 
 # Quickstart 1: install capscan into .venv and pipe the bundled guest log through it.
 demo:
@@ -19,6 +19,11 @@ demo:
 test:
 	PY="$(PY)" ./scripts/install-test-deps "$(VENV)"
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VPY) -m pytest -q
+
+# The suite twice in a row beside one busy loop per core (scripts/test-busy): green on a busy machine.
+test-busy:
+	PY="$(PY)" ./scripts/install-test-deps "$(VENV)"
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VPY) scripts/test-busy --runs 2
 
 # Developer shortcuts: the project venv when there is one, else $(PY).
 RUNPY = $(if $(wildcard $(VPY)),$(VPY),$(PY))
@@ -45,6 +50,10 @@ lint:
 
 bench:
 	$(RUNPY) bench/run.py
+
+# Linear time on hostile input, timed (the suite counts work instead: tests/work_count.py).
+bench-linear:
+	$(RUNPY) bench/linearity.py --check
 
 # On demand, not in CI: a targeted mutation run over the fixable path (scripts/mutate.py, CONTRIBUTING.md).
 # MUTANTS="id id" runs only those; `$(RUNPY) scripts/mutate.py --list` lists them.

@@ -3,13 +3,12 @@ run it and compare line by line (so neither can drift from what users see)."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_capscan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,10 +26,8 @@ def readme_blocks(command: str) -> list[tuple[str, list[str]]]:
 @pytest.mark.parametrize("example", ["m1-ultra-guest-stock.log", "m1-ultra-guest-stock-json.log"])
 def test_readme_sample_report_is_the_real_output(tmp_path, example):
     command = f"$ capscan < examples/{example}"
-    env = {**os.environ, "NO_COLOR": "1"}
-    with open(ROOT / "examples" / example, "rb") as log:
-        real = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(tmp_path / "capscan.db")], stdin=log,
-                              capture_output=True, env=env, cwd=ROOT, check=True).stdout.decode()
+    real = run_capscan(input=(ROOT / "examples" / example).read_bytes(), db=tmp_path / "capscan.db",
+                       env={"NO_COLOR": "1"}, check=True).stdout.decode()
     # a piped run is named with the time it was stored: the pages show the time they were made at
     real = re.sub(r"( · \d{4}-\d{2}-\d{2} \d{2}:\d{2})", " · 2026-12-02 11:40", real)
     real_lines = real.rstrip("\n").split("\n")

@@ -1,6 +1,7 @@
 """What a new user meets first: empty states that say what happened, usage
 errors for impossible values, read-only commands that never create a database,
-one-line notices, and loose ends of the report. The real CLI in a subprocess."""
+one-line notices, and loose ends of the report. The CLI in-process (tests.conftest.run_capscan), and
+in a real process where a terminal, a closed stdin or shell completion is the point."""
 
 from __future__ import annotations
 
@@ -76,12 +77,10 @@ def test_tui_never_creates_a_mistyped_db(tmp_path):
 
 
 def test_default_db_missing_means_nothing_stored_yet(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "CAPSCAN_DB"}
-    env.update({"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data"), "PYTHONPATH": str(REPO)})
+    env = {"CAPSCAN_DB": None, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
 
     def capscan(*args):
-        return subprocess.run([sys.executable, "-m", "analyzer", *args], env=env, capture_output=True,
-                              stdin=subprocess.DEVNULL, cwd=REPO)
+        return run_capscan(*args, env=env)
 
     r = capscan("runs")
     assert r.returncode == 0 and r.stderr.decode().startswith("No runs stored yet.")

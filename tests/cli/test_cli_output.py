@@ -17,15 +17,12 @@ import subprocess
 import sys
 import termios
 import fcntl
-import time
 from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
 
 from analyzer.cli import cli
-from analyzer.cli.exits import FailOn
 from tests.conftest import REPO, run_capscan
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -35,17 +32,9 @@ AMD = FIX / "metal/m2-2024-10-amd-egpu-intel-mac.log"       # hardware-limit
 
 
 def invoke(*args: str, input: bytes | None = None, env: dict | None = None) -> tuple[int, str, str]:
-    """(exit code as main() maps it, stdout, stderr) of an in-process run."""
-    r = CliRunner().invoke(cli, list(args), input=input, env=env)
-    if isinstance(r.exception, FailOn):
-        code = 1
-    elif isinstance(r.exception, click.ClickException):
-        code = r.exception.exit_code
-    elif r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    else:
-        code = r.exit_code
-    return code, r.stdout, r.stderr
+    """(exit code as main() maps it, stdout, stderr) of an in-process run (tests.conftest.run_capscan)."""
+    r = run_capscan(*args, input=input, env=env)
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
 
 
 @pytest.fixture
@@ -248,32 +237,36 @@ def test_runs_on_a_terminal_fits_the_width_and_keeps_id_verdict_and_speeds(many_
 
 # --------------------------------------------------------------------------- --tee streams
 
+# The producer writes the first line, then holds the rest back until the test has read that line from
+# capscan's stdout (a file appears), or for 120 s: no clock decides the outcome, only the order of events.
 PRODUCER = r"""
-import sys, time
+import os, sys, time
 lines = open(sys.argv[1], "rb").read().splitlines(keepends=True)
 out = sys.stdout.buffer
 out.write(lines[0]); out.flush()
-open(sys.argv[2], "w").write(repr(time.time()))
-time.sleep(2.5)
-open(sys.argv[3], "w").write(repr(time.time()))
+for _ in range(2400):
+    if os.path.exists(sys.argv[2]):
+        break
+    time.sleep(0.05)
+open(sys.argv[3], "w").write("released" if os.path.exists(sys.argv[2]) else "gave up")
 out.write(b"".join(lines[1:])); out.flush()
 """
 
 
 @pytest.mark.parametrize("args", [["--tee"], ["ingest", "--tee", "-"]])
 def test_tee_passes_each_line_through_as_soon_as_it_is_read(tmp_path, args):
-    wrote, slept = tmp_path / "wrote", tmp_path / "slept"
-    producer = subprocess.Popen([sys.executable, "-c", PRODUCER, str(GUEST), str(wrote), str(slept)],
+    go, held = tmp_path / "go", tmp_path / "held"
+    producer = subprocess.Popen([sys.executable, "-c", PRODUCER, str(GUEST), str(go), str(held)],
                                 stdout=subprocess.PIPE)
     capscan = subprocess.Popen([sys.executable, "-m", "analyzer", "--db", str(tmp_path / "t.db"), *args],
                                stdin=producer.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     producer.stdout.close()
     first = capscan.stdout.readline()
-    first_at = time.time()
-    rest, err = capscan.communicate(timeout=120)
+    go.touch()
+    rest, err = capscan.communicate(timeout=300)
     assert producer.wait() == 0 and capscan.returncode == 0, err
     assert first == GUEST.read_bytes().splitlines(keepends=True)[0]
-    assert first_at < float(slept.read_text()), "the first line waited for the producer's sleep to end"
+    assert held.read_text() == "released", "the first line waited for the rest of the input"
     assert first + rest == GUEST.read_bytes()  # stdout carries the input, byte for byte, and nothing else
     if args == ["--tee"]:
         assert b"CAPABILITY-DOWNGRADE" in err  # the report went to stderr

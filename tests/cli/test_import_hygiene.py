@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import run_capscan
+
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 
 
@@ -103,9 +105,7 @@ SETTLED_LOG = "metal/m2-2024-03-m2max.log"
 
 def test_runs_and_db_stats_import_neither_the_facts_model_nor_sqlite_utils(tmp_path):
     db = tmp_path / "c.db"
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
-                           str(FIX / SETTLED_LOG)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    run_capscan("ingest", str(FIX / SETTLED_LOG), db=db, check=True)
     for argv in (["runs"], ["runs", "--json"], ["db", "stats"]):
         mods = _imported("--db", str(db), *argv)
         assert "analyzer.store.queries" in mods  # it did read the database
@@ -116,9 +116,7 @@ def test_commands_that_read_no_facts_never_import_pydantic(tmp_path):
     """pydantic (and the facts model built on it) is for commands that read a run's facts: the ones
     that list, count or describe what capscan knows never pay for it, in any output form."""
     db = tmp_path / "c.db"
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
-                           str(FIX / SETTLED_LOG)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    run_capscan("ingest", str(FIX / SETTLED_LOG), db=db, check=True)
     for argv in (["--version"], ["runs"], ["runs", "--json"], ["db", "stats"], ["db", "stats", "--json"],
                  ["formats"], ["formats", "--json"], ["sources"], ["sources", "--all", "--json"]):
         mods = _imported("--db", str(db), *argv) if argv != ["--version"] else _imported(*argv)
@@ -142,9 +140,7 @@ _UNUSED = ("pathlib", "urllib", "csv", "platformdirs", "tempfile", "unicodedata"
 
 def test_runs_and_db_stats_import_only_what_they_use(tmp_path):
     db = tmp_path / "c.db"
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
-                           str(FIX / SETTLED_LOG)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    run_capscan("ingest", str(FIX / SETTLED_LOG), db=db, check=True)
     listing = _RUNS_MODULES | {"analyzer.cli.runs", "analyzer.output.display", "analyzer.output.run_columns",
                                "analyzer.verdicts", "analyzer.pipeline", "analyzer.rules", "analyzer.rules.today",
                                "analyzer.rules.version"}
@@ -165,9 +161,7 @@ def test_runs_decides_a_stored_downgrade_with_the_rules_unless_this_capscan_stam
     import sqlite3
 
     db = tmp_path / "c.db"
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest",
-                           str(FIX / "metal/m4-2026-08-guest-stock.log")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    run_capscan("ingest", str(FIX / "metal/m4-2026-08-guest-stock.log"), db=db, check=True)
     mods = _imported("--db", str(db), "runs")
     assert "analyzer.store.stamp" in mods and _offenders(mods, _HEAVY) == []
     conn = sqlite3.connect(db)

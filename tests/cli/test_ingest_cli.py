@@ -150,14 +150,10 @@ def test_show_unknown_run_is_a_one_line_error(db_path, ref):
 # ---------------------------------------------------------------------------
 
 def test_db_path_precedence(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "CAPSCAN_DB"}
-    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
-    env["HOME"] = str(tmp_path / "home")
+    env = {"CAPSCAN_DB": None, "XDG_DATA_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path / "home")}
 
     def path(*args, extra=None):
-        e = dict(env, **(extra or {}))
-        proc = subprocess.run([sys.executable, "-m", "analyzer", *args], capture_output=True, env=e, cwd=REPO,
-                              timeout=60)
+        proc = run_capscan(*args, env=dict(env, **(extra or {})))
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.decode().strip()
 
@@ -169,8 +165,7 @@ def test_db_path_precedence(tmp_path):
     assert path("db", "path", "--db", str(tmp_path / "sub.db"),
                 extra={"CAPSCAN_DB": str(tmp_path / "env.db")}) == str(tmp_path / "sub.db")
     # the default location is really used when nothing else is given
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "ingest", str(GUEST)], capture_output=True, env=env,
-                          cwd=REPO, timeout=60)
+    proc = run_capscan("ingest", str(GUEST), env=env)
     assert proc.returncode == 0
     assert Path(default).exists()
 

@@ -198,13 +198,14 @@ def test_cli_export_otlp(tmp_path, db_path):
 
 
 def test_cli_export_otlp_without_the_extra(tmp_path, db_path):
-    """The SDK missing: one line naming the extra, exit 2."""
+    """The SDK missing: one line naming the extra, exit 2 (a process: what it can import is its own)."""
     blocker = tmp_path / "blocker" / "opentelemetry"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('opentelemetry is not installed here')\n")
     fleet_db(db_path)
     proc = run_capscan("export", "otlp", db=db_path,
-                       env={"PYTHONPATH": str(blocker.parent), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+                       env={"PYTHONPATH": os.pathsep.join((str(blocker.parent), str(REPO))),
+                            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}, process=True)
     assert proc.returncode == 2
     err = proc.stderr.decode().strip().splitlines()
     assert len(err) == 1 and "pip install 'capscan[otel]'" in err[0]
@@ -215,7 +216,8 @@ def test_cli_db_serve_without_the_extra(tmp_path, db_path):
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('datasette is not installed here')\n")
     fleet_db(db_path)
-    proc = run_capscan("db", "serve", db=db_path, env={"PYTHONPATH": str(blocker.parent)})
+    proc = run_capscan("db", "serve", db=db_path, env={"PYTHONPATH": os.pathsep.join((str(blocker.parent), str(REPO)))},
+                       process=True)
     assert proc.returncode == 2
     err = proc.stderr.decode().strip().splitlines()
     assert len(err) == 1 and "pip install 'capscan[datasette]'" in err[0]

@@ -2,15 +2,14 @@
 assembly, SQLite): a 50 KB ``ggml_metal_init: error: xxxx...`` line took 11 s, ``using device X
 (aaaa...`` of 80 KB 32 s, ``GPU name: x`` followed by 80,000 spaces 30 s.
 
-Each is put into a real Metal log (tests/fixtures) at about 10 KB and 100 KB; the log is ingested
-and the run must read as the fixture's expectation says (and the line's own fact as the line says).
-The 100 KB log must cost less than 30 times the 10 KB one (best of three in one process;
-quadratic would be 100 times): a ratio, never a wall-clock bound (the house rule).
+Each is put into a real Metal log (tests/fixtures) at about 100 KB; the log is ingested and the run must
+read as the fixture's expectation says (and the line's own fact as the line says). How its time grows
+from 10 KB to 100 KB is measured by ``bench/linearity.py`` (``issue-24 line`` cases), never here: a
+timing ratio fails on a busy machine (issue 39).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from tests.ingest_util import (
 
 REL = "metal/m2-2024-03-m2max.log"
 GPU_NAME = b"ggml_metal_init: GPU name:   Apple M2 Max"
-SMALL, LARGE = 10_000, 100_000
+LARGE = 100_000
 
 
 def _error(n: int) -> bytes:
@@ -65,15 +64,6 @@ def _ingest(tmp: Path, data: bytes, tag: str) -> list[dict]:
     return stored_runs(db, result.run_ids)
 
 
-def _cost(tmp: Path, data: bytes, tag: str) -> float:
-    best = float("inf")
-    for i in range(3):
-        t = time.perf_counter()
-        _ingest(tmp, data, f"{tag}-{i}")
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 CASES: dict[str, Callable[[int], bytes]] = {
     "metal-error-xxxx": _error,
     "using-device-unclosed": _using_device,
@@ -83,10 +73,10 @@ CASES: dict[str, Callable[[int], bytes]] = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_issue_24_line_is_read_in_linear_time(name, tmp_path):
+def test_issue_24_line_is_read_right(name, tmp_path):
     make = CASES[name]
     e = EXPECTED[REL]
-    small, large = _log(make(SMALL)), _log(make(LARGE))
+    large = _log(make(LARGE))
 
     runs = _ingest(tmp_path, large, "read")
     assert len(runs) == e["runs"] == 1
@@ -100,6 +90,3 @@ def test_issue_24_line_is_read_in_linear_time(name, tmp_path):
     assert got == want
     if name == "metal-error-xxxx":
         assert any(m.startswith("xxxx") for m in facts.metal_errors), facts.metal_errors[:3]
-
-    t_small, t_large = _cost(tmp_path, small, "small"), _cost(tmp_path, large, "large")
-    assert t_large < 30 * t_small, (t_small, t_large)  # linear ~1-10x (fixed costs), quadratic ~100x

@@ -165,20 +165,12 @@ def test_a_value_over_the_budget_is_read_up_to_it():
     assert "build: 1 (tail)" not in texts and len(texts) <= STRING_BUDGET // len(filler) + 1
 
 
-def test_hostile_strings_cost_linear_time():
-    """Time grows with the line, not its square: a line ten times longer costs at most about ten times as
-    much (compared in one process, best of three, so a loaded machine slows both alike)."""
-    import time
-
-    def cost(line: str) -> float:
-        best = float("inf")
-        for _ in range(3):
-            t = time.perf_counter()
-            normalize(line)
-            best = min(best, time.perf_counter() - t)
-        return best
-
+def test_hostile_strings_stay_themselves():
+    """Strings of backslashes and escaped newlines and quotes that open no log line are the line itself, at
+    200 KB as at 20. How their cost grows is measured by bench/linearity.py (``hostile string`` cases), not
+    here: a timing ratio fails on a busy machine (issue 39)."""
     for make in (lambda n: '["' + "\\" * n + '\\n', lambda n: '{"a": "' + '\\n\\"' * (n // 2) + '"}',
                  lambda n: '"' + '"\\n' * (n // 2)):
-        small, large = cost(make(20_000)), cost(make(200_000))
-        assert large < 40 * max(small, 1e-4), (small, large)  # quadratic would be ~100x
+        for size in (20_000, 200_000):
+            line = make(size)
+            assert normalize(line) == ([line], None), size

@@ -1,5 +1,5 @@
 """Shared helpers for the remedy tests: stand-in tools on PATH, the native
-Linux stand-ins, and the capscan CLI in a subprocess."""
+Linux stand-ins, and the capscan CLI (in-process unless a test asks for a process)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import fcntl
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_capscan
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(__file__).resolve().parent / "bin"
@@ -102,13 +103,13 @@ class Env:
         self.vars.update(kw)
         return self
 
-    def capscan(self, *args: str, input: bytes | str | None = None, **extra: str) -> subprocess.CompletedProcess:
-        env = dict(self.vars)
-        env.update(extra)
-        if isinstance(input, str):
-            input = input.encode()
-        return subprocess.run([sys.executable, "-m", "analyzer", *args], input=input or b"", capture_output=True,
-                              env=env, cwd=REPO, timeout=300)
+    def capscan(self, *args: str, input: bytes | str | None = None, process: bool = False,
+                **extra: str) -> subprocess.CompletedProcess:
+        """capscan in-process with this environment (the tools it starts inherit it), or with ``process=True``
+        a real process (tests.conftest.run_capscan)."""
+        # the shim variables of the environment pytest was started in are unset, not inherited
+        env = {**{k: None for k in SHIM_VARS}, **self.vars, **extra}
+        return run_capscan(*args, input=input, env=env, process=process)
 
     def ingest(self, path: Path | str) -> int:
         r = self.capscan("ingest", "--force", str(path))

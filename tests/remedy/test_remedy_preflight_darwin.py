@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from conftest import FIXTURES, stock_fake_llama_log
+from conftest import BIN, FIXTURES, stock_fake_llama_log
 
 LIBRARY: dict = {}
 
@@ -164,8 +164,8 @@ def test_unsigned_program_passes(env, linux_build, macos_build):
 
 def test_sip_protected_program_is_refused_only_with_sip_on(env, linux_build, macos_build):
     _ready(env, linux_build, macos_build)
-    env_bin = shutil.which("env")
-    assert env_bin and env_bin.startswith(("/usr/bin", "/bin"))
+    env_bin = "/usr/bin/env"  # the one scripts name, not whichever env comes first on this machine's PATH
+    assert os.path.exists(env_bin)
     _refused(_run(env, env_bin, CAPSCAN_FAKE_SIP="enabled"), "protected location", "SIP-protected")
     # SIP off: not protected any more; Apple's arm64e env and the library's arm64e slice: disputed, a warning
     # (env is a launcher: its workload is what it runs, so children must inherit)
@@ -195,14 +195,19 @@ def test_shebang_script_through_a_protected_interpreter(env, linux_build, macos_
     link.symlink_to(script)
     hit = _refused(_run(env, link), "protected location", "starts through /")
     assert "purges DYLD_INSERT_LIBRARIES" in hit["reason"]
-    # `#!/usr/bin/env python3` is followed through env to the interpreter it names
+    # `#!/usr/bin/env python3` is followed through env to the interpreter it names: the python3 of a PATH made
+    # here (a binary, not a script), as the machine's own may be a wrapper script (a pyenv shim runs bash)
+    interpreters = tmp_path / "interpreters"
+    interpreters.mkdir()
+    shutil.copy(linux_build / "fake-llama", interpreters / "python3")
     py = tmp_path / "tool.py"
     py.write_text("#!/usr/bin/env python3\nprint('hi')\n")
     py.chmod(0o755)
-    r = _run(env, py)
+    r = _run(env, py, PATH=os.pathsep.join((str(BIN), str(interpreters), "/usr/bin", "/bin")))
     doc = json.loads(r.stdout)
     exe = next(c for c in doc["checks"] if c["name"] == "executable")
-    assert any(p.endswith("/env") for p in exe["data"]["chain"]) and "python3" in exe["data"]["chain"][-1]
+    walked = exe["data"]["chain"]
+    assert any(p.endswith("/env") for p in walked) and walked[-1] == os.path.realpath(interpreters / "python3")
     chain = next(c for c in doc["checks"] if c["name"] == "launch chain")
     assert chain["data"]["binaries"][0] == "/usr/bin/env (SIP-protected: drops the variable)", chain  # SIP is on here
 

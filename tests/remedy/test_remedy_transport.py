@@ -26,8 +26,9 @@ def _sh_parse(command: str) -> list[str]:
 
 @pytest.mark.parametrize("via", transport.VIAS)
 def test_cli_via_passes_hostile_arguments_exactly(env, via):
+    # a process: --via hands the guest command capscan's own descriptors, which only a process has
     r = env.capscan("remedy", "run", "--via", via, "--vm", "macos-tahoe", "--family", "1007", "--", "llama-bench",
-                    *HOSTILE)
+                    *HOSTILE, process=True)
     assert r.returncode == 0, r.stderr.decode()
     assert f"{via} stand-in: ran" in r.stdout.decode()
     (call,) = env.calls()

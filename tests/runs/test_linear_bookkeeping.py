@@ -1,13 +1,12 @@
-"""Bookkeeping that grows with the input is linear and bounded (issue 24 item 3): 40,000 distinct NSLog process
-names or system_profiler chipsets cost ten times what 4,000 do, not a hundred (each line was a set rebuilt or a
-list searched), and a run keeps the first 16 names. Timed as a ratio in one process, best of three, like
-tests/parsers/test_linear_patterns.py: no wall-clock bound."""
+"""Bookkeeping that grows with the input is bounded (issue 24 item 3): of 40,000 distinct NSLog process names or
+system_profiler chipsets a run keeps the first 16. That they cost ten times what 4,000 do, not a hundred (each
+line was a set rebuilt or a list searched), is measured by bench/linearity.py (``distinct names`` cases): a
+timing ratio fails on a busy machine (issue 39)."""
 
 from __future__ import annotations
 
 import io
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -24,37 +23,27 @@ KINDS = {
 }
 
 
-def _ingest(text: bytes) -> tuple[float, list]:
+def _ingest(text: bytes) -> list:
     with tempfile.TemporaryDirectory() as d:
         db = open_db(Path(d) / "b.db")
-        t = time.perf_counter()
         ids = ingest(db, Input("big.log", io.BytesIO(text))).run_ids
-        took = time.perf_counter() - t
         runs = [load_run(db, i) for i in ids]
         db.conn.close()
-    return took, runs
+    return runs
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_distinct_names_cost_linear_time_and_keep_the_first_few(kind):
+def test_distinct_names_keep_the_first_few(kind):
     line = KINDS[kind]
-    small = "".join(line(i) for i in range(4_000)).encode()
-    large = "".join(line(i) for i in range(40_000)).encode()
-    for _ in range(3):
-        t_small = min(_ingest(small)[0] for _ in range(2))
-        t_large, runs = _ingest(large)
-        if t_large < 30 * t_small:
-            break
-    else:
-        raise AssertionError((kind, t_small, t_large))
+    runs = _ingest("".join(line(i) for i in range(40_000)).encode())
     names = runs[0].facts.processes if kind == "nslog" else runs[0].facts.sysprof_chipsets
     assert len(names) == MAX_NAMES and names[0].endswith("0")
 
 
 def test_one_chipset_names_the_device_and_two_name_none():
-    _, [one] = _ingest(b"      Chipset Model: Apple M2 Max\n" * 3)
+    [one] = _ingest(b"      Chipset Model: Apple M2 Max\n" * 3)
     assert one.facts.device.name == "Apple M2 Max"
-    _, [two] = _ingest(b"      Chipset Model: Intel Iris Plus Graphics\n      Chipset Model: AMD Radeon Pro 5500M\n"
+    [two] = _ingest(b"      Chipset Model: Intel Iris Plus Graphics\n      Chipset Model: AMD Radeon Pro 5500M\n"
                        b"      Chipset Model: Intel Iris Plus Graphics\n")
     assert two.facts.device.name is None and two.facts.sysprof_chipsets[:2] == ["Intel Iris Plus Graphics",
                                                                                  "AMD Radeon Pro 5500M"]
@@ -79,5 +68,5 @@ def test_stored_facts_stay_small_whatever_a_log_repeats(kind):
     if kind == "listed devices":
         head = "Available devices:\n"
     text = (head + "".join(REPEATED[kind](i) for i in range(20_000))).encode()
-    _, runs = _ingest(text)
+    runs = _ingest(text)
     assert runs and sum(len(facts_json(r.facts)) for r in runs) < 64_000, kind

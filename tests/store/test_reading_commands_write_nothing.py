@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_capscan
 from tests.ingest_util import db_bytes
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -19,10 +19,7 @@ HOST = FIX / "metal/m4-2026-08-host-m1-ultra.log"
 
 
 def _capscan(db: Path, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), *args], capture_output=True,
-                          stdin=subprocess.DEVNULL, timeout=300)
-    assert proc.returncode == 0, proc.stderr.decode()
-    return proc
+    return run_capscan(*args, db=db, check=True)
 
 
 

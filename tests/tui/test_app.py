@@ -16,6 +16,7 @@ from analyzer.tui.screens.compare import CompareScreen
 from analyzer.tui.screens.detail import DetailScreen
 from analyzer.tui.screens.help import HelpScreen
 from analyzer.tui.screens.runs import RunsScreen
+from tests.conftest import run_capscan
 from tests.tui.conftest import FIXTURES, ingest_logs, settle, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -400,7 +401,6 @@ def test_cli_tui_refuses_when_stdout_is_not_a_terminal(tui_db):
 
 def test_pipe_report_ends_with_the_tui_hint(tmp_path):
     log = (FIXTURES / "metal/m4-2026-08-guest-stock.log").read_bytes()
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(tmp_path / "c.db")], input=log,
-                          capture_output=True, cwd=REPO, timeout=120)
+    proc = run_capscan(input=log, db=tmp_path / "c.db")
     last = proc.stdout.decode().strip().splitlines()[-1]
     assert "capscan tui --run 1" in last

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 
 import pytest
 
@@ -15,13 +13,11 @@ from analyzer.store.db import open_db
 from analyzer.store.queries import iter_runs
 from analyzer.store.run_list import RUN_COLUMNS, RunRow, named_row
 from analyzer.tui.model import RUN_COLUMNS as TUI_COLUMNS
+from tests.conftest import run_capscan
 
 
 def _capscan(db, *argv: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), *argv],
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return run_capscan(*argv, db=db, check=True).stdout.decode()
 
 
 def test_the_listing_and_the_tui_rows_give_the_same_cells(tui_db):
