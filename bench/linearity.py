@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from analyzer.parsers import FORMATS  # noqa: E402
-from analyzer.parsers.base import Format, Pattern, Rejected  # noqa: E402
+from analyzer.parsers.base import Rejected  # noqa: E402
 from analyzer.read.normalize import PREFIX_SAMPLES, normalize  # noqa: E402
 
 PATTERN_SMALL, PATTERN_LARGE = 10_000, 100_000
@@ -86,14 +86,6 @@ def variants(line: str, size: int) -> list[str]:
     return out + [v + "~" for v in out]
 
 
-def _patterns(fmt: Format) -> list[Pattern]:
-    seen: dict[int, Pattern] = {id(p): p for p in fmt.patterns}
-    for sample in fmt.samples:
-        if sample.via is not None:
-            seen.setdefault(id(sample.via), sample.via)
-    return list(seen.values())
-
-
 class Case:
     """One workload at two sizes: ``run(size)`` does it once; ``limit``: the ratio that fails."""
 
@@ -131,7 +123,7 @@ def _searching(run: Callable[[str], object]) -> Callable[[object], None]:
 def pattern_cases() -> list[Case]:
     cases = []
     for fmt in FORMATS:
-        for i, pattern in enumerate(_patterns(fmt)):
+        for i, pattern in enumerate(fmt.declared_patterns()):
             own = [s.line for s in fmt.samples if s.via is pattern or (s.via is None and s.kind == pattern.kind)]
             samples = (own or [s.line for s in fmt.samples])[:4]
             cases.append(Case(f"pattern {fmt.name} {pattern.kind} #{i}",

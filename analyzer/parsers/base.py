@@ -137,6 +137,14 @@ class Format:
                 return pattern, data
         return None
 
+    def declared_patterns(self) -> list[Pattern]:
+        """Its patterns and those its samples name (``via``: a collector's inner pattern), each once."""
+        seen: dict[int, Pattern] = {id(p): p for p in self.patterns}
+        for sample in self.samples:
+            if sample.via is not None:
+                seen.setdefault(id(sample.via), sample.via)
+        return list(seen.values())
+
 
 def rx(pattern: str) -> regex.Pattern[str]:
     return regex.compile(pattern)

@@ -12,18 +12,8 @@ from __future__ import annotations
 import regex
 
 from analyzer.parsers import FORMATS
-from analyzer.parsers.base import Format, Pattern
 
-
-def _patterns(fmt: Format) -> list[Pattern]:
-    seen: dict[int, Pattern] = {id(p): p for p in fmt.patterns}
-    for sample in fmt.samples:
-        if sample.via is not None:
-            seen.setdefault(id(sample.via), sample.via)
-    return list(seen.values())
-
-
-CASES = [(fmt, pattern) for fmt in FORMATS for pattern in _patterns(fmt)]
+CASES = [(fmt, pattern) for fmt in FORMATS for pattern in fmt.declared_patterns()]
 
 
 def test_every_pattern_is_compiled_with_regex():
