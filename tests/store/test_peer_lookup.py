@@ -87,8 +87,9 @@ def test_a_guest_reads_its_peers_in_a_few_statements_and_gets_the_same_ones(tmp_
     assert peers == expected
     assert len(statements) <= 5, statements  # candidates, origins, runs, evidence (was 4 a candidate)
     diag = D.diagnose_stored_run(db, run)
-    assert diag["baseline"]["run"] in {p.id for p in expected if p.environment == "bare-metal"}, \
-        json.dumps(diag["baseline"])
+    assert diag.baseline is not None and diag.baseline.run in {p.id for p in expected
+                                                                if p.environment == "bare-metal"}, \
+        json.dumps(diag.stored().get("baseline"))
 
 
 def test_only_a_guest_reads_peers_and_no_rule_reads_them_for_another_run(tmp_path):
