@@ -11,11 +11,25 @@ it was made with, in their order, so what is stored is byte for byte what it was
 
 Nothing here imports the rest of capscan: the facts model (analyzer.model) holds a ``Diagnosis``."""
 
-from __future__ import annotations
-
+# (No ``from __future__ import annotations`` here or in analyzer.model: pydantic would compile and eval
+# each annotation's text again when the classes are made, a cost of every start-up that imports them.)
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool
+
+
+def empty_list() -> list[Any]:
+    """A field's default: a new empty list. A function, not ``list``: pydantic asks each default
+    factory for its signature when a model class is made, and a builtin's is parsed from its text
+    (inspect, with tokenize's patterns compiled on first use: some 6 ms of every start-up that
+    imports the models, ``show``'s among them)."""
+    return []
+
+
+def empty_dict() -> dict[Any, Any]:
+    """A field's default: a new empty dict (a function, as ``empty_list``)."""
+    return {}
+
 
 Verdict = Literal["capability-downgrade", "hardware-limit", "no-gpu-offload", "virtualization-overhead", "healthy",
                   "unknown"]
@@ -131,46 +145,46 @@ class Diagnosis(BaseModel):
     fixable_reason: str | None = None
     # an imported run: its origin's claim (the run itself is never fixable here)
     reported: Reported | None = None
-    proof: list[ProofItem] = Field(default_factory=list)
+    proof: list[ProofItem] = Field(default_factory=empty_list)
     # what a downgrade lacks to be fixable: "host", "clamp", "gates-on-family", ...
-    proof_missing: list[str] = Field(default_factory=list)
+    proof_missing: list[str] = Field(default_factory=empty_list)
     confidence: Literal["high", "medium", "low"] | None = None
     environment: str | None = None
     host_chip: str | None = None
     host_family: int | None = None
     # runtime capability flags (simdgroup_reduction, simdgroup_mm, bfloat, tensor); {} when not diagnosed
-    capabilities: dict[str, bool | None] = Field(default_factory=dict)
-    capabilities_inferred: list[str] = Field(default_factory=list)
+    capabilities: dict[str, bool | None] = Field(default_factory=empty_dict)
+    capabilities_inferred: list[str] = Field(default_factory=empty_list)
     summary: str | None = None
-    findings: list[Finding] = Field(default_factory=list)
-    next_steps: list[str] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=empty_list)
+    next_steps: list[str] = Field(default_factory=empty_list)
     # the headline's nuances, the fired rules' own words (analyzer.rules.catalog.Rule.headline)
-    headline_notes: dict[str, str] = Field(default_factory=dict)
+    headline_notes: dict[str, str] = Field(default_factory=empty_dict)
     # lines the report shows under a label when the verdict lacks that fact (Rule.report_line)
-    report_lines: dict[str, str] = Field(default_factory=dict)
+    report_lines: dict[str, str] = Field(default_factory=empty_dict)
     baseline: Baseline | None = None
     paired: Pairing | None = None
-    reference: list[Reference] = Field(default_factory=list)
+    reference: list[Reference] = Field(default_factory=empty_list)
     # an imported run's origin, as analyzer.store.origins keeps it
     origin: dict[str, Any] | None = None
     rules_version: str | None = None
     # what the decisive rule rests on (printed, symptoms, speed, reported): the headline's "why" reads it
     basis: str | None = None
     # the predicted speed after the remedy, per test (analyzer.rules.diagnose)
-    prediction: list[Prediction] = Field(default_factory=list)
+    prediction: list[Prediction] = Field(default_factory=empty_list)
 
     # the keys the report was made with, in order: what is stored is what was made
     _keys: tuple[str, ...] = PrivateAttr(default=())
 
     @classmethod
-    def of(cls, **fields: Any) -> Diagnosis:
+    def of(cls, **fields: Any) -> "Diagnosis":
         """The rules' own diagnosis, not validated (its parts built as models already)."""
         made = cls.model_construct(**fields)
         made._keys = tuple(fields)
         return made
 
     @classmethod
-    def load(cls, data: dict[str, Any]) -> Diagnosis:
+    def load(cls, data: dict[str, Any]) -> "Diagnosis":
         """A stored report, validated; raises pydantic's ``ValidationError`` when it does not fit."""
         made = cls.model_validate(data)
         made._keys = tuple(data)

@@ -7,14 +7,13 @@ the run builder fills them in attribute by attribute, unchecked, and the strict 
 (tests/ingest/test_facts_typed.py) proves what it stores decodes back. Only commands
 that read facts import this module (tests/cli/test_import_hygiene.py)."""
 
-from __future__ import annotations
-
+# (No ``from __future__ import annotations``: see analyzer.diagnosis, pydantic would eval every annotation.)
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from analyzer.diagnosis import Diagnosis, Provenance
+from analyzer.diagnosis import Diagnosis, Provenance, empty_list
 
 
 class _Record(BaseModel):
@@ -35,7 +34,7 @@ class _Record(BaseModel):
 class Device(_Record):
     name: str | None = None
     apple_family: int | None = None
-    families: list[int] = Field(default_factory=list)
+    families: list[int] = Field(default_factory=empty_list)
     unified_memory: bool | None = None
     working_set_mb: float | None = None
     threadgroup_memory: int | None = None
@@ -184,7 +183,7 @@ class RunFacts(_Record):
     capabilities: Capabilities = Field(default_factory=Capabilities)
     use_bfloat: bool | None = None
     shim: Shim | None = None
-    shim_messages: list[str] = Field(default_factory=list)
+    shim_messages: list[str] = Field(default_factory=empty_list)
     model: str | None = None
     quant: str | None = None  # the model's quantization when printed apart from its name (`model ftype`)
     model_size_bytes: int | None = None  # the weights' size: llama-bench's model_size, the loader's model size
@@ -212,15 +211,15 @@ class RunFacts(_Record):
     op_refused: str | None = None
     skipped_kernels: int = 0
     skipped_kernels_non_bf16: int = 0
-    unsupported_ops: list[str] = Field(default_factory=list)
-    metal_errors: list[str] = Field(default_factory=list)
+    unsupported_ops: list[str] = Field(default_factory=empty_list)
+    metal_errors: list[str] = Field(default_factory=empty_list)
     crash: str | None = None  # the first line saying the process stopped (GGML_ASSERT, abort, segfault)
     family_fallback: bool = False
     host_chip_line: str | None = None  # 'Chip:' of a Hardware Overview (system_profiler SPHardwareDataType)
     host_model_name: str | None = None  # its 'Model Name:' ('MacBook Pro', 'Apple Virtual Machine 1')
     # Every processor the run names: a Hardware Overview's 'Processor Name:' (Intel Macs; Apple silicon
     # prints 'Chip:'), system_profiler -json's cpu_type, sysctl's machdep.cpu.brand_string.
-    host_cpus: list[str] = Field(default_factory=list)
+    host_cpus: list[str] = Field(default_factory=empty_list)
     macos_version: str | None = None
     mmap: bool | None = None  # weights read through memory-mapped buffers (`*_Mapped model buffer`)
     wrapper_virtualised: str | None = None  # an app said the Metal device looks virtualised (and names it)
@@ -228,25 +227,25 @@ class RunFacts(_Record):
     # The process said it runs on the CPU whatever was asked (llama.cpp's 'not compiled with GPU offload
     # support' / 'no usable GPU found', whisper.cpp's 'use gpu = 0' / 'no GPU found'): its first wording
     gpu_disabled: str | None = None
-    whisper_weights: list[str] = Field(default_factory=list)  # the backends whisper.cpp put its weights on
+    whisper_weights: list[str] = Field(default_factory=empty_list)  # the backends whisper.cpp put its weights on
     # llama.cpp's: the model buffers' devices ('CPU', 'CUDA0', 'MTL0'; '_Mapped' and CPU_* kinds read as their
     # device) and, at -v, the devices its layers were assigned to
-    weight_buffers: list[str] = Field(default_factory=list)
+    weight_buffers: list[str] = Field(default_factory=empty_list)
     model_load_failed: str | None = None  # 'error loading model: ...': nothing ran
-    kv_buffers: list[str] = Field(default_factory=list)  # the KV cache's buffers' devices, named as above
-    layer_devices: list[str] = Field(default_factory=list)
+    kv_buffers: list[str] = Field(default_factory=empty_list)  # the KV cache's buffers' devices, named as above
+    layer_devices: list[str] = Field(default_factory=empty_list)
     agx_domain: str | None = None  # an AGXMetal* error domain: Apple's own GPU driver answered (bare metal)
     library_load_s: float | None = None
     offload: tuple[int, int] | None = None
-    vulkan_devices: list[dict] = Field(default_factory=list)
-    cuda_devices: list[dict] = Field(default_factory=list)
+    vulkan_devices: list[dict] = Field(default_factory=empty_list)
+    cuda_devices: list[dict] = Field(default_factory=empty_list)
     cuda_failed: str | None = None
     listed_devices: list[str] | None = None  # None: no --list-devices output seen
     build_target: str | None = None
     system_backends: list[str] | None = None
     # x86-only CPU features system_info reports on (AVX2, SSE3, F16C...): an Intel CPU or an x86_64
     # build under Rosetta, never a native arm64 process.
-    x86_cpu_features: list[str] = Field(default_factory=list)
+    x86_cpu_features: list[str] = Field(default_factory=empty_list)
     ollama_library: str | None = None
     ollama_description: str | None = None
     # the official Ollama.app (signed with the hardened runtime: DYLD_* is dropped), named by its runner's path
@@ -259,19 +258,19 @@ class RunFacts(_Record):
     kernel_msl_version: str | None = None  # the Metal language version the checks were compiled for
     kernel_elapsed_ms: int | None = None
     hv_vmm_present: bool | None = None  # sysctl kern.hv_vmm_present, as capscan-probe printed it
-    sysprof_chipsets: list[str] = Field(default_factory=list)
+    sysprof_chipsets: list[str] = Field(default_factory=empty_list)
     sysprof_metal: str | None = None
-    processes: list[str] = Field(default_factory=list)
+    processes: list[str] = Field(default_factory=empty_list)
     # Every GPU name the run mentions (device, found/picking device, model device lines): a name that
     # is not the chosen device is still evidence of the machine (an AMD GPU listed beside others).
-    seen_devices: list[str] = Field(default_factory=list)
+    seen_devices: list[str] = Field(default_factory=empty_list)
     # A flag printed twice in one run with different values (blocks of two machines merged):
     # {"flag", "value", "line", "other", "other_line"}. Never resolved by order.
-    flag_conflicts: list[dict] = Field(default_factory=list)
+    flag_conflicts: list[dict] = Field(default_factory=empty_list)
     # Every reading, as read (see Observation): the single-valued fields above are for display;
     # "fixable" and contradictions are decided from these. Bounded: one entry per distinct
     # (fact, subject, value), the first line that showed it (runs.builder.MAX_OBSERVATIONS).
-    observations: list[Observation] = Field(default_factory=list)
+    observations: list[Observation] = Field(default_factory=empty_list)
     # Per (model, test, kind): the speed (median of several rows), n, first line. None in
     # runs stored before it existed: readers then aggregate the throughput table.
     throughput_summary: list[dict] | None = None

@@ -44,10 +44,12 @@ parameters, at the quantization's fewest bits).
 from __future__ import annotations
 
 import functools
-
-import regex
+from typing import TYPE_CHECKING
 
 from analyzer import chips
+
+if TYPE_CHECKING:
+    import regex
 
 TG_MARGIN = 2.0
 FLOP_PER_BYTE = 256.0
@@ -58,24 +60,37 @@ MAX_PROMPT_TOK_S = 1e8
 # llama.cpp's size names round to the nearest named size (1B for TinyLlama's 1.1B, 3B for Phi-2's 2.8B).
 PARAMS_FLOOR = 0.75
 
-# Labels of sparse models, as llama.cpp names them (`general.architecture` then its size type): an
-# "A<active>" size (30B.A3B, A13B), experts (8x7B, 16x12B, 17Bx16E), "moe" in the architecture, Gemma
-# 3n's effective sizes (E2B, E4B), and the mixture-of-experts architectures whose size says neither.
-_SPARSE = regex.compile(r"moe|\d+(?:\.\d+)?[BM]?x\d+|\bE\d+B\b|\bA\d+(?:\.\d+)?[BM]\b|"
-                     r"^(?:gpt-oss|deepseek|dbrx|arctic|grok|jamba|llama4|mixtral|minimax|dots1|hunyuan|qwen3next|"
-                     r"kimi|bailing|ernie|glm4moe|smallthinker|gemma3n)", regex.IGNORECASE)
-_ACTIVE = regex.compile(r"\b(\d+(?:\.\d+)?)([BMK])\.A(\d+(?:\.\d+)?)([BMK])\b")
-_PARAMS = regex.compile(r"\b(\d+(?:\.\d+)?)([BMK])\b")
 _SCALE = {"K": 1e3, "M": 1e6, "B": 1e9}
-# The fewest bits a weight of each quantization family holds (the bulk tensors; a mix keeps some wider).
-_QUANT_BITS = regex.compile(r"\b(?:I?Q|TQ)(\d)|\b(B?F16)\b|\b(F32)\b|\bMXFP(4)\b", regex.IGNORECASE)
+
+
+@functools.cache
+def _patterns() -> tuple[regex.Pattern[str], regex.Pattern[str], regex.Pattern[str], regex.Pattern[str]]:
+    """The label patterns (sparse, active, params, quant bits), compiled on first use: importing
+    ``regex`` is 8-10 ms of every start-up that imports the rules, and ``show`` of a run that is no
+    guest reads no label (bench/README.md, issue 39)."""
+    import regex
+
+    # Labels of sparse models, as llama.cpp names them (`general.architecture` then its size type): an
+    # "A<active>" size (30B.A3B, A13B), experts (8x7B, 16x12B, 17Bx16E), "moe" in the architecture, Gemma
+    # 3n's effective sizes (E2B, E4B), and the mixture-of-experts architectures whose size says neither.
+    sparse = regex.compile(r"moe|\d+(?:\.\d+)?[BM]?x\d+|\bE\d+B\b|\bA\d+(?:\.\d+)?[BM]\b|"
+                           r"^(?:gpt-oss|deepseek|dbrx|arctic|grok|jamba|llama4|mixtral|minimax|dots1|hunyuan|"
+                           r"qwen3next|kimi|bailing|ernie|glm4moe|smallthinker|gemma3n)", regex.IGNORECASE)
+    active = regex.compile(r"\b(\d+(?:\.\d+)?)([BMK])\.A(\d+(?:\.\d+)?)([BMK])\b")
+    params = regex.compile(r"\b(\d+(?:\.\d+)?)([BMK])\b")
+    # The fewest bits a weight of each quantization family holds (the bulk tensors; a mix keeps some wider).
+    quant_bits = regex.compile(r"\b(?:I?Q|TQ)(\d)|\b(B?F16)\b|\b(F32)\b|\bMXFP(4)\b", regex.IGNORECASE)
+    return sparse, active, params, quant_bits
 
 
 def _sparsity(label: str | None) -> float:
     """How much larger than the whole model's a sparse model's per-token ceiling may be."""
-    if not label or not _SPARSE.search(label):
+    if not label:
         return 1.0
-    m = _ACTIVE.search(label)
+    sparse_re, active_re, _, _ = _patterns()
+    if not sparse_re.search(label):
+        return 1.0
+    m = active_re.search(label)
     if m:
         total = float(m.group(1)) * _SCALE[m.group(2).upper()]
         active = float(m.group(3)) * _SCALE[m.group(4).upper()]
@@ -109,11 +124,12 @@ def stored_ceiling(test: str, chip: str | None, label: str | None) -> float:
     gen = test.startswith("tg") or test == "generation"
     params = bits = None
     if label:
-        active = _ACTIVE.search(label)
-        m = active or _PARAMS.search(label)
+        _, active_re, params_re, quant_re = _patterns()
+        active = active_re.search(label)
+        m = active or params_re.search(label)
         if m:
             params = float(m.group(1)) * _SCALE[m.group(2).upper()] * PARAMS_FLOOR
-        q = _QUANT_BITS.search(label)
+        q = quant_re.search(label)
         if q:
             bits = next(float(g) for g in (q.group(1), "16" if q.group(2) else None, "32" if q.group(3) else None,
                                            q.group(4)) if g)

@@ -131,10 +131,10 @@ def text(*lines: str) -> Callable[[TextIO], None]:
 def write(opts: Options, result: Result) -> None:
     """The one output path: the chosen format on stdout (stderr under --tee), then
     GitHub Actions, then --fail-on."""
-    from analyzer.output import tabular
-
     out = data_out(opts)
     fmt = opts.fmt
+    if fmt in ("json", "nl", "csv", "tsv", "markdown"):  # (a report for people needs no writer of these)
+        from analyzer.output import tabular
     if fmt == "json":
         if result.doc is not None:
             out.write(tabular.dumps(result.doc) + "\n")

@@ -7,7 +7,6 @@ week still serves as the baseline for today's guest log."""
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterable
@@ -270,6 +269,8 @@ def _attach_prediction(db: Database, run: StoredRun, speeds_of: dict[str, Speeds
         return
     if run.origin is not None:  # another guest's report: no remedy here, so no remedied speed
         return
+    import statistics  # (here: only a fixable run is predicted, and `show` of any other skips the import)
+
     chip = d.host_chip
     if speeds_of is None:
         speeds_of = {}

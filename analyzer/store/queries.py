@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Iterator
 
-from analyzer.store.run_list import SELECT_FIELDS, named_row
 from analyzer.store.stored_text import EXACT_PATH, clean_json, exact_text
 
 if TYPE_CHECKING:  # (imported where used: listing runs needs neither pydantic nor sqlite-utils)
@@ -197,6 +196,8 @@ def iter_runs(db: Database, limit: int | None = 50, verdict: str | None = None, 
     ``diagnoses_list``, best pp/tg from ``throughput_run``; the wide rows
     (facts, reports) are never touched, so listing 10^5 runs reads a few MB,
     not the whole file."""
+    from analyzer.store.run_list import SELECT_FIELDS, named_row  # (here: `show` and `db stats` list nothing)
+
     where, args = [], []
     if verdict:
         where.append("d.verdict = ?")

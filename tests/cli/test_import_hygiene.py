@@ -126,28 +126,54 @@ def test_commands_that_read_no_facts_never_import_pydantic(tmp_path):
         assert "pydantic" in _imported("--db", str(db), *argv), argv
 
 
+def test_show_of_a_run_that_is_no_guest_reads_no_label_and_predicts_nothing(tmp_path):
+    """`show` is held to 1.3x its import floor (bench/run.py): it diagnoses in memory, so it imports the
+    rules, but not the `regex` module (the parsers' and the speed ceilings' label patterns, compiled on
+    first use in analyzer.plausible: only a guest's stored peers are held to them) nor `statistics` (a
+    fixable run's predicted speed), the runs list's fields or the machine formats' writers. A guest's
+    `show` reads its peers' labels, so it does import regex."""
+    db = tmp_path / "c.db"
+    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(db), "ingest", str(FIX / SETTLED_LOG)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    mods = _imported("--db", str(db), "show", "last")
+    assert {"analyzer.rules.diagnose", "analyzer.rules.catalog", "analyzer.plausible"} <= mods  # it did diagnose
+    assert _offenders(mods, ("regex", "statistics", "analyzer.parsers", "analyzer.ingest", "sqlite_utils",
+                             "textual", "analyzer.store.run_list", "analyzer.output.tabular")) == []
+    # and the check can see it: a guest with its host's run stored holds that baseline to the ceilings
+    guest = tmp_path / "g.db"
+    proc = subprocess.run([sys.executable, "-m", "analyzer", "--db", str(guest), "ingest",
+                           str(FIX / "metal/m4-2026-08-host-m1-ultra.log"), str(FIX / "shims/lume-shim-apple9-on-m1.log")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "regex" in _imported("--db", str(guest), "show", "last")
+
+
 # What the read-only listing commands import of capscan, exactly, and stdlib modules they have no
 # use for (each costs milliseconds of the 120 ms that issue 13 allows on 100,000 runs): pathlib
 # (urllib.parse, ipaddress: 5 ms; paths are strings there), json except for --json, csv, and the
-# fleet commands beside `db serve`.
+# fleet commands beside `db serve`. The list's fields (store.run_list) are for a listing, and the
+# machine formats' writers (output.tabular) for those formats: `db stats` for people needs neither.
 _RUNS_MODULES = {"analyzer", "analyzer.cli", "analyzer.cli.app", "analyzer.cli.exits", "analyzer.cli.lazy",
-                 "analyzer.cli.options", "analyzer.cli.output", "analyzer.output", "analyzer.output.tabular",
+                 "analyzer.cli.options", "analyzer.cli.output",
                  "analyzer.safe_text", "analyzer.store", "analyzer.store.db", "analyzer.store.errors",
                  "analyzer.store.migrations", "analyzer.store.paths", "analyzer.store.queries",
-                 "analyzer.store.run_list", "analyzer.store.stored_text"}  # the output boundary for text read back (issue 24)
+                 "analyzer.store.stored_text"}  # the output boundary for text read back (issue 24)
+_WRITERS = {"analyzer.output", "analyzer.output.tabular"}
 _UNUSED = ("pathlib", "urllib", "csv", "platformdirs", "tempfile", "unicodedata", "analyzer.cli.fleet")
 
 
 def test_runs_and_db_stats_import_only_what_they_use(tmp_path):
     db = tmp_path / "c.db"
     run_capscan("ingest", str(FIX / SETTLED_LOG), db=db, check=True)
-    listing = _RUNS_MODULES | {"analyzer.cli.runs", "analyzer.output.display", "analyzer.output.run_columns",
-                               "analyzer.verdicts", "analyzer.pipeline", "analyzer.rules", "analyzer.rules.today",
-                               "analyzer.rules.version"}
+    listing = _RUNS_MODULES | _WRITERS | {"analyzer.cli.runs", "analyzer.output.display",
+                                          "analyzer.output.run_columns", "analyzer.store.run_list",
+                                          "analyzer.verdicts", "analyzer.pipeline", "analyzer.rules",
+                                          "analyzer.rules.today", "analyzer.rules.version"}
     for argv, ours, unused in ((["runs"], listing, _UNUSED + ("json",)),
                                (["runs", "--json"], listing, _UNUSED),
                                (["db", "stats"], _RUNS_MODULES | {"analyzer.cli.db"}, _UNUSED + ("json",)),
-                               (["db", "stats", "--json"], _RUNS_MODULES | {"analyzer.cli.db"}, _UNUSED)):
+                               (["db", "stats", "--json"], _RUNS_MODULES | _WRITERS | {"analyzer.cli.db"}, _UNUSED)):
         mods = _imported("--db", str(db), *argv)
         assert {m for m in mods if m == "analyzer" or m.startswith("analyzer.")} == ours, argv
         assert _offenders(mods, unused + _HEAVY) == [], argv

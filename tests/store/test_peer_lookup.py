@@ -87,7 +87,8 @@ def test_a_guest_reads_its_peers_in_a_few_statements_and_gets_the_same_ones(tmp_
     assert peers == expected
     assert len(statements) <= 5, statements  # candidates, origins, runs, evidence (was 4 a candidate)
     diag = D.diagnose_stored_run(db, run)
-    assert diag.baseline is not None and diag.baseline.run in {p.id for p in expected if p.environment == "bare-metal"}, \
+    assert diag.baseline is not None and diag.baseline.run in {p.id for p in expected
+                                                                if p.environment == "bare-metal"}, \
         json.dumps(diag.stored().get("baseline"))
 
 
