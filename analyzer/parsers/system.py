@@ -217,6 +217,10 @@ SYSTEM = Format(
         Pattern("build.footer", rx(r"^build: (?P<commit>[0-9a-f]{7,40}) \((?P<number>\d+)\)\s*$")),
         Pattern("system_info", rx(r"system_info: n_threads = (?P<n>\d+)(?: \(n_threads_batch = \d+\))? / \d+ \|(?P<rest>.*)$"),
                 _system_info),
+        # the 2023-24 server's own log form of the same line (issue 8775's text log; its JSON log, ollama issue 719's
+        # runner, is written so by read/normalize.py): 'system info | ... n_threads=4 ... system_info="AVX = 1 | ... "'
+        Pattern("system_info", rx(r"\bsystem info \|(?>.*?\bn_threads=)(?P<n>\d++)(?>.*?\bsystem_info=\")"
+                                  r"(?P<rest>[^\"]*+)\""), _system_info),
         Pattern("backend.loaded", rx(r"load_backend: loaded (?P<name>\S++) backend from (?P<path>\S(?:.*\S)?+)\s*+$")),
         Pattern("devices.header", rx(r"^Available devices:\s*$"),
                 collector=lambda m, n, t: _DeviceListCollector(n, t)),
@@ -296,6 +300,12 @@ SYSTEM = Format(
                "ARM_FMA = 1 | ACCELERATE = 1 | REPACK = 1 |", "system_info", {"n_threads": 24, "backends": ["Metal", "CPU"]}),
         Sample("system_info: n_threads = 4 (n_threads_batch = 4) / 4 | AVX = 1 | AVX2 = 1 | NEON = 0 | BLAS = 1 | ",
                "system_info", {"n_threads": 4, "backends": []}),
+        Sample('INFO [                    main] system info | tid="0x105428580" timestamp=1722350460 n_threads=4 '
+               'n_threads_batch=-1 total_threads=8 system_info="AVX = 1 | AVX2 = 1 | FMA = 1 | NEON = 0 | F16C = 1 | '
+               'SSE3 = 1 | "', "system_info", {"n_threads": 4, "backends": []}),
+        Sample('{"timestamp":1696624423,"level":"INFO","function":"main","line":1196,"message":"system info",'
+               '"n_threads":8,"total_threads":10,"system_info":"AVX = 1 | AVX2 = 1 | FMA = 1 | NEON = 0 | F16C = 1 | '
+               'SSE3 = 1 | "}', "system_info", {"n_threads": 8, "backends": []}),
         Sample("load_backend: loaded Metal backend from /opt/homebrew/lib/libggml-metal.so", "backend.loaded",
                {"name": "Metal"}),
         Sample("Available devices:", "devices.header", {}),

@@ -119,6 +119,11 @@ def _unwrap_json(line: str) -> str | None:
         return None
     if not isinstance(obj, dict):
         return None
+    info = obj.get("system_info")
+    if obj.get("message") == "system info" and isinstance(info, str) and type(obj.get("n_threads")) is int:
+        # the 2023-24 server's JSON log of its system_info (ollama issue 719): its CPU features are in the fields,
+        # not the message; written as the server's text log prints the same line (parsers/system.py reads it)
+        return f'system info | n_threads={obj["n_threads"]} system_info="{info.replace(chr(34), "")}"'
     for key in _JSON_TEXT_KEYS:
         value = obj.get(key)
         if isinstance(value, str):

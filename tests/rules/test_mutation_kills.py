@@ -298,13 +298,10 @@ SERVER_X86_SYSTEM_INFO = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="parsers/system.py reads only the 'system_info: n_threads = ...' form: the "
-                                      "server's 'system info' log lines (text and JSON) are not parsed, so their "
-                                      "x86 features are never seen and the run is called fixable")
 @pytest.mark.parametrize("form", SERVER_X86_SYSTEM_INFO)
 def test_x86_cpu_features_in_a_servers_system_info_log_line_refuse_a_guest_naming_its_apple_host(form):
     """Found while killing view-contrary-no-x86-features: the same x86_64 process under Rosetta, as a 2023-24
-    llama-server (or ollama runner) logs it, is fixable today."""
+    llama-server (or ollama runner) logs it, was called fixable: its 'system info' log line was not read."""
     [d] = diagnose(guest_naming_its_host("kronk-tart", "hardware-overview") + SERVER_X86_SYSTEM_INFO[form])
     never_fixable([d])
 
