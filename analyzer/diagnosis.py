@@ -3,10 +3,11 @@
 a baseline and its pairing, a prediction) are also the `--json` contract's (analyzer.output.contract):
 `capscan schema` is generated from these classes, so there is no second description.
 
-Two ways in: ``Diagnosis.of`` for the rules' own values, built without validation (``model_construct``:
-diagnosing 100,000 runs pays nothing for checks the rules' code already holds), and ``Diagnosis.load``
-for a stored report, validated (an older capscan's, or a database from elsewhere: a report that does not
-fit is not loaded, and the run is diagnosed again on the next read). Either way the report keeps the keys
+Two ways in: ``Diagnosis.load``, validated, for the rules' own report (rules.engine: validating the
+plain data once costs less than building each nested part with ``model_construct``) and for a stored one
+(an older capscan's, or a database from elsewhere: a report that does not fit is not loaded, and the run
+is diagnosed again on the next read); ``Diagnosis.of``, without validation, for the few fixed reports
+capscan writes itself (an internal error, an imported run's, a run gone from the store). Either way the report keeps the keys
 it was made with, in their order, so what is stored is byte for byte what it was as a dict.
 
 Nothing here imports the rest of capscan: the facts model (analyzer.model) holds a ``Diagnosis``."""
