@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from analyzer.parsers.base import Event
-from analyzer.runs.builder import RunBuilder, same_device
+from analyzer.runs.builder import RunBuilder, backend_from_bench, same_device
 
 if TYPE_CHECKING:
     from analyzer.runs.assembler import Assembler
@@ -84,8 +84,7 @@ def other_backend(run: RunBuilder) -> bool:
     rows name backends without Metal (a CANN or CPU build's table prints no Metal block)."""
     if run.gpu.source not in (None, "metal") and not run.registering("metal"):
         return True
-    backends = run.facts.bench_backends
-    return backends is not None and not any(b in backends.lower() for b in ("metal", "mtl"))
+    return backend_from_bench(run.facts.bench_backends) not in (None, "metal")
 
 
 # What a program prints once it has read its arguments and build line: its model load and context (buffers, the
