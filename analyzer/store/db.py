@@ -186,7 +186,7 @@ def _migration_triggers() -> dict[str, str]:
             conn.executescript("CREATE TABLE runs (id); CREATE TABLE throughput (run_id); CREATE TABLE evidence "
                                "(run_id); CREATE TABLE diagnoses (run_id, report, verdict, fixable, confidence, "
                                "environment, host_chip); CREATE TABLE sources (id, raw_gzip);")
-            m007_diagnosis_inputs(conn)  # it only calls executescript, which sqlite3 has
+            m007_diagnosis_inputs(conn)  # its script runs on a plain connection too
             _OWN_TRIGGERS = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
         finally:
             conn.close()

@@ -75,9 +75,29 @@ class MigrationSet:
 MIGRATIONS = MigrationSet("capscan")
 
 
+def _script(db: Database | sqlite3.Connection, sql: str) -> None:
+    """``db.executescript(sql)`` inside the migration's transaction, split where a statement ends.
+
+    sqlite-utils splits a script in a transaction by asking ``sqlite3.complete_statement`` of every
+    prefix, character by character: quadratic, and half the time a new database took to create.
+    Asking only at each ``;`` gives the same statements (a statement can only end at one). (``db`` may
+    be a plain connection: ``store.db`` runs m007 on one to learn its triggers' SQL.)"""
+    conn = db if isinstance(db, sqlite3.Connection) else db.conn
+    if not conn.in_transaction:
+        conn.executescript(sql)
+        return
+    start = 0
+    for end in (i + 1 for i, char in enumerate(sql) if char == ";"):
+        if sqlite3.complete_statement(sql[start:end]):
+            conn.execute(sql[start:end])
+            start = end
+    if sql[start:].strip():
+        conn.execute(sql[start:])
+
+
 @MIGRATIONS()
 def m001_sources_runs(db: Database) -> None:
-    db.executescript(
+    _script(db,
         """
         CREATE TABLE IF NOT EXISTS sources (
             id INTEGER PRIMARY KEY,
@@ -133,7 +153,7 @@ def m001_sources_runs(db: Database) -> None:
 
 @MIGRATIONS()
 def m002_diagnoses(db: Database) -> None:
-    db.executescript(
+    _script(db,
         """
         CREATE TABLE IF NOT EXISTS diagnoses (
             run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
@@ -154,7 +174,7 @@ def m002_diagnoses(db: Database) -> None:
 @MIGRATIONS()
 def m003_remedy(db: Database) -> None:
     """What `capscan remedy` did (and how to put it back), and which runs it produced."""
-    db.executescript(
+    _script(db,
         """
         CREATE TABLE IF NOT EXISTS remedy_actions (
             id INTEGER PRIMARY KEY,
@@ -183,7 +203,7 @@ def m004_tui_indexes(db: Database) -> None:
     large JSON (facts, report), so any scan of those tables reads most of the
     file: these covering indexes let the list, its filters and its counts read
     only the small columns (and let diagnose's peer lookup find a model fast)."""
-    db.executescript(
+    _script(db,
         """
         CREATE INDEX IF NOT EXISTS runs_list ON runs(id, source_id, created_at, program, device_name, model);
         CREATE INDEX IF NOT EXISTS runs_device ON runs(device_name);
@@ -201,7 +221,7 @@ def m005_watch_cursors(db: Database) -> None:
     its first ``head_len`` bytes (up to 1 KiB), so a cursor follows its content
     when a runtime renames server.log to server-1.log; ``path`` is where it was
     last seen."""
-    db.executescript(
+    _script(db,
         """
         CREATE TABLE IF NOT EXISTS watch_cursors (
             id INTEGER PRIMARY KEY,
@@ -223,7 +243,7 @@ def m006_listing_indexes(db: Database) -> None:
     """`capscan runs -n 0` over 10^5 runs reads only indexes: every listed column
     of runs in one covering index (it supersedes m004's runs_list, which lacked
     backend and apple_family), and source paths for the text filters."""
-    db.executescript(
+    _script(db,
         """
         CREATE INDEX IF NOT EXISTS runs_listing ON runs(id, source_id, created_at, program, backend, device_name,
                                                         apple_family, model);
@@ -247,7 +267,7 @@ def m007_diagnosis_inputs(db: Database) -> None:
     And a partial index of the sources that keep their raw log: ``db stats`` counts them without
     reading every source row."""
     bump = "BEGIN UPDATE store_generation SET n = n + 1 WHERE id = 1; END"
-    db.executescript(
+    _script(db,
         f"""
         CREATE TABLE IF NOT EXISTS store_generation (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
         INSERT OR IGNORE INTO store_generation (id, n) VALUES (1, 0);
@@ -288,7 +308,7 @@ def m009_run_origins(db: Database) -> None:
     diagnosed. ``report`` is the origin's diagnosis, shown as diagnosed there: this store holds the
     report, not the log, so the rules never diagnose such a run again. ``key`` makes an import
     idempotent: the same run of the same guest's log, exported twice, is stored once."""
-    db.executescript(
+    _script(db,
         """
         CREATE TABLE IF NOT EXISTS run_origins (
             run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
@@ -315,7 +335,7 @@ def m010_drop_diagnosis_stamps(db: Database) -> None:
         "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'generation_%'").fetchall()]
     for name in names:
         db.execute(f'DROP TRIGGER IF EXISTS "{name}"')
-    db.executescript("DROP TABLE IF EXISTS diagnosis_inputs; DROP TABLE IF EXISTS store_generation;")
+    _script(db, "DROP TABLE IF EXISTS diagnosis_inputs; DROP TABLE IF EXISTS store_generation;")
 
 
 @MIGRATIONS()
@@ -327,7 +347,7 @@ def m011_diagnoses_claims(db: Database) -> None:
     rules) with what their stamps cover, without reading the diagnoses' reports."""
     if "stamp" not in {r[1] for r in db.execute("PRAGMA table_info(diagnoses)").fetchall()}:
         db.execute("ALTER TABLE diagnoses ADD COLUMN stamp TEXT")
-    db.executescript("CREATE INDEX IF NOT EXISTS diagnoses_claims ON diagnoses(rules_version, fixable, verdict, "
+    _script(db, "CREATE INDEX IF NOT EXISTS diagnoses_claims ON diagnoses(rules_version, fixable, verdict, "
                      "environment, stamp);")
 
 
@@ -337,4 +357,4 @@ def m012_diagnoses_peer_chip(db: Database) -> None:
     (analyzer.store.diagnoses.peer_candidate_ids). Each run of the model was checked in the diagnoses
     table, whose rows carry the whole report: this narrow covering index answers that check from a few
     pages (a guest on a chip with no stored peer checks every run of its model)."""
-    db.executescript("CREATE INDEX IF NOT EXISTS diagnoses_peer_chip ON diagnoses(run_id, host_chip);")
+    _script(db, "CREATE INDEX IF NOT EXISTS diagnoses_peer_chip ON diagnoses(run_id, host_chip);")
