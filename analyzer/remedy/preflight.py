@@ -517,6 +517,7 @@ def check_children(target: Target, inject_children: bool) -> Check:
 # --------------------------------------------------------------------------- launchers that exec the workload
 
 FRAMEWORK_INTERPRETER = Path("Resources", "Python.app", "Contents", "MacOS", "Python")
+PYTHON_FRAMEWORK_LIB = re.compile(r"(?:^|/)Python\.framework/(?:Versions/[^/]+/)?Python$")
 RUN_SUBCOMMANDS = frozenset({"run", "exec"})
 
 
@@ -532,25 +533,43 @@ class Launcher:
     how: str              # what about the file or the command line says so
 
 
+def _linked_framework(exe: Path, dylibs: tuple[str, ...]) -> Path | None:
+    """The Python framework's version directory a launcher links (`.../Python.framework/Versions/X/Python`,
+    the library pythonw.c finds with dladdr(Py_Initialize)), when its install name says where it is."""
+    for name in dylibs:
+        if not PYTHON_FRAMEWORK_LIB.search(name):
+            continue
+        if name.startswith("@executable_path/"):
+            return Path(os.path.normpath(exe.parent / name[len("@executable_path/"):])).parent
+        if name.startswith("/"):
+            return Path(name).parent
+        return exe.parent.parent  # @rpath/@loader_path: the framework's own layout, bin/ beside Resources/
+    return None
+
+
 def framework_interpreter(exe: Path, system: str) -> Path | None:
     """python.org's and Homebrew's framework Python: `<Versions/X>/bin/python3.x` (and a venv's
-    bin/python, a link to it) is a small program that re-execs `<Versions/X>/Resources/Python.app/
-    Contents/MacOS/Python` with its own environment (CPython's Mac/Tools/pythonw.c). Told by where the
-    file is and what is beside it, not by its name: a binary (not a script) in a bin/ whose sibling
-    Resources/ holds that interpreter, and on macOS a Mach-O this reader can read."""
-    if exe.parent.name != "bin" or _shebang(exe) is not None:
-        return None
-    real = exe.parent.parent / FRAMEWORK_INTERPRETER
-    if not real.is_file() or not os.access(real, os.X_OK):
-        return None
-    real = Path(os.path.realpath(real))
-    if real == exe:
+    bin/python, a link or a copy of it) is a small program that re-execs `<Versions/X>/Resources/
+    Python.app/Contents/MacOS/Python` with its own environment (CPython's Mac/Tools/pythonw.c). Told by
+    what the file is, not its name: on macOS a Mach-O that links the Python framework and whose
+    framework holds that interpreter (pythonw.c derives it the same way); on the Linux stand-in, a
+    binary (not a script) in a bin/ whose sibling Resources/ holds it."""
+    if _shebang(exe) is not None:
         return None
     if system == "darwin":
         m, _why = read_macho(exe)
         if m is None:
             return None
-    return real
+        version_dir = _linked_framework(exe, m.running_slice().dylibs)
+    else:
+        version_dir = exe.parent.parent if exe.parent.name == "bin" else None
+    if version_dir is None:
+        return None
+    real = version_dir / FRAMEWORK_INTERPRETER
+    if not real.is_file() or not os.access(real, os.X_OK):
+        return None
+    real = Path(os.path.realpath(real))
+    return None if real == exe else real
 
 
 def find_launcher(target: Target, argv: list[str], system: str) -> Launcher | None:
@@ -560,9 +579,8 @@ def find_launcher(target: Target, argv: list[str], system: str) -> Launcher | No
     for p in target.chain:
         real = framework_interpreter(p, system)
         if real is not None:
-            return Launcher("framework-python", p, real, f"{p} sits in a framework's bin/ beside "
-                            f"{real.relative_to(p.parent.parent) if real.is_relative_to(p.parent.parent) else real}"
-                            ", the interpreter it re-execs")
+            how = ("it links the Python framework" if system == "darwin" else "it sits in a framework's bin/")
+            return Launcher("framework-python", p, real, f"{how}, whose interpreter {real} it re-execs")
     if len(argv) > 2 and argv[1] in RUN_SUBCOMMANDS and target.real is not None:
         return Launcher("run-wrapper", target.real, None, f"`{Path(argv[0]).name} {argv[1]} {argv[2]} ...` "
                         "starts another program (the way uv, poetry, pipenv, conda and pixi run do)")

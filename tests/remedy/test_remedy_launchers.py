@@ -40,8 +40,8 @@ def test_remedy_run_reaches_the_interpreter_behind_a_framework_launcher(env, lin
     err = r.stderr.decode()
     doc = json.loads(r.stdout)
     assert r.returncode == 0 and doc["verified"] is True, err
-    # the banner comes from the interpreter the launcher exec'd (argv[0] passed on, as pythonw.c does)
-    assert "[capscan-interposer] enabled for python (apple_family_max=1007 threadgroup_memory=stock)" in err
+    # the banner comes from the interpreter the launcher exec'd (argv[0] is its path, as pythonw.c sets it)
+    assert "[capscan-interposer] enabled for Python (apple_family_max=1007 threadgroup_memory=stock)" in err
     assert "simdgroup reduction   = true" in err
     (check,) = [c for c in doc["preflight"] if c["name"] == "launcher"]
     assert check["status"] == "pass" and check["data"]["kind"] == "framework-python"
@@ -70,7 +70,7 @@ def test_the_same_launcher_with_the_scrub_at_load_loses_the_library(env, linux_b
         return subprocess.run([str(launcher), "--bench"], env=e, capture_output=True, text=True, timeout=60).stderr
 
     assert "MTLGPUFamilyApple5  (1005)" in run(SCRUB_AT_LOAD) and "enabled for" not in run(SCRUB_AT_LOAD)
-    assert "MTLGPUFamilyApple7  (1007)" in run("device") and "enabled for python3.12" in run("device")
+    assert "MTLGPUFamilyApple7  (1007)" in run("device") and "enabled for Python" in run("device")
 
 
 def test_remedy_run_through_a_run_wrapper(env, linux_build):
@@ -136,3 +136,43 @@ def test_a_still_patched_note_is_never_blamed():
     banner = next(c for c in checks if c.name == "banner")
     assert banner.failed and "did not apply its interposing" not in banner.reason
     assert "no [capscan-interposer] banner" in banner.reason and "launcher" in banner.reason
+
+
+def test_a_framework_launcher_on_macos_is_told_by_the_framework_it_links(tmp_path):
+    """On macOS the launcher is a Mach-O that links Python.framework/Versions/X/Python; its interpreter is
+    that framework's Resources/Python.app/Contents/MacOS/Python (pythonw.c's own rule), so a venv's copy
+    of the launcher is found too. A program in a framework bin/ that does not link it is not a launcher."""
+    import machofixtures as mf
+
+    from analyzer.remedy.preflight import find_launcher, resolve_target
+
+    v = tmp_path / "Library" / "Frameworks" / "Python.framework" / "Versions" / "3.12"
+    app = v / "Resources" / "Python.app" / "Contents" / "MacOS"
+    app.mkdir(parents=True)
+    (v / "bin").mkdir()
+    mf.write(app / "Python", mf.thin(dylibs=(str(v / "Python"), "/usr/lib/libSystem.B.dylib")))
+    launcher = mf.thin(dylibs=(str(v / "Python"), "/usr/lib/libSystem.B.dylib"))
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    for exe in (mf.write(v / "bin" / "python3.12", launcher), mf.write(venv / "python", launcher)):
+        target, _ = resolve_target(str(exe), {"PATH": "/usr/bin"})
+        found = find_launcher(target, [str(exe), "-c", "import llama_cpp"], "darwin")
+        assert found is not None and found.kind == "framework-python", exe
+        assert found.execs == (app / "Python").resolve() and "links the Python framework" in found.how
+    # the interpreter itself links the framework too, but it is what runs: not a launcher
+    target, _ = resolve_target(str(app / "Python"), {"PATH": "/usr/bin"})
+    assert find_launcher(target, [str(app / "Python")], "darwin") is None
+    # a program in that bin/ linking only libSystem (a llama-bench copied there) is the program
+    other = mf.write(v / "bin" / "llama-bench", mf.thin(dylibs=("/usr/lib/libSystem.B.dylib",)))
+    target, _ = resolve_target(str(other), {"PATH": "/usr/bin"})
+    assert find_launcher(target, [str(other), "-m", "x.gguf"], "darwin") is None
+
+
+def test_the_mach_o_reader_lists_linked_libraries(macos_build):
+    """Real lld output: the cross-built library links Metal, libobjc and libSystem, in the order
+    `llvm-otool -L` lists them (its own install name, LC_ID_DYLIB, is not a link)."""
+    from analyzer.remedy import macho
+
+    got = macho.read(macos_build / "libcapscan_interposer.arm64.dylib").running_slice().dylibs
+    assert got == ("/System/Library/Frameworks/Metal.framework/Versions/A/Metal", "/usr/lib/libobjc.A.dylib",
+                   "/usr/lib/libSystem.B.dylib")

@@ -194,7 +194,7 @@ ln -s "$PWD/fake-llama" "$FW/Resources/Python.app/Contents/MacOS/Python"
 run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_INTERPOSER_SCRUB=1 -- "$FW/bin/python3.12"
 has "launcher, scrub at load" "$FAM5"; lacks "launcher, scrub at load" ' enabled for '
 run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_INTERPOSER_SCRUB=device -- "$FW/bin/python3.12"
-has "launcher, scrub at device" '[capscan-interposer] enabled for python3.12 (apple_family_max=1007 threadgroup_memory=stock)'
+has "launcher, scrub at device" '[capscan-interposer] enabled for Python (apple_family_max=1007 threadgroup_memory=stock)'
 has "launcher, scrub at device" "$FAM7"; has "launcher, scrub at device" "$RED_T"
 rm -rf "$RENAMED"
 

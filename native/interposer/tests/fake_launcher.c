@@ -21,6 +21,7 @@ int main(int argc, char **argv)
         return 127;
     self[n] = '\0';
     snprintf(real, sizeof real, "%s/../Resources/Python.app/Contents/MacOS/Python", dirname(self));
+    argv[0] = real;   /* as pythonw.c does: the interpreter runs as itself */
     execv(real, argv);
     fprintf(stderr, "fake-launcher: cannot exec %s\n", real);
     return 127;
