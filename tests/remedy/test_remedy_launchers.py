@@ -176,3 +176,31 @@ def test_the_mach_o_reader_lists_linked_libraries(macos_build):
     got = macho.read(macos_build / "libcapscan_interposer.arm64.dylib").running_slice().dylibs
     assert got == ("/System/Library/Frameworks/Metal.framework/Versions/A/Metal", "/usr/lib/libobjc.A.dylib",
                    "/usr/lib/libSystem.B.dylib")
+
+
+def test_the_selftest_reads_the_banner_and_family_not_the_note():
+    """A probe whose answers did not change, with only the verbose 'devices are still patched' note, is not
+    'interposing-disabled' (on c5d2e23 any 'interposing is disabled' line decided that)."""
+    from analyzer.remedy import platform as plat
+    from analyzer.remedy.selftest import INCONCLUSIVE, OFF, WORKS, ProbeRun, Report, decide
+
+    note = ("[capscan-interposer] interposing is disabled in capscan-probe: MTLCreateSystemDefaultDevice is not "
+            "capscan's wrapper (the loader did not apply __interpose); devices are still patched through "
+            "-[_MTLDevice initGPUFamilySupport]")
+    stock_line = ("[capscan-interposer] interposing is disabled in capscan-probe: MTLCreateSystemDefaultDevice is "
+                  "not capscan's wrapper (the loader did not apply __interpose) and there is no -[_MTLDevice "
+                  "initGPUFamilySupport] to hook; Metal answers stay stock")
+    banner = "[capscan-interposer] enabled for capscan-probe (apple_family_max=1007 threadgroup_memory=stock)"
+    inj = plat.injection("darwin")
+    assert inj is not None
+    stock = ProbeRun("stock", 0, "supports_family.1007=false\n", "")
+
+    def verdict(stdout: str, *lines: str) -> tuple[str, str]:
+        r = Report("darwin", False)
+        decide(r, stock, ProbeRun("remedied", 0, stdout, "\n".join(lines) + "\n"), 1007, inj)
+        return r.verdict, r.reason
+
+    assert verdict("supports_family.1007=false\n", note)[0] == INCONCLUSIVE
+    assert verdict("supports_family.1007=false\n", stock_line) == (OFF, stock_line)
+    assert verdict("supports_family.1007=true\n", note, banner)[0] == WORKS
+    assert verdict("supports_family.1007=true\n", banner)[0] == WORKS
