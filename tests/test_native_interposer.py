@@ -417,3 +417,30 @@ def test_shipped_library_slices_pass_the_test_readers_checks():
         assert sl.imports["_MTLCreateSystemDefaultDevice"].endswith("/Metal") and sl.exports == [], arch
         ok, info = macho.verify_adhoc_signature(sl)
         assert ok, (arch, info)
+
+
+def _mac_link(llvm_bin: Path) -> str:
+    """MAC_LINK as the Makefile expands it with this LLVM_BIN (nothing is built)."""
+    r = subprocess.run(["make", "--no-print-directory", "-s", "-C", str(NATIVE), f"LLVM_BIN={llvm_bin}",
+                        "--eval", "print-mac-link: ; @echo 'MAC_LINK=$(MAC_LINK)'", "print-mac-link"],
+                       capture_output=True, text=True, env=_clean_env())
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_makefile_passes_fixup_chains_exactly_when_the_linker_lists_it(tmp_path):
+    """The Makefile's comment says -fixup_chains is passed where ld64.lld lists it; on c5d2e23 MAC_LINK
+    (`:=`) was expanded before CHAINED_FIXUPS was defined, so it was never passed by any linker."""
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    newer = tmp_path / "llvm16"
+    newer.mkdir()
+    (newer / "ld64.lld").write_text("#!/bin/sh\necho '  -fixup_chains   Emit chained fixups'\n")
+    (newer / "ld64.lld").chmod(0o755)
+    older = tmp_path / "llvm14"
+    older.mkdir()
+    (older / "ld64.lld").write_text("#!/bin/sh\necho '  -adhoc_codesign  Write an ad-hoc code signature'\n")
+    (older / "ld64.lld").chmod(0o755)
+    assert _mac_link(newer).split() == ["MAC_LINK=-fuse-ld=lld", "-nostdlib", "-Wl,-adhoc_codesign",
+                                        "-Wl,-fixup_chains"]
+    assert _mac_link(older).split() == ["MAC_LINK=-fuse-ld=lld", "-nostdlib", "-Wl,-adhoc_codesign"]

@@ -160,7 +160,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, inject_children, comman
     from analyzer.remedy import launch as L
     from analyzer.remedy import platform as plat
     from analyzer.remedy.plan import refusal_for
-    from analyzer.remedy.preflight import run_preflight
+    from analyzer.remedy.preflight import run_preflight, scrub_for
     from analyzer.remedy.runner import Runner
 
     db = open_db(opts)
@@ -192,7 +192,7 @@ def run_cmd(opts, family_spec, run_id, last, dylib_path, inject_children, comman
                err=True)
     action_id = L.record_run(db, cmd=cmd, family=family, library=library, sha256=lib.sha256, inj=inj,
                              stock_run_id=stock_id)
-    env = L.child_env(runner.env, inj, library, family, inject_children=inject_children)
+    env = L.child_env(runner.env, inj, library, family, inject_children=inject_children, scrub=scrub_for(checks))
     out_sink = sys.stderr.buffer if opts.as_json else sys.stdout.buffer
     sys.stdout.flush()
     sys.stderr.flush()
@@ -251,7 +251,7 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, inject_children,
     from analyzer.pipeline import diagnose_and_store
     from analyzer.remedy import prefix as px
     from analyzer.remedy.plan import refusal_for
-    from analyzer.remedy.preflight import run_preflight
+    from analyzer.remedy.preflight import run_preflight, scrub_for
     from analyzer.remedy.runner import Runner
     from analyzer.store import remedy_records as records
 
@@ -274,7 +274,8 @@ def env_cmd(opts, shell, family_spec, run_id, last, dylib_path, inject_children,
                                              inject_children=inject_children, kernels=True)
     if any(c.failed for c in checks) or family is None or lib is None or lib.choice is None or inj is None:
         _refuse(opts, "preflight failed; nothing printed", checks=checks)
-    prefix = px.prefix_argv(inj, str(lib.choice.path), family, inject_children=inject_children)
+    prefix = px.prefix_argv(inj, str(lib.choice.path), family, inject_children=inject_children,
+                            scrub=scrub_for(checks))
     line = px.quote(shell, prefix + cmd)
     env_var = inj.env_var
 

@@ -22,8 +22,11 @@ world-writable, and its sha256 equals the one recorded at build (``SHA256SUMS`` 
 written by the Makefile; the packaged library is checked against the packaged SHA256SUMS; for a
 build that writes none, capscan's own record from the first time it saw the file). On macOS its
 slices are read in-process (analyzer.remedy.macho) and checked against every binary of the
-launch chain by preflight, which also refuses a library without arm64e (the packaged one) when
-SIP is off. capscan-probe is chosen the same way (macos-native build, then the packaged one).
+launch chain by preflight: an arm64e program on the launch path itself is refused when the library
+has no arm64e slice (the packaged one). Apple's arm64e programs the command starts are not: with
+SIP off and a library without arm64e that is a warning, and only with --inject-children (by
+default the interposer drops itself from the variable, so they never load it).
+capscan-probe is chosen the same way (macos-native build, then the packaged one).
 """
 
 from __future__ import annotations

@@ -186,14 +186,29 @@ def undo_action(runner: Runner, db: Database, action: dict[str, Any]) -> tuple[b
 
 
 def why_not_host(runner: Runner) -> str | None:
-    """None when this is a macOS host (where the default is read); else why not."""
+    """None only when this is known to be a macOS host (where the default is read); else why not.
+
+    Fails closed: `--apply` inside a guest writes a default nothing reads and leaves a change to undo, so an
+    unreadable or contradictory answer (kern.hv_vmm_present unreadable, or 0 beside a "(Virtual)" brand
+    string) is never taken for a host; the brand string alone does not make one."""
     from analyzer.remedy import platform as plat
 
     if plat.system() != "darwin":
         return (f"the ParavirtualizedGraphics default exists only on the macOS host that runs the VMs, and this is "
                 f"{plat.system()}")
-    guest, how = plat.is_guest(runner)
-    if guest:
-        return (f"this is a guest ({how}); the default is read by the host's ParavirtualizedGraphics, so set it "
-                "on the host")
+    hv = plat.hv_vmm_present(runner)
+    brand = plat.brand_string(runner)
+    if hv is None:
+        if plat.is_guest_brand(brand):
+            return (f"this is a guest (CPU brand string '{brand}'); the default is read by the host's "
+                    "ParavirtualizedGraphics, so set it on the host")
+        return ("capscan cannot tell host from guest: `sysctl -n kern.hv_vmm_present` could not be read (CPU "
+                f"brand string: {brand or 'unreadable'}), and an unknown is never taken for the host; run "
+                "`sysctl -n kern.hv_vmm_present` here, it must print 0 on the host")
+    if hv:
+        return ("this is a guest (kern.hv_vmm_present=1); the default is read by the host's "
+                "ParavirtualizedGraphics, so set it on the host")
+    if plat.is_guest_brand(brand):
+        return (f"capscan cannot tell host from guest: kern.hv_vmm_present=0 but the CPU brand string is "
+                f"'{brand}', and an ambiguous answer is never taken for the host")
     return None

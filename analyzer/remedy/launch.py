@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from analyzer import chips
 from analyzer.remedy import platform as plat
 from analyzer.remedy.check import Check, failed, passed
-from analyzer.remedy.prefix import SCRUB_VAR, injection_vars
+from analyzer.remedy.prefix import SCRUB_AT_LOAD, SCRUB_VAR, injection_vars
 from analyzer.store import remedy_records as records
 
 if TYPE_CHECKING:
@@ -209,9 +209,9 @@ def _pump(pipe: BinaryIO, sink: BinaryIO, spool: _Spool, which: Any, outcome: Ou
 
 
 def child_env(base: dict[str, str], inj: plat.Injection, library: str, family: int, *,
-              inject_children: bool = False) -> dict[str, str]:
+              inject_children: bool = False, scrub: str = SCRUB_AT_LOAD) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k != SCRUB_VAR}  # an inherited scrub switch never decides it
-    env.update(injection_vars(inj, library, family, inject_children=inject_children))
+    env.update(injection_vars(inj, library, family, inject_children=inject_children, scrub=scrub))
     return env
 
 
@@ -379,13 +379,16 @@ def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> li
         checks.append(failed("banner", f"another shim answered ({shim.name}), not capscan's",
                              "start from an environment without other shims (Tart: TART_METAL_APPLE_FAMILY_MAX=0)"))
     else:
-        if outcome.shim_trouble and "interposing is disabled" in outcome.shim_trouble[0]:
-            why = (f"the interposer loaded but dyld did not apply its interposing: {outcome.shim_trouble[0]} -- so "
+        # Only a line that says why the answers stayed stock is a cause: "interposing is disabled ... devices
+        # are still patched" (verbose) is a note, since the init hook patches devices without it.
+        trouble = [t for t in outcome.shim_trouble if not ("interposing is disabled" in t and "still patched" in t)]
+        if trouble and "interposing is disabled" in trouble[0]:
+            why = (f"the interposer loaded but dyld did not apply its interposing: {trouble[0]} -- so "
                    "the device kept its stock answers")
             instead = ("interposing is off for this process (AMFI): check `csrutil status` and the program's "
                        "signature, then run `capscan remedy selftest --json` and attach it to an issue")
-        elif outcome.shim_trouble:
-            why = (f"the interposer loaded but did not apply: {outcome.shim_trouble[0]} -- so the device kept its "
+        elif trouble:
+            why = (f"the interposer loaded but did not apply: {trouble[0]} -- so the device kept its "
                    "stock answers")
             instead = "report the device class it names; this device needs a hook capscan does not have yet"
         elif outcome.loader_errors:
@@ -393,10 +396,12 @@ def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> li
             instead = "run `capscan remedy plan` and fix the failing check (architecture, hardened runtime, SIP)"
         else:
             why = (f"no [{plat.BANNER_NAME}] banner: {inj.loader} never loaded the interposer ({inj.env_var} was "
-                   "dropped by SIP, a hardened runtime, or a launcher that resets the environment), or the program "
-                   "never asked Metal for a device")
+                   "dropped by SIP, a hardened runtime, a launcher that resets the environment, or a launcher "
+                   "preflight did not recognise, which dropped the library before the program it starts), or the "
+                   "program never asked Metal for a device")
             instead = ("run the real binary directly (not a wrapper script), and check `csrutil status` and "
-                       "`codesign -dv --verbose=4` on it")
+                       "`codesign -dv --verbose=4` on it; a launcher that execs the workload needs "
+                       "--inject-children")
         checks.append(failed("banner", why, instead))
     fam = f.device.apple_family
     if fam is not None and fam >= min(family, 1007):

@@ -38,6 +38,8 @@ CPU_SUBTYPE_X86_64_H = 8
 MH_EXECUTE, MH_DYLIB = 2, 6
 SECTION_TYPE, S_INTERPOSING = 0xFF, 0x0D
 LC_SEGMENT, LC_SEGMENT_64, LC_CODE_SIGNATURE = 0x1, 0x19, 0x1D
+# the dylib commands (load, weak, reexport, lazy, upward): what a program links
+LC_DYLIBS = frozenset({0xC, 0x80000018, 0x8000001F, 0x20, 0x80000023})
 
 CSMAGIC_EMBEDDED_SIGNATURE = 0xFADE0CC0
 CSMAGIC_CODEDIRECTORY = 0xFADE0C02
@@ -107,6 +109,7 @@ class Slice:
     signature: Signature | None    # None: no LC_CODE_SIGNATURE (unsigned)
     signature_error: str | None = None
     sections: tuple[Section, ...] = ()
+    dylibs: tuple[str, ...] = ()   # install names of the libraries it links, in load-command order
 
     def section(self, segment: str, name: str) -> Section | None:
         return next((s for s in self.sections if s.segment == segment and s.name == name), None)
@@ -219,6 +222,7 @@ def _parse_slice(f: BinaryIO, base: int, size: int | None) -> Slice:
     restrict = False
     sections: list[Section] = []
     sig_loc: tuple[int, int] | None = None
+    dylibs: list[str] = []
     off = 0
     for _ in range(ncmds):
         if off + 8 > len(cmds):
@@ -250,6 +254,13 @@ def _parse_slice(f: BinaryIO, base: int, size: int | None) -> Slice:
             if cmdsize < 16:
                 raise MachOError("LC_CODE_SIGNATURE too short")
             sig_loc = struct.unpack_from("<2I", cmds, off + 8)
+        elif cmd in LC_DYLIBS:
+            if cmdsize < 24:
+                raise MachOError(f"dylib command {cmd:#x} too short")
+            (name_off,) = struct.unpack_from("<I", cmds, off + 8)
+            if not 24 <= name_off < cmdsize:
+                raise MachOError(f"dylib command {cmd:#x} names a library outside itself")
+            dylibs.append(_cstr(cmds[off + name_off:off + cmdsize]))
         off += cmdsize
     signature, sig_error = None, None
     if sig_loc is not None:
@@ -261,7 +272,7 @@ def _parse_slice(f: BinaryIO, base: int, size: int | None) -> Slice:
         except MachOError as exc:
             sig_error = str(exc)
     return Slice(arch_name(cputype, cpusubtype), cputype, cpusubtype, filetype, restrict, signature, sig_error,
-                 tuple(sections))
+                 tuple(sections), tuple(dylibs))
 
 
 def read(path: str | Path) -> MachO:

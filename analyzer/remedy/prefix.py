@@ -19,20 +19,25 @@ from analyzer.remedy.platform import FAMILY_VAR, Injection
 SHELLS = ("sh", "zsh", "fish")
 ENV_BIN = "/usr/bin/env"
 SCRUB_VAR = "CAPSCAN_INTERPOSER_SCRUB"
+SCRUB_AT_LOAD, SCRUB_AT_DEVICE = "1", "device"
 
 
-def injection_vars(inj: Injection, library: str, family: int, *, inject_children: bool = False) -> dict[str, str]:
+def injection_vars(inj: Injection, library: str, family: int, *, inject_children: bool = False,
+                   scrub: str = SCRUB_AT_LOAD) -> dict[str, str]:
     """The variables capscan sets for the one command. Children are scrubbed unless asked: once loaded, the
     interposer drops itself from the variable, so what the command starts (a shell, tee, an Apple arm64e
-    helper that would halt on it with SIP off) never loads it; ollama's runner needs --inject-children."""
+    helper that would halt on it with SIP off) never loads it; ollama's runner needs --inject-children.
+    ``scrub`` is "device" for a launcher (preflight.find_launcher): the library is dropped only in the
+    process that asks Metal for a device, so the launcher passes it on to the program it execs."""
     pairs = {inj.env_var: library, FAMILY_VAR: str(family)}
     if not inject_children:
-        pairs[SCRUB_VAR] = "1"
+        pairs[SCRUB_VAR] = scrub
     return pairs
 
 
-def prefix_argv(inj: Injection, library: str, family: int, *, inject_children: bool = False) -> list[str]:
-    pairs = injection_vars(inj, library, family, inject_children=inject_children)
+def prefix_argv(inj: Injection, library: str, family: int, *, inject_children: bool = False,
+                scrub: str = SCRUB_AT_LOAD) -> list[str]:
+    pairs = injection_vars(inj, library, family, inject_children=inject_children, scrub=scrub)
     return [ENV_BIN, *(f"{k}={v}" for k, v in pairs.items())]
 
 

@@ -514,6 +514,101 @@ def check_children(target: Target, inject_children: bool) -> Check:
                   "itself from the variable once loaded; --inject-children keeps it)")
 
 
+# --------------------------------------------------------------------------- launchers that exec the workload
+
+FRAMEWORK_INTERPRETER = Path("Resources", "Python.app", "Contents", "MacOS", "Python")
+PYTHON_FRAMEWORK_LIB = re.compile(r"(?:^|/)Python\.framework/(?:Versions/[^/]+/)?Python$")
+RUN_SUBCOMMANDS = frozenset({"run", "exec"})
+
+
+@dataclass
+class Launcher:
+    """A program that starts the workload instead of being it. With the default scrub (at load) it would
+    drop the library before the workload starts; the remedy sets CAPSCAN_INTERPOSER_SCRUB=device instead,
+    so the library is dropped only by the process that asks Metal for a device."""
+
+    kind: str             # "framework-python" | "run-wrapper"
+    path: Path            # the launcher itself
+    execs: Path | None    # the program it execs, when the file says which
+    how: str              # what about the file or the command line says so
+
+
+def _linked_framework(exe: Path, dylibs: tuple[str, ...]) -> Path | None:
+    """The Python framework's version directory a launcher links (`.../Python.framework/Versions/X/Python`,
+    the library pythonw.c finds with dladdr(Py_Initialize)), when its install name says where it is."""
+    for name in dylibs:
+        if not PYTHON_FRAMEWORK_LIB.search(name):
+            continue
+        if name.startswith("@executable_path/"):
+            return Path(os.path.normpath(exe.parent / name[len("@executable_path/"):])).parent
+        if name.startswith("/"):
+            return Path(name).parent
+        return exe.parent.parent  # @rpath/@loader_path: the framework's own layout, bin/ beside Resources/
+    return None
+
+
+def framework_interpreter(exe: Path, system: str) -> Path | None:
+    """python.org's and Homebrew's framework Python: `<Versions/X>/bin/python3.x` (and a venv's
+    bin/python, a link or a copy of it) is a small program that re-execs `<Versions/X>/Resources/
+    Python.app/Contents/MacOS/Python` with its own environment (CPython's Mac/Tools/pythonw.c). Told by
+    what the file is, not its name: on macOS a Mach-O that links the Python framework and whose
+    framework holds that interpreter (pythonw.c derives it the same way); on the Linux stand-in, a
+    binary (not a script) in a bin/ whose sibling Resources/ holds it."""
+    if _shebang(exe) is not None:
+        return None
+    if system == "darwin":
+        m, _why = read_macho(exe)
+        if m is None:
+            return None
+        version_dir = _linked_framework(exe, m.running_slice().dylibs)
+    else:
+        version_dir = exe.parent.parent if exe.parent.name == "bin" else None
+    if version_dir is None:
+        return None
+    real = version_dir / FRAMEWORK_INTERPRETER
+    if not real.is_file() or not os.access(real, os.X_OK):
+        return None
+    real = Path(os.path.realpath(real))
+    return None if real == exe else real
+
+
+def find_launcher(target: Target, argv: list[str], system: str) -> Launcher | None:
+    """A framework Python launcher anywhere on the launch path (the program, or a `#!` script's
+    interpreter), else a `PROGRAM run|exec CMD ...` wrapper (uv, poetry, pipenv, conda, pixi run: they
+    start the program they are given, as a child or by exec)."""
+    for p in target.chain:
+        real = framework_interpreter(p, system)
+        if real is not None:
+            how = ("it links the Python framework" if system == "darwin" else "it sits in a framework's bin/")
+            return Launcher("framework-python", p, real, f"{how}, whose interpreter {real} it re-execs")
+    if len(argv) > 2 and argv[1] in RUN_SUBCOMMANDS and target.real is not None:
+        return Launcher("run-wrapper", target.real, None, f"`{Path(argv[0]).name} {argv[1]} {argv[2]} ...` "
+                        "starts another program (the way uv, poetry, pipenv, conda and pixi run do)")
+    return None
+
+
+def check_launcher(launcher: Launcher, inject_children: bool) -> Check:
+    data = {"kind": launcher.kind, "launcher": str(launcher.path),
+            "execs": str(launcher.execs) if launcher.execs else None}
+    what = (f"{launcher.path} is a framework Python launcher ({launcher.how}): the interpreter that runs the "
+            "workload is that program" if launcher.kind == "framework-python" else
+            f"{launcher.how}: the workload is a program it starts")
+    if inject_children:
+        return passed("launcher", f"{what}; --inject-children: it inherits the library", data=data)
+    data["scrub"] = "device"
+    return passed("launcher", f"{what}, so the library is dropped from the variable only by the process that asks "
+                  "Metal for a device (CAPSCAN_INTERPOSER_SCRUB=device), not by the launcher; the programs the "
+                  "launcher itself starts before that inherit it too", data=data)
+
+
+def scrub_for(checks: list[Check]) -> str:
+    """The CAPSCAN_INTERPOSER_SCRUB value the preflight decided: "device" for a launcher, else "1"."""
+    from analyzer.remedy.prefix import SCRUB_AT_DEVICE, SCRUB_AT_LOAD
+
+    found = any(c.name == "launcher" and c.data.get("scrub") == SCRUB_AT_DEVICE for c in checks)
+    return SCRUB_AT_DEVICE if found else SCRUB_AT_LOAD
+
+
 def check_launch_chain(system: str, runner: Runner, target: "Target", lib_archs: list[str] | None, sip: str,
                        tools: bool, boot: str | None = None) -> Check:
     """Every binary the launch execs (program, #! interpreters, /usr/bin/env, what env runs) against the library."""
@@ -641,6 +736,11 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: Diagnosi
         target, tcheck = resolve_target(cmd[0], runner.env)
         checks.append(tcheck)
         if not tcheck.failed and target.real is not None:
+            launcher = find_launcher(target, cmd, system)
+            if launcher is not None:
+                checks.append(check_launcher(launcher, inject_children))
+                if launcher.execs is not None:  # the binary that must load the library: every check below reads it
+                    target.chain.append(launcher.execs)
             checks.append(check_protected(system, target, sip))
             checks.append(check_setid(target))
             app = check_ollama_app(target)

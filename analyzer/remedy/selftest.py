@@ -217,10 +217,13 @@ def decide(report: Report, stock: ProbeRun, remedied: ProbeRun, family: int, inj
                          f"{'true' if stock.supports(family) else 'false'}); " + (via or lines[0])
                          + ("; note: " + off if off else ""))
         return
-    if off or not lines:
+    # the banner and the family decide; the self-check line is a cause only when it says the answers stayed
+    # stock (with the init hook in place it is a verbose note: devices are still patched)
+    stock_off = off if off and "still patched" not in off else None
+    if stock_off or not lines:
         report.verdict = OFF
-        report.reason = off or (f"no [capscan-interposer] line at all: {inj.loader} never loaded the library "
-                                f"({inj.env_var} dropped: SIP, a hardened runtime, or AMFI)")
+        report.reason = stock_off or (f"no [capscan-interposer] line at all: {inj.loader} never loaded the library "
+                                      f"({inj.env_var} dropped: SIP, a hardened runtime, or AMFI)")
         return
     report.verdict = INCONCLUSIVE
     report.reason = "; ".join(lines[:3]) or "the interposer loaded but the device's answers did not change"

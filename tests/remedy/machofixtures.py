@@ -49,10 +49,15 @@ def signature(flags: int, ident: str = "tool", team: str | None = None, entitlem
 
 
 def thin(arch: str = "arm64", *, filetype: int = MH_EXECUTE, restrict: bool = False,
-         sig: bytes | None = None) -> bytes:
+         sig: bytes | None = None, dylibs: tuple[str, ...] = ()) -> bytes:
     cputype, cpusubtype = CPU[arch]
     cmds = struct.pack("<II16sQQQQiiII", 0x19, 72, b"__TEXT", 0, 0x4000, 0, 0x4000, 5, 5, 0, 0)
     ncmds = 1
+    for name in dylibs:  # LC_LOAD_DYLIB: struct dylib_command, the name after it, padded to 8
+        raw = name.encode() + b"\0"
+        raw += b"\0" * (-(24 + len(raw)) % 8)
+        cmds += struct.pack("<IIIIII", 0xC, 24 + len(raw), 24, 2, 0x10000, 0x10000) + raw
+        ncmds += 1
     if restrict:
         sect = struct.pack("<16s16sQQIIIIIIII", b"__restrict", b"__RESTRICT", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         cmds += struct.pack("<II16sQQQQiiII", 0x19, 72 + 80, b"__RESTRICT", 0x4000, 0, 0, 0, 1, 1, 1, 0) + sect

@@ -34,7 +34,9 @@ def test_status_apply_undo_cycle(host):
     assert r.returncode == 0 and "not set (the default does not exist)" in out
     assert "stopped and started again" in out and "interposer alone sufficient" in out
     assert f"`--apply` would run: defaults write {DOMAIN} {KEY} -bool true" in out
-    assert env.calls() == [["sysctl", "-n", "kern.hv_vmm_present"], ["defaults", "read", DOMAIN, KEY]]
+    # host or guest: kern.hv_vmm_present, and the brand string to catch a contradiction
+    assert env.calls() == [["sysctl", "-n", "kern.hv_vmm_present"], ["sysctl", "-n", "machdep.cpu.brand_string"],
+                           ["defaults", "read", DOMAIN, KEY]]
 
     r = env.capscan("remedy", "host-default", "--apply")
     assert r.returncode == 0, r.stderr.decode()
@@ -115,3 +117,29 @@ def test_status_and_undo_when_nothing_was_done(env):
     open_db(env.db).conn.close()
     assert "has done nothing yet" in env.capscan("remedy", "status").stdout.decode()
     assert "nothing to undo" in env.capscan("remedy", "undo", "--apply").stdout.decode()
+
+
+@pytest.mark.parametrize(("hv", "brand", "why"), [
+    ("missing", "Apple M4 Max", "cannot tell host from guest: `sysctl -n kern.hv_vmm_present` could not be read"),
+    ("", "Apple M4 Max", "cannot tell host from guest: `sysctl -n kern.hv_vmm_present` could not be read"),
+    ("yes", "Apple M4 Max", "cannot tell host from guest: `sysctl -n kern.hv_vmm_present` could not be read"),
+    ("0", "Apple M1 Ultra (Virtual)", "kern.hv_vmm_present=0 but the CPU brand string is 'Apple M1 Ultra (Virtual)'"),
+])
+def test_apply_fails_closed_when_host_or_guest_is_unknown(env, hv, brand, why):
+    """An unreadable or contradictory answer is never taken for a host: --apply refuses in one line and
+    `defaults` never runs (on c5d2e23 the unknown fell through to the host and the write ran)."""
+    env.darwin(CAPSCAN_FAKE_BRAND=brand, CAPSCAN_FAKE_HV_VMM=hv)
+    if hv == "":  # sysctl prints nothing at all
+        env.vars["CAPSCAN_FAKE_HV_VMM"] = " "
+    r = env.capscan("remedy", "host-default", "--apply")
+    err = r.stderr.decode()
+    assert r.returncode == 2 and why in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not any(c[0] == "defaults" for c in env.calls())
+    assert _value(env) is None
+    from analyzer.store import open_db
+
+    open_db(env.db).conn.close()
+    r = env.capscan("remedy", "host-default", "--status", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["host"] is False and why in doc["why_not_host"]

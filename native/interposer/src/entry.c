@@ -12,6 +12,7 @@ static int initialised;
 static int banner_printed;
 static int failure_printed;
 static int init_hooked;
+static int scrubbed;
 static int lock;
 
 static void emit(struct capscan_buf *line)
@@ -111,25 +112,31 @@ static void report_line(const char *what, const char *rest)
     emit(&line);
 }
 
-/* CAPSCAN_INTERPOSER_SCRUB=1: drop capscan's entry from the injection
- * variable, so programs this process starts do not load the library. */
+/* CAPSCAN_INTERPOSER_SCRUB: drop capscan's entry from the injection
+ * variable, so programs this process starts do not load the library.  Once
+ * per process; called with the lock held. */
 static void scrub(void)
 {
     char value[1024];
     const char *current;
     int removed;
 
-    if (!platform.injection_variable || !platform.set_env)
+    if (scrubbed || !platform.injection_variable || !platform.set_env)
         return;
+    __atomic_store_n(&scrubbed, 1, __ATOMIC_RELEASE);
     current = platform.getenv(platform.injection_variable);
-    removed = capscan_scrub_list(current, platform.separators ? platform.separators : ":", value, sizeof value);
+    removed = capscan_scrub_list(current, platform.separators ? platform.separators : ":",
+                                 platform.self_path ? platform.self_path() : 0, value, sizeof value);
     if (removed <= 0) {
         if (removed < 0)
             report_line("could not scrub the injection variable in ", ": it is too long; children inherit it");
         return;
     }
     platform.set_env(platform.injection_variable, value[0] ? value : 0);
-    if (policy.verbose)
+    if (policy.verbose && policy.scrub == CAPSCAN_SCRUB_AT_DEVICE)
+        report_line("scrubbed the injection variable in ", " (" CAPSCAN_ENV_SCRUB "=device, at its first Metal "
+                    "device): the programs it starts from now on do not load the interposer");
+    else if (policy.verbose)
         report_line("scrubbed the injection variable in ", " (" CAPSCAN_ENV_SCRUB "=1): the programs it starts "
                     "do not load the interposer");
 }
@@ -143,7 +150,10 @@ void capscan_entry_init(const struct capscan_platform *p)
         initialised = 1;
         if (!capscan_policy_active(&policy) && policy.verbose)
             report_inactive();
-        if (policy.scrub)
+        /* =device waits for a device (a launcher passes the library on), unless
+         * the policy is inert: then nothing here or in a child uses it */
+        if (policy.scrub == CAPSCAN_SCRUB_AT_LOAD ||
+            (policy.scrub == CAPSCAN_SCRUB_AT_DEVICE && !capscan_policy_active(&policy)))
             scrub();
     }
     capscan_unlock(&lock);
@@ -162,6 +172,11 @@ static id patch_device(id device, const char *via)
 
     if (!device || !ready())
         return device;
+    if (policy.scrub == CAPSCAN_SCRUB_AT_DEVICE && !__atomic_load_n(&scrubbed, __ATOMIC_ACQUIRE)) {
+        capscan_lock(&lock);
+        scrub();   /* this process uses Metal: it is the one the library was for */
+        capscan_unlock(&lock);
+    }
     cls = object_getClass(device);
     result = capscan_runtime_patch_class(cls, &policy, &reason);
     capscan_lock(&lock);
@@ -215,11 +230,16 @@ int capscan_entry_install_init_hook(void)
 
 void capscan_entry_report_interposing(int interposed)
 {
+    int hooked = __atomic_load_n(&init_hooked, __ATOMIC_ACQUIRE);
+
     if (interposed || !__atomic_load_n(&initialised, __ATOMIC_ACQUIRE))
         return;
-    if (!capscan_policy_active(&policy) && !policy.verbose)
+    /* Unasked, only when it decides the outcome (an active policy with no init
+     * hook: answers stay stock).  With the hook in place devices are still
+     * patched and the banner says so; an inert policy changes nothing anyway. */
+    if ((!capscan_policy_active(&policy) || hooked) && !policy.verbose)
         return;
-    if (__atomic_load_n(&init_hooked, __ATOMIC_ACQUIRE))
+    if (hooked)
         report_line("interposing is disabled in ", ": MTLCreateSystemDefaultDevice is not capscan's wrapper "
                     "(the loader did not apply __interpose); devices are still patched through -["
                     CAPSCAN_INIT_CLASS " " CAPSCAN_INIT_SELECTOR "]");
@@ -248,6 +268,6 @@ void capscan_entry_reset(void)
     capscan_runtime_unhook_init();
     capscan_runtime_reset();
     capscan_lock(&lock);
-    initialised = banner_printed = failure_printed = init_hooked = 0;
+    initialised = banner_printed = failure_printed = init_hooked = scrubbed = 0;
     capscan_unlock(&lock);
 }

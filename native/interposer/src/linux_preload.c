@@ -42,9 +42,20 @@ static int set_env(const char *name, const char *value)
     return value ? setenv(name, value, 1) : unsetenv(name);
 }
 
+/* The file ld.so loaded this library from (the LD_PRELOAD entry as given,
+ * when it has a slash). */
+static const char *self_path(void)
+{
+    Dl_info info;
+
+    if (!dladdr((void *)&self_path, &info))
+        return 0;
+    return info.dli_fname;
+}
+
 /* ld.so separates LD_PRELOAD entries with colons or whitespace. */
 static const struct capscan_platform platform = {
-    env, progname, write_stderr, set_env, "LD_PRELOAD", ": \t"
+    env, progname, write_stderr, set_env, "LD_PRELOAD", ": \t", self_path
 };
 
 static id call_next(const char *name)

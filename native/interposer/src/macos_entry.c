@@ -51,8 +51,18 @@ static int set_env(const char *name, const char *value)
     return value ? setenv(name, value, 1) : unsetenv(name);
 }
 
+/* The path dyld loaded this library from (the DYLD_INSERT_LIBRARIES entry). */
+static const char *self_path(void)
+{
+    Dl_info info;
+
+    if (!dladdr((const void *)&self_path, &info))
+        return 0;
+    return info.dli_fname;
+}
+
 static const struct capscan_platform platform = {
-    env, progname, write_stderr, set_env, "DYLD_INSERT_LIBRARIES", ":"
+    env, progname, write_stderr, set_env, "DYLD_INSERT_LIBRARIES", ":", self_path
 };
 
 static id capscan_MTLCreateSystemDefaultDevice(void)

@@ -45,6 +45,23 @@ static int is_one(const char *text)
     return text && text[0] == '1' && text[1] == '\0';
 }
 
+static int is_word(const char *text, const char *word)
+{
+    if (!text)
+        return 0;
+    for (; *word; text++, word++)
+        if (*text != *word)
+            return 0;
+    return *text == '\0';
+}
+
+static int scrub_mode(const char *text)
+{
+    if (is_one(text))
+        return CAPSCAN_SCRUB_AT_LOAD;
+    return is_word(text, "device") ? CAPSCAN_SCRUB_AT_DEVICE : CAPSCAN_SCRUB_OFF;
+}
+
 /* CAPSCAN_ wins over LUME_, which wins over TART_.  The first variable that
  * is defined decides, even when it is empty or malformed: an explicit
  * CAPSCAN_METAL_APPLE_FAMILY_MAX= turns an inherited alias off. */
@@ -73,7 +90,7 @@ void capscan_policy_from_env(struct capscan_policy *policy, capscan_getenv_fn en
     policy->tg_floor = 0;
     policy->value = 0;
     policy->verbose = is_one(env(CAPSCAN_ENV_VERBOSE));
-    policy->scrub = is_one(env(CAPSCAN_ENV_SCRUB));
+    policy->scrub = scrub_mode(env(CAPSCAN_ENV_SCRUB));
     policy->variable = family_variable(env, &value);
     if (!policy->variable)
         return;

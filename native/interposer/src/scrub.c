@@ -9,22 +9,47 @@ static int is_separator(char c, const char *separators)
     return 0;
 }
 
-/* Non-zero when the entry [start, end) names capscan's library. */
-static int is_capscan(const char *start, const char *end)
+static const char *file_name(const char *start, const char *end)
 {
     const char *name = start, *p;
-    const char *stem = CAPSCAN_LIBRARY_STEM;
 
     for (p = start; p < end; p++)
         if (*p == '/')
             name = p + 1;
+    return name;
+}
+
+/* Non-zero when [start, end) is exactly the string text. */
+static int equals(const char *start, const char *end, const char *text)
+{
+    for (; start < end; start++, text++)
+        if (*text != *start)
+            return 0;
+    return *text == '\0';
+}
+
+/* Non-zero when the entry [start, end) names capscan's library (see scrub.h). */
+static int is_capscan(const char *start, const char *end, const char *self)
+{
+    const char *name = file_name(start, end), *p;
+    const char *stem = CAPSCAN_LIBRARY_STEM;
+
+    if (self && *self) {
+        const char *self_name = self;
+        for (p = self; *p; p++)
+            if (*p == '/')
+                self_name = p + 1;
+        if (equals(start, end, self) || (*self_name && equals(name, end, self_name)))
+            return 1;
+    }
     for (p = name; *stem; p++, stem++)
         if (p >= end || *p != *stem)
             return 0;
     return 1;
 }
 
-int capscan_scrub_list(const char *list, const char *separators, char *out, unsigned long size)
+int capscan_scrub_list(const char *list, const char *separators, const char *self, char *out,
+                       unsigned long size)
 {
     unsigned long len = 0;
     int removed = 0;
@@ -39,7 +64,7 @@ int capscan_scrub_list(const char *list, const char *separators, char *out, unsi
         for (end = start; *end && !is_separator(*end, separators); end++)
             ;
         if (end > start) {
-            if (is_capscan(start, end)) {
+            if (is_capscan(start, end, self)) {
                 removed++;
             } else {
                 unsigned long need = (unsigned long)(end - start) + (len ? 1 : 0);

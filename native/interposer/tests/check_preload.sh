@@ -161,12 +161,16 @@ has fallback "$FAM7"; has fallback "$BANNER7"
 run LD_PRELOAD="$SHIM" CAPSCAN_FAKE_METAL_DEVICE=paravirtual-no-init CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- ./fake-llama --devices=internal
 has "neither path" "$FAM5"; has "neither path" "$RED_F"
 
-# 14. the self-check: loaded but not interposed (dlopen, RTLD_LOCAL) -> one line; the init hook still works
+# 14. the self-check: loaded but not interposed (dlopen, RTLD_LOCAL); the init hook still works, so
+#     success stays quiet (only the banner), and the line is there only when asked (verbose)...
 run CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- ./dlopen-late "$SHIM"
-has "not interposed" "$OFF_INIT"
+lacks "not interposed" "interposing is disabled"
 has "not interposed" "$BANNER_LATE"
 has "not interposed" 'apple7=1 apple8=0 metal3=0 tg=32768'
-count "not interposed" '[capscan-interposer]' 2
+count "not interposed" '[capscan-interposer]' 1
+run CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_INTERPOSER_VERBOSE=1 -- ./dlopen-late "$SHIM"
+has "not interposed, verbose" "$OFF_INIT"
+# (the line without an init hook to fall back on, "Metal answers stay stock", is always said: test_entry)
 run -- ./dlopen-late "$SHIM"          # inactive policy: silent, stock
 same "not interposed, inactive" 'apple7=0 apple8=0 metal3=0 tg=32768'
 
@@ -175,6 +179,24 @@ run LD_PRELOAD="$SHIM" CAPSCAN_INTERPOSER_SCRUB=1 -- sh -c 'env'
 lacks scrub 'LD_PRELOAD='
 run LD_PRELOAD="$SHIM" -- sh -c 'env'
 has "no scrub by default" "LD_PRELOAD=$SHIM"
+# --dylib under another name: the scrub drops the file actually loaded, not only libcapscan_interposer*
+RENAMED="$(mktemp -d)"
+cp "$SHIM" "$RENAMED/gpu-fix.so"
+run LD_PRELOAD="$RENAMED/gpu-fix.so" CAPSCAN_INTERPOSER_SCRUB=1 -- sh -c 'env'
+lacks "scrub renamed" 'LD_PRELOAD='
+# a framework-Python-shaped launcher (bin/python3.x execs Resources/Python.app/Contents/MacOS/Python):
+# =1 drops the library in the launcher, so the interpreter runs stock; =device keeps it until the
+# process that asks Metal for a device, which is patched and then drops it for its own children
+FW="$RENAMED/Python.framework/Versions/3.12"
+mkdir -p "$FW/bin" "$FW/Resources/Python.app/Contents/MacOS"
+cp ./fake-launcher "$FW/bin/python3.12"
+ln -s "$PWD/fake-llama" "$FW/Resources/Python.app/Contents/MacOS/Python"
+run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_INTERPOSER_SCRUB=1 -- "$FW/bin/python3.12"
+has "launcher, scrub at load" "$FAM5"; lacks "launcher, scrub at load" ' enabled for '
+run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_INTERPOSER_SCRUB=device -- "$FW/bin/python3.12"
+has "launcher, scrub at device" '[capscan-interposer] enabled for Python (apple_family_max=1007 threadgroup_memory=stock)'
+has "launcher, scrub at device" "$FAM7"; has "launcher, scrub at device" "$RED_T"
+rm -rf "$RENAMED"
 
 # 17. capscan-probe --kernels against the fake compute path (CAPSCAN_FAKE_METAL_KERNELS)
 KNAMES='simdgroup_reduction simdgroup_mm bfloat'
@@ -371,7 +393,7 @@ run "$AOPT" "$UOPT" LD_PRELOAD="$PWD/$ASAN/libcapscan_interposer.so" CAPSCAN_FAK
 has "asan fallback" '[capscan-interposer] patched device class FakeMTLParavirtualDevice (from the device factory)'
 if [ "$rc" = 0 ]; then ok; else bad "asan fallback exit $rc"; fi
 run "$AOPT" "$UOPT" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 -- $ASAN/dlopen-late "$PWD/$ASAN/libcapscan_interposer.so"
-has "asan not interposed" "$OFF_INIT"; has "asan not interposed" 'apple7=1 apple8=0 metal3=0 tg=32768'
+has "asan not interposed" "$BANNER_LATE"; has "asan not interposed" 'apple7=1 apple8=0 metal3=0 tg=32768'
 if [ "$rc" = 0 ]; then ok; else bad "asan dlopen-late exit $rc"; fi
 for mode in pass fail compile-error crash timeout; do
     run "$AOPT" "$UOPT" CAPSCAN_PROBE_KERNEL_TIMEOUT_MS=1500 CAPSCAN_FAKE_METAL_KERNELS=$mode -- $ASAN/capscan-probe --kernels --json

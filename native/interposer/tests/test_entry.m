@@ -154,8 +154,15 @@ static int fake_set_env(const char *name, const char *value)
     return 0;
 }
 
+static const char *fake_self;   /* what dladdr would say this library was loaded from */
+
+static const char *fake_self_path(void)
+{
+    return fake_self;
+}
+
 static const struct capscan_platform platform = {
-    lookup, progname, capture, fake_set_env, "DYLD_INSERT_LIBRARIES", ":"
+    lookup, progname, capture, fake_set_env, "DYLD_INSERT_LIBRARIES", ":", fake_self_path
 };
 
 static void start(const char *const *env)
@@ -166,6 +173,7 @@ static void start(const char *const *env)
     set_calls = set_removed = 0;
     set_name[0] = set_value[0] = '\0';
     init_calls = 0;
+    fake_self = "/b/libcapscan_interposer.dylib";
     fake_env = env;
     capscan_entry_init(&platform);
 }
@@ -239,17 +247,31 @@ static void test_interposing_disabled_is_reported(void)
     const char *inactive[] = {NULL};
     const char *verbose[] = {CAPSCAN_ENV_VERBOSE, "1", NULL};
 
+    const char *verbose_on[] = {CAPSCAN_ENV_FAMILY, "1007", CAPSCAN_ENV_VERBOSE, "1", NULL};
+
+    /* the init hook still patches every device: not a failure, so quiet unless verbose */
     start(env);
     capscan_entry_install_init_hook();
+    capscan_entry_report_interposing(0);
+    CHECK(captured_len == 0);
+    start(verbose_on);
+    capscan_entry_install_init_hook();
+    captured_len = 0;
+    captured[0] = '\0';
     capscan_entry_report_interposing(0);
     CHECK(count_lines() == 1);
     CHECK(said("[capscan-interposer] interposing is disabled in test_entry: MTLCreateSystemDefaultDevice is not "
                "capscan's wrapper (the loader did not apply __interpose); devices are still patched through "
                "-[_MTLDevice initGPUFamilySupport]\n"));
 
-    start(env);                                   /* no init hook installed: nothing left */
+    start(env);                                   /* no init hook installed: nothing left, always said */
     capscan_entry_report_interposing(0);
+    CHECK(count_lines() == 1);
     CHECK(said("and there is no -[_MTLDevice initGPUFamilySupport] to hook; Metal answers stay stock\n"));
+    start(env);                                   /* interposed: nothing to say */
+    capscan_entry_install_init_hook();
+    capscan_entry_report_interposing(1);
+    CHECK(captured_len == 0);
 
     start(inactive);                              /* inert and quiet: nothing to say */
     CHECK(capscan_entry_install_init_hook() == 0);
@@ -344,6 +366,41 @@ static void test_scrub(void)
     CHECK(set_calls == 0);
 }
 
+static void test_scrub_names_the_file_injected(void)
+{
+    const char *renamed[] = {CAPSCAN_ENV_SCRUB, "1", "DYLD_INSERT_LIBRARIES",
+                             "/a/libother.dylib:/opt/shims/gpu-fix.dylib", NULL};
+
+    capscan_entry_reset();
+    set_calls = 0;
+    fake_env = renamed;
+    fake_self = "/opt/shims/gpu-fix.dylib";       /* --dylib under another name */
+    capscan_entry_init(&platform);
+    CHECK(set_calls == 1 && strcmp(set_value, "/a/libother.dylib") == 0);
+}
+
+static void test_scrub_at_the_first_device(void)
+{
+    const char *env[] = {CAPSCAN_ENV_SCRUB, "device", CAPSCAN_ENV_FAMILY, "1007", CAPSCAN_ENV_VERBOSE, "1",
+                         "DYLD_INSERT_LIBRARIES", "/b/libcapscan_interposer.dylib", NULL};
+    const char *inert[] = {CAPSCAN_ENV_SCRUB, "device", "DYLD_INSERT_LIBRARIES", "/b/libcapscan_interposer.dylib",
+                           NULL};
+    id dev;
+
+    start(env);                                   /* a launcher: loaded, no device yet, passes it on */
+    CHECK(set_calls == 0);
+    dev = [TParavirt new];
+    capscan_entry_patch_device(dev);              /* the process that uses Metal drops it */
+    CHECK(set_calls == 1 && set_removed);
+    CHECK(said("scrubbed the injection variable in test_entry (CAPSCAN_INTERPOSER_SCRUB=device, at its first "
+               "Metal device)"));
+    capscan_entry_patch_device([TParavirt new]);
+    CHECK(set_calls == 1);                        /* once */
+    CHECK([dev supportsFamily:1007]);
+    start(inert);                                 /* an inert policy uses nothing: dropped at once */
+    CHECK(set_calls == 1 && set_removed);
+}
+
 /* Each case runs in its own process: the hooks are process-wide, and GCC's
  * runtime handles a base class's method being re-pointed differently from
  * Apple's (its method_setImplementation also re-points subclasses' own
@@ -394,5 +451,7 @@ int main(void)
     run_case(test_rollback_through_the_init_hook);
     run_case(test_runtime_init_hook_cases);
     run_case(test_scrub);
+    run_case(test_scrub_names_the_file_injected);
+    run_case(test_scrub_at_the_first_device);
     return check_summary();
 }

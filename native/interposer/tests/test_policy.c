@@ -208,9 +208,18 @@ static void test_scrub_switch(void)
 {
     const char *on[] = {CAPSCAN_ENV_SCRUB, "1", CAPSCAN_ENV_FAMILY, "1007", NULL};
     const char *other[] = {CAPSCAN_ENV_SCRUB, "yes", NULL};
+    const char *device[] = {CAPSCAN_ENV_SCRUB, "device", NULL};
+    const char *devices[] = {CAPSCAN_ENV_SCRUB, "devices", NULL};
+    const char *dev[] = {CAPSCAN_ENV_SCRUB, "dev", NULL};
     struct capscan_policy p = with_env(on);
-    CHECK(p.scrub == 1 && capscan_policy_active(&p));
-    p = with_env(other);      /* only "1" switches it on */
+    CHECK(p.scrub == CAPSCAN_SCRUB_AT_LOAD && capscan_policy_active(&p));
+    p = with_env(other);      /* only "1" and "device" switch it on */
+    CHECK(p.scrub == 0);
+    p = with_env(device);
+    CHECK(p.scrub == CAPSCAN_SCRUB_AT_DEVICE);
+    p = with_env(devices);
+    CHECK(p.scrub == 0);
+    p = with_env(dev);
     CHECK(p.scrub == 0);
     p = family_value("1007"); /* off by default */
     CHECK(p.scrub == 0);
@@ -219,24 +228,36 @@ static void test_scrub_switch(void)
 static void test_scrub_list(void)
 {
     char out[128];
-    CHECK(capscan_scrub_list("/x/libcapscan_interposer.dylib", ":", out, sizeof out) == 1 && strcmp(out, "") == 0);
-    CHECK(capscan_scrub_list("/a/libA.dylib:/b b/libcapscan_interposer.universal.dylib:/c/libC.dylib", ":", out,
+    CHECK(capscan_scrub_list("/x/libcapscan_interposer.dylib", ":", 0, out, sizeof out) == 1 && strcmp(out, "") == 0);
+    CHECK(capscan_scrub_list("/a/libA.dylib:/b b/libcapscan_interposer.universal.dylib:/c/libC.dylib", ":", 0, out,
                              sizeof out) == 1 && strcmp(out, "/a/libA.dylib:/c/libC.dylib") == 0);
     /* DYLD paths may hold spaces: only ':' separates there */
-    CHECK(capscan_scrub_list("/Volumes/My Files/libother.dylib", ":", out, sizeof out) == 0 &&
+    CHECK(capscan_scrub_list("/Volumes/My Files/libother.dylib", ":", 0, out, sizeof out) == 0 &&
           strcmp(out, "/Volumes/My Files/libother.dylib") == 0);
     /* LD_PRELOAD separates with ':' or whitespace; empty entries vanish */
-    CHECK(capscan_scrub_list("libcapscan_interposer.so /l/libx.so::/l/liby.so", ": ", out, sizeof out) == 1 &&
+    CHECK(capscan_scrub_list("libcapscan_interposer.so /l/libx.so::/l/liby.so", ": ", 0, out, sizeof out) == 1 &&
           strcmp(out, "/l/libx.so:/l/liby.so") == 0);
     /* a name that merely contains the stem is not ours */
-    CHECK(capscan_scrub_list("/l/mylibcapscan_interposer.so", ":", out, sizeof out) == 0 &&
+    CHECK(capscan_scrub_list("/l/mylibcapscan_interposer.so", ":", 0, out, sizeof out) == 0 &&
           strcmp(out, "/l/mylibcapscan_interposer.so") == 0);
-    CHECK(capscan_scrub_list("/libcapscan_interposer", ":", out, sizeof out) == 1);
-    CHECK(capscan_scrub_list("/libcapscan_interpose", ":", out, sizeof out) == 0);
-    CHECK(capscan_scrub_list(NULL, ":", out, sizeof out) == 0 && out[0] == '\0');
-    CHECK(capscan_scrub_list("", ":", out, sizeof out) == 0 && out[0] == '\0');
-    CHECK(capscan_scrub_list("/a/long-library-name.dylib", ":", out, 8) == -1 && out[0] == '\0');
-    CHECK(capscan_scrub_list("/a", ":", out, 0) == -1);
+    CHECK(capscan_scrub_list("/libcapscan_interposer", ":", 0, out, sizeof out) == 1);
+    CHECK(capscan_scrub_list("/libcapscan_interpose", ":", 0, out, sizeof out) == 0);
+    CHECK(capscan_scrub_list(NULL, ":", 0, out, sizeof out) == 0 && out[0] == '\0');
+    CHECK(capscan_scrub_list("", ":", 0, out, sizeof out) == 0 && out[0] == '\0');
+    CHECK(capscan_scrub_list("/a/long-library-name.dylib", ":", 0, out, 8) == -1 && out[0] == '\0');
+    CHECK(capscan_scrub_list("/a", ":", 0, out, 0) == -1);
+    /* the file actually injected, under any name (--dylib): by its path or its file name */
+    CHECK(capscan_scrub_list("/a/libA.dylib:/opt/shims/gpu-fix.dylib", ":", "/opt/shims/gpu-fix.dylib", out,
+                             sizeof out) == 1 && strcmp(out, "/a/libA.dylib") == 0);
+    CHECK(capscan_scrub_list("/a/libA.dylib:/private/tmp/gpu-fix.dylib", ":", "/tmp/gpu-fix.dylib", out,
+                             sizeof out) == 1 && strcmp(out, "/a/libA.dylib") == 0);
+    CHECK(capscan_scrub_list("/a/libA.dylib:/b/gpu-fix.dylib.bak", ":", "/b/gpu-fix.dylib", out,
+                             sizeof out) == 0 && strcmp(out, "/a/libA.dylib:/b/gpu-fix.dylib.bak") == 0);
+    CHECK(capscan_scrub_list("/a/libA.dylib:/b/libcapscan_interposer.so", ":", "/c/gpu-fix.so", out,
+                             sizeof out) == 1 && strcmp(out, "/a/libA.dylib") == 0);
+    CHECK(capscan_scrub_list("/a/libA.dylib", ":", "", out, sizeof out) == 0);
+    CHECK(capscan_scrub_list("/a/libA.dylib:/b/", ":", "/b/", out, sizeof out) == 1 &&
+          strcmp(out, "/a/libA.dylib") == 0);
 }
 
 int main(void)

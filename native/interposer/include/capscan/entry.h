@@ -17,11 +17,16 @@ struct capscan_platform {
     int (*set_env)(const char *name, const char *value);
     const char *injection_variable;   /* DYLD_INSERT_LIBRARIES or LD_PRELOAD */
     const char *separators;           /* what separates its entries */
+    /* the path the loader reports for this library (dladdr), or 0: the scrub
+     * removes the entry actually injected, whatever its file name */
+    const char *(*self_path)(void);
 };
 
 /* Idempotent; the first call wins.  Until it runs, the patch functions do
  * nothing (fail closed).  With CAPSCAN_INTERPOSER_SCRUB=1 it also removes
- * the library from the injection variable (children do not inherit it). */
+ * the library from the injection variable (children do not inherit it);
+ * with CAPSCAN_INTERPOSER_SCRUB=device that waits for the first device this
+ * process asks Metal for (at once when the policy is inactive). */
 void capscan_entry_init(const struct capscan_platform *platform);
 
 /* The proven hook point first: when _MTLDevice has initGPUFamilySupport,

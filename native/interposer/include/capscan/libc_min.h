@@ -13,6 +13,13 @@ int setenv(const char *name, const char *value, int overwrite);
 int unsetenv(const char *name);
 void *dlsym(void *handle, const char *symbol);
 #define RTLD_DEFAULT ((void *)-2)   /* <dlfcn.h> on Apple platforms */
+typedef struct dl_info {            /* <dlfcn.h> on Apple platforms */
+    const char *dli_fname;
+    void *dli_fbase;
+    const char *dli_sname;
+    void *dli_saddr;
+} Dl_info;
+int dladdr(const void *addr, Dl_info *info);
 #else
 #include <dlfcn.h>
 #include <stdlib.h>

@@ -16,6 +16,14 @@
 #define CAPSCAN_ENV_TG_FLOOR "CAPSCAN_METAL_MAX_THREADGROUP_MEMORY"
 #define CAPSCAN_ENV_VERBOSE "CAPSCAN_INTERPOSER_VERBOSE"
 #define CAPSCAN_ENV_SCRUB "CAPSCAN_INTERPOSER_SCRUB"
+/* CAPSCAN_INTERPOSER_SCRUB values: "1" drops the library from the injection
+ * variable as soon as it loads; "device" only once this process asks Metal
+ * for a device, so a launcher that re-execs the real program (framework
+ * Python's bin/python3.x, `uv run`) passes it on, and the program that does
+ * the GPU work drops it.  Anything else: no scrub. */
+#define CAPSCAN_SCRUB_OFF 0
+#define CAPSCAN_SCRUB_AT_LOAD 1
+#define CAPSCAN_SCRUB_AT_DEVICE 2
 
 typedef const char *(*capscan_getenv_fn)(const char *name);
 
@@ -34,7 +42,7 @@ struct capscan_policy {
     const char *variable;       /* the variable that decided the status, or 0 */
     const char *value;          /* its value (for diagnostics), or 0 */
     int verbose;                /* CAPSCAN_INTERPOSER_VERBOSE=1 */
-    int scrub;                  /* CAPSCAN_INTERPOSER_SCRUB=1: children do not inherit the library */
+    int scrub;                  /* CAPSCAN_SCRUB_*: when children stop inheriting the library */
 };
 
 enum capscan_answer {

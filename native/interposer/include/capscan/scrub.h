@@ -10,9 +10,13 @@
 #define CAPSCAN_LIBRARY_STEM "libcapscan_interposer"
 
 /* Copy the entries of list (separated by any character of separators) to
- * out, joined by the first separator, leaving out every entry whose file name
- * starts with CAPSCAN_LIBRARY_STEM.  Returns how many entries were removed,
- * or -1 (out untouched except for an empty string) when out is too small. */
-int capscan_scrub_list(const char *list, const char *separators, char *out, unsigned long size);
+ * out, joined by the first separator, leaving out every entry that names this
+ * library: its file name starts with CAPSCAN_LIBRARY_STEM, or the entry is
+ * self (the path the loader reports for this very image; may be 0) or has
+ * self's file name, so a copy injected under another name (--dylib) is
+ * dropped too.  Returns how many entries were removed, or -1 (out untouched
+ * except for an empty string) when out is too small. */
+int capscan_scrub_list(const char *list, const char *separators, const char *self, char *out,
+                       unsigned long size);
 
 #endif
