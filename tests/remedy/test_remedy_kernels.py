@@ -90,7 +90,7 @@ def test_remedy_run_checks_the_kernels_again_with_the_library_loaded(env, linux_
     assert "kernel check (library loaded): the paravirtual device ran" in ok.stderr.decode()
 
 
-def test_bfloat_alone_advises_bf16_disable(env, linux_build):
+def test_bfloat_alone_advises_bf16_disable_and_then_verifies_bfloat_false(env, linux_build):
     stock = env.ingest_text(stock_fake_llama_log(linux_build))
     fake = str(linux_build / "fake-llama")
     r = env.capscan("remedy", "run", "--run", str(stock), "--family", "1007", "--", fake,
@@ -99,6 +99,15 @@ def test_bfloat_alone_advises_bf16_disable(env, linux_build):
     text = r.stderr.decode()
     assert "could not compile the bfloat kernel" in text and "bfloat only" in text
     assert "GGML_METAL_BF16_DISABLE=1 capscan remedy run -- CMD" in text and "do not force" not in text
+    ok = env.capscan("remedy", "run", "--json", "--run", str(stock), "--family", "1007", "--", fake,
+                     CAPSCAN_FAKE_METAL_KERNELS="bfloat=compile-error", GGML_METAL_BF16_DISABLE="1")
+    assert ok.returncode == 0, ok.stderr.decode()
+    doc = json.loads(ok.stdout)
+    assert doc["verified"] is True and doc["compare"]["after"]["bfloat"] is False
+    flags = next(c for c in doc["verification"] if c["name"] == "capability flags")
+    assert flags["status"] == "pass" and "GGML_METAL_BF16_DISABLE is set" in flags["reason"]
+    assert "bfloat false (GGML_METAL_BF16_DISABLE is set)" in ok.stderr.decode()  # while it runs, too
+    # without the switch, a bfloat false is still a failure to verify
     assert km.bf16_disabled({"GGML_METAL_BF16_DISABLE": ""}) is True  # llama.cpp: getenv != NULL
     assert km.bf16_disabled({}) is False
 
