@@ -49,6 +49,7 @@ def test_a_failed_kernel_refuses_before_anything_is_injected(env, linux_build, m
     ("timeout", "simdgroup reduction timeout: the command buffer did not complete"),
     ("crash", "simdgroup reduction crash: the check died by signal 11 (SIGSEGV) while running this kernel"),
     ("hang", "simdgroup reduction timeout: no result within 1500 ms"),
+    ("simdgroup_mm=gpu-timeout", "simdgroup matrix multiply timeout: command buffer error: Caused GPU Timeout"),
 ])
 def test_a_check_that_could_not_run_is_a_warning_not_do_not_force(env, linux_build, mode, said):
     """A crash or a timeout of the check says nothing about the GPU: a warning, the self-test goes on."""

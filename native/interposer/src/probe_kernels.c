@@ -45,6 +45,7 @@ static const struct {
 #define MTL_STATUS_ERROR 5       /* MTLCommandBufferStatusError */
 #define MTL_STORAGE_SHARED 0ul   /* MTLResourceStorageModeShared << MTLResourceStorageModeShift */
 #define MTL_DATA_TYPE_BOOL 53ul  /* MTLDataTypeBool */
+#define MTL_COMMAND_BUFFER_ERROR_TIMEOUT 2ul   /* MTLCommandBufferErrorTimeout */
 
 struct mtl_size {                /* MTLSize, passed by value */
     unsigned long width, height, depth;
@@ -750,8 +751,11 @@ static int run_step(struct child *c, id library, const struct step *st, char *ms
     }
     if (status != MTL_STATUS_COMPLETED) {
         id cb_error = capscan_responds(cb, "error") ? capscan_send_id(cb, "error") : 0;
+        int gpu_timeout = cb_error && capscan_responds(cb_error, "code") &&
+                          capscan_send_ulong(cb_error, "code") == MTL_COMMAND_BUFFER_ERROR_TIMEOUT;
         error_text(msg, "command buffer error: ", cb_error, "status is not completed");
-        return CAPSCAN_KERNEL_FAIL;
+        /* The GPU's watchdog stopped it: the check did not finish, which is no wrong number. */
+        return gpu_timeout ? CAPSCAN_KERNEL_TIMEOUT : CAPSCAN_KERNEL_FAIL;
     }
     r.out = (const float *)send_ptr(out, "contents");
     if (!r.out) {

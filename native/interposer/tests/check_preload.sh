@@ -312,6 +312,10 @@ has "bfloat mm fail" 'kernel.simdgroup_mm=pass'; has "bfloat mm fail" 'kernel.bf
 has "bfloat mm fail" 'kernel.bfloat.message=simdgroup_bfloat8x8: expected 21 got 22 at 9'
 run CAPSCAN_FAKE_METAL_KERNELS=capscan_simdgroup_mm_fa=crash -- ./capscan-probe --kernels
 has "fa crash" 'kernel.simdgroup_mm=crash'; has "fa crash" 'kernel.simdgroup_reduction=pass'
+# the GPU watchdog (command buffer Error, MTLCommandBufferErrorTimeout): timeout, not fail
+run CAPSCAN_FAKE_METAL_KERNELS=simdgroup_mm=gpu-timeout -- ./capscan-probe --kernels
+has "gpu timeout" 'kernel.simdgroup_reduction=pass'; has "gpu timeout" 'kernel.simdgroup_mm=timeout'
+has "gpu timeout" 'kernel.simdgroup_mm.message=command buffer error: Caused GPU Timeout Error (00000002:kIOGPUCommandBufferCallbackErrorTimeout)'
 # injected-only failures (CAPSCAN_FAKE_METAL_KERNELS_INJECTED): stock passes, with the shim loaded it fails
 run CAPSCAN_FAKE_METAL_KERNELS_INJECTED=simdgroup_mm=fail -- ./capscan-probe --kernels
 has "injected-only, stock" 'kernel.simdgroup_mm=pass'

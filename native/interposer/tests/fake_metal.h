@@ -36,6 +36,8 @@
  *                    localizedDescription is a Metal-compiler-style message
  *                    ("program_source:L:C: error: ...", with newlines)
  *   timeout          the command buffer never completes (status stays 2)
+ *   gpu-timeout      the command buffer ends in status Error (5) with an NSError
+ *                    of code 2, MTLCommandBufferErrorTimeout (the GPU watchdog)
  *   crash            dispatchThreadgroups:threadsPerThreadgroup: writes a line
  *                    to stderr and raises SIGSEGV
  *   hang             newLibraryWithSource never returns (the probe's parent

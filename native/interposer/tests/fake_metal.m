@@ -71,7 +71,7 @@ static const char *const cap_names[CAP_COUNT] = {"simdgroup_reduction", "simdgro
 static const char *const cap_functions[CAP_COUNT] = {
     "capscan_simdgroup_reduction", "capscan_simdgroup_mm", "capscan_bfloat"
 };
-enum { MODE_PASS, MODE_FAIL, MODE_COMPILE_ERROR, MODE_TIMEOUT, MODE_CRASH, MODE_HANG };
+enum { MODE_PASS, MODE_FAIL, MODE_COMPILE_ERROR, MODE_TIMEOUT, MODE_CRASH, MODE_HANG, MODE_GPU_TIMEOUT };
 
 /* The kernels of each capability's library (src/kernels/\*.metal). */
 enum { FN_REDUCTION, FN_MM, FN_MM_FA, FN_BFLOAT, FN_BFLOAT_MM, FN_COUNT, FN_NONE = -1 };
@@ -106,7 +106,7 @@ __attribute__((constructor)) static void fake_metal_init(void)
 
 static int parse_mode(const char *word, size_t n)
 {
-    static const char *const names[] = {"pass", "fail", "compile-error", "timeout", "crash", "hang"};
+    static const char *const names[] = {"pass", "fail", "compile-error", "timeout", "crash", "hang", "gpu-timeout"};
     unsigned i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strlen(names[i]) == n && strncmp(word, names[i], n) == 0)
@@ -262,6 +262,7 @@ static id compile_error(const char *source, const char *token, const char *text)
     FakeMTLComputeCommandEncoder *encoder;
     int committed;
     int stuck;
+    int errored;    /* an MTLCommandBufferError code: status Error */
     int polls;
 }
 - (id)computeCommandEncoder;
@@ -627,6 +628,10 @@ static void run_on_cpu(FakeMTLComputeCommandEncoder *e)
         stuck = 1;
         return;
     }
+    if (encoder && fn_mode(encoder->pipeline ? encoder->pipeline->fn : FN_NONE) == MODE_GPU_TIMEOUT) {
+        errored = 2;   /* MTLCommandBufferErrorTimeout */
+        return;
+    }
     if (encoder)
         run_on_cpu(encoder);
 }
@@ -637,11 +642,14 @@ static void run_on_cpu(FakeMTLComputeCommandEncoder *e)
         return 0;
     if (stuck)
         return 2;
+    if (errored)
+        return polls++ == 0 ? 3 : 5;   /* MTLCommandBufferStatusError */
     return polls++ == 0 ? 3 : 4;
 }
 - (id)error
 {
-    return nil;
+    return errored ? fake_error("Caused GPU Timeout Error (00000002:kIOGPUCommandBufferCallbackErrorTimeout)",
+                                errored) : nil;
 }
 @end
 
