@@ -133,7 +133,7 @@ def run_kernel_check(db: Database, runner: Runner, probe: Path, system: str) -> 
         error=f"{probe.name} printed no kernel results (a probe older than --kernels)")
 
 
-def run_injected_check(runner: Runner, probe: Path, system: str, env: dict[str, str]) -> KernelCheck:
+def run_injected_check(runner: Runner, probe: Path, env: dict[str, str]) -> KernelCheck:
     """`capscan-probe --kernels` with the library loaded (env: the stock environment plus the injection, no
     scrub, so the probe's exec'd check process loads it too). Read in memory, never stored: a probe run that
     answers raised families is no evidence for a diagnosis, and never reused."""
@@ -166,7 +166,7 @@ def parse_lines(text: str) -> KernelCheck | None:
     return kc if kc.results else None
 
 
-def _said(cap: str, r: dict[str, Any]) -> str:
+def _said(r: dict[str, Any]) -> str:
     message = r.get("message")
     return f"{r.get('result')}{': ' + message if message else ''}"
 
@@ -195,7 +195,7 @@ def check(kc: KernelCheck, *, env: Mapping[str, str] | None = None, name: str = 
     simd_refused = [(c, r) for c, r in kc.having(REFUSED) if c in SIMDGROUP]
     if simd_refused:
         cap, r = simd_refused[0]
-        return failed(name, f"this guest's Metal compiler refused capscan's {WORDS[cap]} kernel ({_said(cap, r)}): "
+        return failed(name, f"this guest's Metal compiler refused capscan's {WORDS[cap]} kernel ({_said(r)}): "
                       f"a fact about {WORDS[cap]} on this driver only, not wrong numbers, but llama.cpp's "
                       f"{WORDS[cap]} kernels need the same feature, so forcing the family would hand them to a "
                       "compiler that refuses it",
@@ -205,7 +205,7 @@ def check(kc: KernelCheck, *, env: Mapping[str, str] | None = None, name: str = 
     could_not = kc.having(COULD_NOT_RUN)
     if could_not:
         return warned(name, "the check could not run, which says nothing about the GPU: " + "; ".join(
-            f"{WORDS[c]} {_said(c, r)}" for c, r in could_not),
+            f"{WORDS[c]} {_said(r)}" for c, r in could_not),
             "run `capscan probe --kernels` again; if it keeps crashing or timing out attach "
             "`capscan probe --kernels --json` to an issue (CAPSCAN_PROBE_KERNEL_TIMEOUT_MS raises the deadline)",
             data=data)
@@ -217,10 +217,10 @@ def check(kc: KernelCheck, *, env: Mapping[str, str] | None = None, name: str = 
         what = "got wrong numbers from" if r.get("result") == "fail" else "could not compile"
         if off:
             return passed(name, f"the paravirtual device ran the simdgroup kernels right; it {what} the bfloat "
-                          f"kernel ({_said(cap, r)}), and {BF16_DISABLE} is set, so llama.cpp keeps bfloat off",
+                          f"kernel ({_said(r)}), and {BF16_DISABLE} is set, so llama.cpp keeps bfloat off",
                           data=data)
         return failed(name, f"the simdgroup kernels passed, but the GPU behind this VM {what} the bfloat kernel "
-                      f"({_said(cap, r)}): bfloat only",
+                      f"({_said(r)}): bfloat only",
                       f"run the remedy with {BF16_DISABLE}=1 in the workload's environment (llama.cpp then keeps "
                       f"`has bfloat = false` and uses the simdgroup kernels that passed): "
                       f"{BF16_DISABLE}=1 capscan remedy run -- CMD", data=data)
