@@ -253,7 +253,7 @@ class RunFacts(_Record):
     model_device: str | None = None
     probe: dict[int, bool] | None = None  # family code -> supportsFamily answer
     # capscan-probe --kernels: per capability llama.cpp gates on (simdgroup_reduction, simdgroup_mm, bfloat),
-    # {"result": pass|fail|compile-error|timeout|not-run, "message", "line"}; None: no kernel check shown
+    # {"result": pass|fail|compile-error|timeout|crash|not-run, "message", "line"}; None: no kernel check shown
     kernels: dict[str, dict] | None = None
     kernel_msl_version: str | None = None  # the Metal language version the checks were compiled for
     kernel_elapsed_ms: int | None = None

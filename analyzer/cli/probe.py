@@ -18,7 +18,7 @@ from analyzer.pipeline import diagnose_and_store, store_input
 @click.option("--probe", "probe_path", type=click.Path(dir_okay=False), default=None,
               help="Run this probe binary instead (e.g. the Linux fake in native/interposer/build/linux/).")
 @click.option("--kernels", is_flag=True,
-              help="Also compile and run one Metal kernel per capability llama.cpp gates on (simdgroup reduction, "
+              help="Also compile and run small Metal kernels per capability llama.cpp gates on (simdgroup reduction, "
                    "simdgroup matrix multiply, bfloat) and check the answers: proof of what the GPU computes "
                    "correctly, not of its speed. macOS only (the Linux stand-in fakes it).")
 @click.argument("probe_args", nargs=-1, type=click.UNPROCESSED)

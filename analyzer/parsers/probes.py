@@ -50,7 +50,7 @@ def _probe_kv_events(line_no: int, text: str, key: str, value: str) -> list[Even
 
 
 KERNEL_CAPABILITIES = chips.KERNEL_FLAGS
-KERNEL_RESULTS = ("pass", "fail", "compile-error", "timeout", "not-run")
+KERNEL_RESULTS = ("pass", "fail", "compile-error", "timeout", "crash", "not-run")
 MAX_MESSAGE = 300  # the probe prints at most 300 bytes of a compiler message
 # Metal has about 25 GPU families (Apple1-10, Mac1-2, Common1-3, Metal3-4, ...); a probe listing more is
 # hostile: the first MAX_FAMILIES answers are kept, the rest counted (70,000 of them peaked at 236 MB)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from analyzer import chips
 from analyzer.remedy import platform as plat
 from analyzer.remedy.check import Check, failed, passed
+from analyzer.remedy.kernels import BF16_DISABLE, bf16_disabled
 from analyzer.remedy.prefix import SCRUB_AT_LOAD, SCRUB_VAR, injection_vars
 from analyzer.store import remedy_records as records
 
@@ -83,6 +84,7 @@ class _Spool:
 
 
 _KERNEL_FLAGS = [chips.METAL_FLAG[name] for name in chips.KERNEL_FLAGS]
+BF16_LABEL = chips.METAL_FLAG["bfloat"].label
 _FLAG = re.compile(r"\b(?P<name>" + "|".join(re.escape(flag.printed[0]) for flag in _KERNEL_FLAGS)
                    + r")(?: support)?\s*=\s*(?P<v>true|false)\b")
 _BANNER = re.compile(r"\[capscan-interposer\] enabled for ")
@@ -95,7 +97,8 @@ class EarlyCheck:
 
     NAMES = {flag.printed[0]: flag.label for flag in _KERNEL_FLAGS}
 
-    def __init__(self) -> None:
+    def __init__(self, bf16_disabled: bool = False) -> None:
+        self.bf16_disabled = bf16_disabled  # GGML_METAL_BF16_DISABLE in the child's env: bfloat false is right
         self.banner = False
         self.flags: dict[str, bool] = {}
         self.decision: tuple[bool, str] | None = None
@@ -112,10 +115,12 @@ class EarlyCheck:
             if m is not None:
                 self.flags[self.NAMES[m.group("name")]] = m.group("v") == "true"
             if len(self.flags) == len(self.NAMES):
-                off = [k for k, v in self.flags.items() if not v]
+                optional = BF16_LABEL if self.bf16_disabled else None
+                off = [k for k, v in self.flags.items() if not v and k != optional]
                 if self.banner and not off:
                     self.decision = (True, "the interposer's banner, and simdgroup reduction, matrix mul. and "
-                                           "bfloat true")
+                                           + ("bfloat true" if self.flags.get(BF16_LABEL) else
+                                              f"bfloat false ({BF16_DISABLE} is set)"))
                 else:
                     why = ([] if self.banner else ["no [capscan-interposer] banner"]) + [f"{k} false" for k in off]
                     self.decision = (False, ", ".join(why))
@@ -174,6 +179,7 @@ class Outcome:
     error: str | None = None
     early: tuple[bool, str] | None = None  # EarlyCheck's verdict of the block as printed, when it decided
     interrupted: bool = False  # Ctrl-C (SIGINT), SIGTERM or SIGHUP reached capscan while the command ran
+    bf16_disabled: bool = False  # GGML_METAL_BF16_DISABLE was in the child's env: llama.cpp keeps bfloat off
     signum: int = signal.SIGINT  # which of them
     stopped_by: str | None = None  # how the child was made to stop after the interrupt
 
@@ -229,7 +235,7 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
     from analyzer.pipeline import store_input
     from analyzer.read.reader import Input, InputError
 
-    outcome = Outcome()
+    outcome = Outcome(bf16_disabled=bf16_disabled(env))
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, shell=False)
     except OSError as exc:
@@ -237,7 +243,7 @@ def launch(db: Database, cmd: list[str], env: dict[str, str], *, out: BinaryIO, 
         return outcome
     if action_id is not None:
         note_child(db, action_id, proc.pid)
-    spool, early, lock = _Spool(), EarlyCheck(), threading.Lock()
+    spool, early, lock = _Spool(), EarlyCheck(outcome.bf16_disabled), threading.Lock()
     threads = [threading.Thread(target=_pump, args=(proc.stdout, out, spool, spool.held, outcome, lock, early),
                                 daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, err, spool, spool.live, outcome, lock, early),
@@ -411,8 +417,16 @@ def verify(outcome: Outcome, runs: list, family: int, inj: plat.Injection) -> li
                              f" ({fam}), not {family}", "see the banner check: the hook did not take"))
     caps = (diag and diag.capabilities) or f.capabilities.as_dict()
     flags = {k: caps.get(k) for k in ("simdgroup_reduction", "simdgroup_mm", "bfloat")}
-    false_ = [k for k, v in flags.items() if v is not True]
-    if not false_:
+    # llama.cpp claims bfloat for Apple6+ (or Metal3, which needs Apple7 beside it for the simdgroup flags) unless
+    # GGML_METAL_BF16_DISABLE is set: bfloat false is right otherwise
+    bf16_claimed = not outcome.bf16_disabled and (fam or 0) >= 1006
+    false_ = [k for k, v in flags.items() if v is not True and (k != "bfloat" or bf16_claimed)]
+    if not false_ and flags["bfloat"] is not True:
+        why = f"{BF16_DISABLE} is set" if outcome.bf16_disabled else "the device claims no Apple6"
+        checks.append(passed("capability flags", "simdgroup reduction and simdgroup matrix mul. are now true; bfloat "
+                             f"is {'false' if flags['bfloat'] is False else 'not shown'}, as llama.cpp decides when "
+                             f"{why}"))
+    elif not false_:
         checks.append(passed("capability flags", "simdgroup reduction, simdgroup matrix mul. and bfloat are now true"))
     else:
         meaning = ("the family cap is below Apple7, which llama.cpp needs" if family < 1007 else

@@ -697,13 +697,28 @@ def check_already_injected(env: Mapping[str, str], stock_shim: dict | None, dyli
 
 
 def check_kernels(db, runner: Runner, system: str) -> Check:
-    """capscan-probe --kernels in this guest, stock (analyzer.remedy.kernels); reused for the boot."""
+    """capscan-probe --kernels in this guest, stock (analyzer.remedy.kernels); a pass is reused for the boot."""
     from analyzer.remedy import kernels as km
 
     probe, missing = km.probe_for_kernels(runner, system)
     if probe is None:
-        return km.check(km.KernelCheck(error=missing))
-    return km.check(km.run_kernel_check(db, Runner(plat.stock_env(runner.env), timeout=60), probe, system))
+        return km.check(km.KernelCheck(error=missing), env=runner.env)
+    return km.check(km.run_kernel_check(db, Runner(plat.stock_env(runner.env), timeout=60), probe, system),
+                    env=runner.env)
+
+
+def check_kernels_injected(runner: Runner, system: str, inj: plat.Injection, library: Path, family: int) -> Check:
+    """The same check with the library loaded, before the workload: a fail there refuses too (the claims are
+    what the workload will see). Children not scrubbed, so the probe's exec'd check process loads it too."""
+    from analyzer.remedy import kernels as km
+    from analyzer.remedy.prefix import injection_vars
+
+    probe, missing = km.probe_for_kernels(runner, system)
+    if probe is None:
+        return km.check(km.KernelCheck(error=missing), env=runner.env, name=km.INJECTED_NAME)
+    env = {**plat.stock_env(runner.env), **injection_vars(inj, str(library), family, inject_children=True)}
+    return km.check(km.run_injected_check(Runner(timeout=60), probe, env), env=runner.env,
+                    name=km.INJECTED_NAME)
 
 
 def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: Diagnosis | None, stock_shim: dict | None,
@@ -759,6 +774,8 @@ def run_preflight(db, *, cmd: list[str] | None, family_spec: str, diag: Diagnosi
     lib = dylibmod.prepare(runner, inj, db, explicit=Path(dylib_path) if dylib_path else None,
                            may_record=record_checksum, tools=tools)
     checks.extend(lib.checks)
+    if kernels and lib.choice is not None and fam is not None and not any(c.failed for c in checks):
+        checks.append(check_kernels_injected(runner, system, inj, lib.choice.path, fam))
     if system == "darwin" and lib.choice is not None and lib.archs is not None:
         boot = plat.boot_args(runner)
         checks.append(check_library_arm64e(system, sip, lib.archs, lib.choice.path, boot, inject_children))

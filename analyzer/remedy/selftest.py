@@ -373,7 +373,7 @@ def _preflight(report: Report, db: Database, probe: Path, clean_runner: Runner, 
         report.verdict = NOT_VM
     elif first is not None and first.name in ("arm64e slice", "launch chain") and "arm64e" in first.reason:
         report.verdict = ARM64E
-    elif first is not None and first.name == km.NAME:
+    elif first is not None and first.name in (km.NAME, km.INJECTED_NAME):
         report.verdict = KERNELS_FAIL
     elif any(c.name in ("hardened runtime", "library validation") for c in bad):
         report.verdict = HARDENED

@@ -16,7 +16,7 @@ from analyzer import chips
 from analyzer.model import like_pairs
 from analyzer.rules import baseline
 from analyzer.rules.advice import CONFIRM_HOST, device_advice, evidence_advice
-from analyzer.rules.view import KERNEL_WORDS, RunView, kernel_failure
+from analyzer.rules.view import KERNEL_COULD_NOT_RUN, KERNEL_WORDS, RunView, kernel_failure
 from analyzer.verdicts import NO_HOST_CHIP
 
 Finding = dict[str, Any]
@@ -87,8 +87,11 @@ def _kernel_checks(v: RunView) -> Finding | None:
     how = ", ".join(x for x in (f.kernel_msl_version and f"MSL {f.kernel_msl_version}",
                                 f.kernel_elapsed_ms is not None and f"{f.kernel_elapsed_ms} ms") if x)
     parts = [f"{KERNEL_WORDS[cap]} {r['result']}" for cap, r, _ in v.kernel_results]
+    could_not = any(r["result"] in KERNEL_COULD_NOT_RUN for _, r, _ in v.kernel_results)
     return finding(f"Kernel checks (capscan-probe --kernels{', ' + how if how else ''}): {', '.join(parts)}. They "
-                   "prove what the GPU computes correctly, not how fast.",
+                   "prove what the GPU computes correctly, not how fast."
+                   + (" A crash or a timeout means the check could not run: proof neither way, run it again."
+                      if could_not else ""),
                    [ln for _, _, lines in v.kernel_results for ln in lines])
 
 

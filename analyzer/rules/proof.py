@@ -17,15 +17,18 @@ from analyzer.verdicts import NO_CLAMP_BLOCK, NO_HOST_CHIP, NO_VM_GUEST
 
 # capscan-probe --kernels checks, in llama.cpp's order, with their names in words
 KERNEL_WORDS = {cap: chips.METAL_FLAG[cap].words for cap in chips.KERNEL_FLAGS}
-KERNEL_FAILURES = ("fail", "compile-error", "timeout")
+# wrong numbers, or the compiler refusing the construct: facts about the GPU/driver that veto fixable. A crash or
+# a timeout of the check process says the check could not run: neither veto nor proof.
+KERNEL_FAILURES = ("fail", "compile-error")
+KERNEL_COULD_NOT_RUN = ("crash", "timeout")
 
 
 def kernel_failure(cap: str, result: dict[str, Any]) -> str:
     """A failed kernel check in words, the same for the finding, the veto and the remedy's refusal:
     'the GPU behind this VM cannot compile the bfloat kernel (compile-error: program_source:...)'."""
     name = KERNEL_WORDS[cap]
-    what = {"fail": f"does not run {name} correctly", "compile-error": f"cannot compile the {name} kernel",
-            "timeout": f"did not finish the {name} kernel"}[result["result"]]  # one of KERNEL_FAILURES
+    what = {"fail": f"does not run {name} correctly",
+            "compile-error": f"cannot compile the {name} kernel"}[result["result"]]  # one of KERNEL_FAILURES
     message = result.get("message")
     return f"the GPU behind this VM {what} ({result['result']}{': ' + message if message else ''})"
 
@@ -205,8 +208,9 @@ class ProofView(EnvironmentView):
 
     @property
     def failed_kernels(self) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
-        """Kernel checks that compiled wrong, computed wrong or never finished. A capability that was not run
-        (bfloat below MSL 3.1) is no failure; two different results for one capability are a contradiction."""
+        """Kernel checks that did not compile or computed wrong. A capability that was not run (bfloat below
+        MSL 3.1), or whose check could not run (crash, timeout), is no failure; two different results for one
+        capability are a contradiction."""
         return [(cap, r, lines) for cap, r, lines in self.kernel_results if r["result"] in KERNEL_FAILURES]
 
     @cached_property

@@ -17,11 +17,11 @@ its own, stacked in this order (each reads only what is below it):
 from __future__ import annotations
 
 from analyzer.rules.facts import Peer
-from analyzer.rules.proof import KERNEL_FAILURES, KERNEL_WORDS, ProofView, kernel_failure
+from analyzer.rules.proof import KERNEL_COULD_NOT_RUN, KERNEL_FAILURES, KERNEL_WORDS, ProofView, kernel_failure
 from analyzer.rules.speed import SpeedView
 
 # what the rules, the engine and the remedy import from here
-__all__ = ["KERNEL_FAILURES", "KERNEL_WORDS", "Peer", "RunView", "kernel_failure"]
+__all__ = ["KERNEL_COULD_NOT_RUN", "KERNEL_FAILURES", "KERNEL_WORDS", "Peer", "RunView", "kernel_failure"]
 
 
 class RunView(SpeedView, ProofView):

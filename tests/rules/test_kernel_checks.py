@@ -39,6 +39,7 @@ def diagnose(text: str) -> dict:
     ("kernel.simdgroup_reduction=pass", "probe.kernel", {"capability": "simdgroup_reduction", "result": "pass"}),
     ("kernel.simdgroup_mm=compile-error", "probe.kernel", {"capability": "simdgroup_mm", "result": "compile-error"}),
     ("kernel.bfloat=not-run", "probe.kernel", {"capability": "bfloat", "result": "not-run"}),
+    ("kernel.simdgroup_mm=crash", "probe.kernel", {"capability": "simdgroup_mm", "result": "crash"}),
     ("kernel.simdgroup_mm.message=simdgroup_float8x8: expected 21 got 22 at 9", "probe.kernel_message",
      {"capability": "simdgroup_mm", "message": "simdgroup_float8x8: expected 21 got 22 at 9"}),
     ("kernel.msl_version=3.1", "probe.kernel_info", {"msl_version": "3.1"}),
@@ -74,7 +75,6 @@ def test_passing_kernels_are_the_first_proof_and_confidence_is_high():
 @pytest.mark.parametrize(("fixture", "words"), [
     ("guest-kernels-simdgroup-mm-fail.txt", "does not run simdgroup matrix multiply correctly (fail: simdgroup_"),
     ("guest-kernels-compile-error.txt", "cannot compile the simdgroup reduction kernel (compile-error: program_"),
-    ("guest-kernels-timeout.txt", "did not finish the simdgroup reduction kernel (timeout: "),
     ("guest-kernels-bfloat-compile-error.json", "cannot compile the bfloat kernel (compile-error: "),
 ])
 def test_a_failed_kernel_vetoes_fixable_whatever_the_family_says(fixture, words):
@@ -85,6 +85,23 @@ def test_a_failed_kernel_vetoes_fixable_whatever_the_family_says(fixture, words)
     failed = next(f for f in d["findings"] if f["rule"] == "kernel-check-failed")
     assert f"The GPU behind this VM {words}" in failed["message"] and failed["severity"] == "error"
     assert failed["evidence"] and all(e["line"] for e in failed["evidence"])
+
+
+@pytest.mark.parametrize("text", [
+    (KERNELS / "guest-kernels-timeout.txt").read_text(),
+    BASE + ("kernel.msl_version=3.2\nkernel.simdgroup_reduction=crash\nkernel.simdgroup_reduction.message=the check "
+            "died by signal 11 (SIGSEGV) while running this kernel\nkernel.simdgroup_mm=crash\nkernel.bfloat=crash\n"),
+])
+def test_a_check_that_could_not_run_is_neither_veto_nor_proof(text):
+    """A crash or a timeout of the check process says nothing about the GPU: the run is diagnosed as if no
+    kernel ran (the family and the host chip decide), never "do not force it", and never with kernel proof."""
+    d = diagnose(text)
+    assert d["verdict"] == "capability-downgrade" and d["fixable"] is True
+    assert "do not force" not in (d["fixable_reason"] or "")
+    assert not any(f["rule"] == "kernel-check-failed" for f in d["findings"])
+    assert not any("ran simdgroup" in p["sign"] for p in d["proof"])
+    report = next(f for f in d["findings"] if f["rule"] == "kernel-checks")
+    assert "the check could not run" in report["message"]
 
 
 def test_bfloat_not_run_below_msl_31_is_no_failure():

@@ -92,10 +92,11 @@ CASES: dict[str, list[tuple[tuple[str, ...], str, bool]]] = {
     "kernel-checks": [  # capscan-probe --kernels on the Linux stand-in (tests/fixtures/kernels/)
         (("kernels/guest-kernels-pass.txt",), "capability-downgrade", True),
         (("kernels/guest-kernels-macos13.json",), "capability-downgrade", True),
+        (("kernels/guest-kernels-timeout.txt",), "capability-downgrade", True),  # could not run: no veto
     ],
     "kernel-check-failed": [  # a kernel the GPU got wrong vetoes fixable whatever the family says
         (("kernels/guest-kernels-simdgroup-mm-fail.txt",), "capability-downgrade", False),
-        (("kernels/guest-kernels-timeout.txt",), "capability-downgrade", False),
+        (("kernels/guest-kernels-compile-error.txt",), "capability-downgrade", False),
     ],
     "device-probe": [  # no model ran: the verdict is what llama.cpp would make of the device
         (("kernels/guest-kernels-pass.txt",), "capability-downgrade", True),

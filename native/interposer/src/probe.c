@@ -12,7 +12,10 @@
  * API so it builds without an SDK.
  *
  * CAPSCAN_PROBE_KERNEL_TIMEOUT_MS: the kernel checks' total deadline
- * (1..600000, default 20000). */
+ * (1..600000, default 20000).
+ *
+ * `capscan-probe --kernel-check MS` is the checks' own process, which
+ * --kernels starts (fork + execv of this file): not for users. */
 #include "capscan/libc_min.h"
 #include "capscan/objc_call.h"
 #include "capscan/probe_kernels.h"
@@ -181,8 +184,12 @@ int main(int argc, char **argv)
     static char storage[16384];
     static struct report report;
     struct capscan_buf out;
+    static char self[1024];
     int json = 0, kernels = 0, i;
     id device;
+
+    if (argc == 3 && capscan_streq(argv[1], "--kernel-check"))
+        capscan_kernels_child(capscan_kernel_timeout_ms(argv[2]));
 
     for (i = 1; i < argc; i++) {
         if (!json && capscan_streq(argv[i], "--json")) {
@@ -195,9 +202,10 @@ int main(int argc, char **argv)
         }
     }
     capscan_host_query(&report.host);
-    /* Before this process touches Metal: the checks fork. */
+    /* The checks run in their own exec'd process, before this one touches Metal. */
     if (kernels) {
-        capscan_kernels_run(&report.host, capscan_kernel_timeout_ms(getenv("CAPSCAN_PROBE_KERNEL_TIMEOUT_MS")),
+        capscan_self_path(self, sizeof self);
+        capscan_kernels_run(&report.host, self, capscan_kernel_timeout_ms(getenv("CAPSCAN_PROBE_KERNEL_TIMEOUT_MS")),
                             &report.kernels);
         report.kernels_ran = 1;
     }

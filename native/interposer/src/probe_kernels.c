@@ -2,12 +2,15 @@
  * one small Metal library per capability llama.cpp gates on, run it, compare
  * the numbers with a CPU reference.
  *
- * The checks run in a forked child, before the parent touches Metal (Metal is
- * not fork-safe once initialised), and report over a pipe:
+ * The checks run in a fresh process: fork, then at once execv of the probe
+ * itself (`capscan-probe --kernel-check MS`), never Metal in a forked copy (a
+ * process that links Metal, CoreGraphics and Foundation is not fork-safe on
+ * macOS even before it touches them).  The child reports over its stdout:
  *   "B <i>\n"                     check i started
  *   "R <i> <result> <message>\n"  check i finished (message cleaned, may be empty)
  * The parent waits until a deadline, kills the child past it, and turns a
- * missing result into timeout (deadline) or fail (the child died by a signal).
+ * missing result into timeout (deadline) or crash (the child died by a signal
+ * or exited non-zero): both mean the check could not run, never wrong numbers.
  *
  * Kernel sources: src/kernels/<capability>.metal, embedded at build time as
  * C strings (build/gen/probe_msl.h).  Message sends go through
@@ -31,17 +34,18 @@ const char *const capscan_kernel_names[CAPSCAN_KERNEL_COUNT] = {
 
 static const struct {
     const char *source;
-    const char *function;
     unsigned long language_version;
 } kernels[CAPSCAN_KERNEL_COUNT] = {
-    {capscan_msl_simdgroup_reduction, "capscan_simdgroup_reduction", MSL_2_3},
-    {capscan_msl_simdgroup_mm, "capscan_simdgroup_mm", MSL_2_3},
-    {capscan_msl_bfloat, "capscan_bfloat", MSL_3_1},
+    {capscan_msl_simdgroup_reduction, MSL_2_3},
+    {capscan_msl_simdgroup_mm, MSL_2_3},
+    {capscan_msl_bfloat, MSL_3_1},
 };
 
 #define MTL_STATUS_COMPLETED 4   /* MTLCommandBufferStatusCompleted */
 #define MTL_STATUS_ERROR 5       /* MTLCommandBufferStatusError */
 #define MTL_STORAGE_SHARED 0ul   /* MTLResourceStorageModeShared << MTLResourceStorageModeShift */
+#define MTL_DATA_TYPE_BOOL 53ul  /* MTLDataTypeBool */
+#define MTL_COMMAND_BUFFER_ERROR_TIMEOUT 2ul   /* MTLCommandBufferErrorTimeout */
 
 struct mtl_size {                /* MTLSize, passed by value */
     unsigned long width, height, depth;
@@ -54,6 +58,7 @@ const char *capscan_kernel_result_name(int result)
     case CAPSCAN_KERNEL_FAIL: return "fail";
     case CAPSCAN_KERNEL_COMPILE_ERROR: return "compile-error";
     case CAPSCAN_KERNEL_TIMEOUT: return "timeout";
+    case CAPSCAN_KERNEL_CRASH: return "crash";
     default: return "not-run";
     }
 }
@@ -340,7 +345,10 @@ static void *send_ptr(id o, const char *s)
 #define LANES 32
 
 struct run {
-    float in[3 * 64];
+    union {
+        float f[512];
+        unsigned short h[1024];   /* IEEE half bits (capscan_simdgroup_mm_fa) */
+    } in;
     unsigned long in_len;     /* bytes */
     unsigned long out_len;    /* bytes */
     const float *out;
@@ -350,7 +358,7 @@ static void fill_reduction(struct run *r)
 {
     int i;
     for (i = 0; i < LANES; i++)
-        r->in[i] = (float)((i * 13) % 32);   /* permutation of 0..31 */
+        r->in.f[i] = (float)((i * 13) % 32);   /* permutation of 0..31 */
     r->in_len = LANES * sizeof(float);
     r->out_len = 2 * LANES * sizeof(float);
 }
@@ -368,7 +376,7 @@ static void mm_inputs(float *a, float *b, float *c)
 
 static void fill_mm(struct run *r)
 {
-    mm_inputs(r->in, r->in + 64, r->in + 128);
+    mm_inputs(r->in.f, r->in.f + 64, r->in.f + 128);
     r->in_len = 3 * 64 * sizeof(float);
     r->out_len = 2 * 64 * sizeof(float);
 }
@@ -387,7 +395,7 @@ static void fill_bfloat(struct run *r)
 {
     int i;
     for (i = 0; i < LANES; i++)
-        r->in[i] = bfloat_inputs[i];
+        r->in.f[i] = bfloat_inputs[i];
     r->in_len = LANES * sizeof(float);
     r->out_len = LANES * sizeof(float);
 }
@@ -411,13 +419,13 @@ static void mismatch(char *msg, const char *what, double expected, double got, i
 
 static int check_reduction(const struct run *r, char *msg)
 {
-    float sum = 0, max = r->in[0];
+    float sum = 0, max = r->in.f[0];
     int i;
 
     for (i = 0; i < LANES; i++) {
-        sum += r->in[i];
-        if (r->in[i] > max)
-            max = r->in[i];
+        sum += r->in.f[i];
+        if (r->in.f[i] > max)
+            max = r->in.f[i];
     }
     for (i = 0; i < LANES; i++)
         if (r->out[i] != sum) {     /* exact: integer-valued floats */
@@ -470,7 +478,7 @@ static int check_bfloat(const struct run *r, char *msg)
     int i;
 
     for (i = 0; i < LANES; i++) {
-        double x = r->in[i], got = r->out[i];
+        double x = r->in.f[i], got = r->out[i];
         double tol = (x < 0 ? -x : x) / 128.0;
         double diff = got - x;
         if (!(diff <= tol && diff >= -tol)) {
@@ -478,7 +486,7 @@ static int check_bfloat(const struct run *r, char *msg)
             return CAPSCAN_KERNEL_FAIL;
         }
     }
-    if (r->out[BFLOAT_UNREPRESENTABLE] == r->in[BFLOAT_UNREPRESENTABLE]) {
+    if (r->out[BFLOAT_UNREPRESENTABLE] == r->in.f[BFLOAT_UNREPRESENTABLE]) {
         static char storage[CAPSCAN_KERNEL_MESSAGE_MAX + 1];
         struct capscan_buf b;
         capscan_buf_init(&b, storage, sizeof storage);
@@ -491,6 +499,106 @@ static int check_bfloat(const struct run *r, char *msg)
     }
     return CAPSCAN_KERNEL_PASS;
 }
+
+/* capscan_simdgroup_mm_fa: Q (8x8), K (32 keys x 8), C (8x32), small integers. */
+static int fa_q(int j, int d) { return (j + 2 * d) % 5 - 2; }
+static int fa_k(int c, int d) { return (3 * c + d) % 7 - 3; }
+static int fa_c(int j, int c) { return (j * c) % 5 - 2; }
+
+/* IEEE half bits of a small integer (|v| < 2048: exact, no rounding). */
+static unsigned short half_bits(int v)
+{
+    unsigned a = (unsigned)(v < 0 ? -v : v);
+    unsigned short sign = v < 0 ? 0x8000u : 0;
+    int e = 0;
+
+    if (a == 0)
+        return sign;
+    while ((a >> (e + 1)) != 0)
+        e++;
+    return (unsigned short)(sign | (unsigned)((e + 15) << 10) | ((a << (10 - e)) & 0x3ffu));
+}
+
+static void fill_fa(struct run *r)
+{
+    int j, c, d;
+    float *bias = r->in.f + 160;   /* byte 640 */
+
+    for (j = 0; j < 8; j++)
+        for (d = 0; d < 8; d++)
+            r->in.h[j * 8 + d] = half_bits(fa_q(j, d));
+    for (c = 0; c < 32; c++)
+        for (d = 0; d < 8; d++)
+            r->in.h[64 + c * 8 + d] = half_bits(fa_k(c, d));
+    for (c = 0; c < 256; c++)   /* one loop: clang turns a constant row into memset_pattern16 */
+        bias[c] = (float)fa_c(c / 32, c % 32);
+    r->in_len = 640 + 256 * sizeof(float);
+    r->out_len = 256 * sizeof(float);
+}
+
+/* Exact: every product and sum is an integer below 64 in magnitude. */
+static int check_fa(const struct run *r, char *msg)
+{
+    int j, c, d;
+
+    for (j = 0; j < 8; j++)
+        for (c = 0; c < 32; c++) {
+            float s = (float)fa_c(j, c);
+            for (d = 0; d < 8; d++)
+                s += (float)(fa_q(j, d) * fa_k(c, d));
+            if (r->out[j * 32 + c] != s) {
+                mismatch(msg, "capscan_simdgroup_mm_fa (half x half -> float, K transposed from device memory, "
+                              "128 threads, function constant): ", s, r->out[j * 32 + c], j * 32 + c, "");
+                return CAPSCAN_KERNEL_FAIL;
+            }
+        }
+    return CAPSCAN_KERNEL_PASS;
+}
+
+static void fill_bfloat_mm(struct run *r)
+{
+    fill_mm(r);
+    r->out_len = 64 * sizeof(float);
+}
+
+/* Exact: the inputs are small integers, which bfloat holds exactly. */
+static int check_bfloat_mm(const struct run *r, char *msg)
+{
+    float a[64], b[64], c[64];
+    int i, j, k;
+
+    mm_inputs(a, b, c);
+    for (i = 0; i < 8; i++)
+        for (j = 0; j < 8; j++) {
+            float d = c[i * 8 + j];
+            for (k = 0; k < 8; k++)
+                d += a[i * 8 + k] * b[k * 8 + j];
+            if (r->out[i * 8 + j] != d) {
+                mismatch(msg, "simdgroup_bfloat8x8: ", d, r->out[i * 8 + j], i * 8 + j, "");
+                return CAPSCAN_KERNEL_FAIL;
+            }
+        }
+    return CAPSCAN_KERNEL_PASS;
+}
+
+/* Every kernel of a capability's library, in order; the capability's result is
+ * the first that does not pass.  `constant` sets function constant 0 (bool) to
+ * true before the function is made (newFunctionWithName:constantValues:error:). */
+static const struct step {
+    int cap;
+    const char *function;
+    unsigned long threads;
+    int constant;
+    void (*fill)(struct run *);
+    int (*check)(const struct run *, char *);
+} steps[] = {
+    {CAPSCAN_KERNEL_REDUCTION, "capscan_simdgroup_reduction", 32, 0, fill_reduction, check_reduction},
+    {CAPSCAN_KERNEL_MM, "capscan_simdgroup_mm", 32, 0, fill_mm, check_mm},
+    {CAPSCAN_KERNEL_MM, "capscan_simdgroup_mm_fa", 128, 1, fill_fa, check_fa},
+    {CAPSCAN_KERNEL_BFLOAT, "capscan_bfloat", 32, 0, fill_bfloat, check_bfloat},
+    {CAPSCAN_KERNEL_BFLOAT, "capscan_bfloat_mm", 32, 0, fill_bfloat_mm, check_bfloat_mm},
+};
+#define STEP_COUNT (sizeof steps / sizeof steps[0])
 
 /* ------------------------------------------------------------------ the child */
 
@@ -528,6 +636,7 @@ struct child {
     id queue;
     Class nsstring;
     Class options;
+    Class constants;                /* MTLFunctionConstantValues */
     unsigned long long deadline;
 };
 
@@ -536,41 +645,51 @@ static id nsstring(struct child *c, const char *text)
     return send_id_cstr((id)c->nsstring, "stringWithUTF8String:", text);
 }
 
-static int run_kernel(struct child *c, int which, char *msg)
+static id send_new_function_constants(id library, const char *function_name, struct child *c, id *error, char *msg)
 {
-    static const char *const device_sels[] = {
-        "newLibraryWithSource:options:error:", "newComputePipelineStateWithFunction:error:",
-        "newCommandQueue", "newBufferWithBytes:length:options:"
-    };
+    typedef void (*set_fn)(id, SEL, const void *, unsigned long, unsigned long);
+    typedef id (*new_fn)(id, SEL, id, id, id *);
+    static const unsigned char yes = 1;
+    SEL sel;
+    IMP imp;
+    id values;
+
+    if (missing((id)c->constants, "class MTLFunctionConstantValues", "new", msg) ||
+        missing(library, "the library", "newFunctionWithName:constantValues:error:", msg))
+        return 0;
+    values = capscan_send_id((id)c->constants, "new");
+    if (missing(values, "MTLFunctionConstantValues", "setConstantValue:type:atIndex:", msg))
+        return 0;
+    imp = imp_of(values, "setConstantValue:type:atIndex:", &sel);
+    CAPSCAN_CALLABLE(set_fn, imp)(values, sel, &yes, MTL_DATA_TYPE_BOOL, 0);
+    imp = imp_of(library, "newFunctionWithName:constantValues:error:", &sel);
+    return CAPSCAN_CALLABLE(new_fn, imp)(library, sel, nsstring(c, function_name), values, error);
+}
+
+/* One kernel of the library: make it, run it on fixed inputs, compare. */
+static int run_step(struct child *c, id library, const struct step *st, char *msg)
+{
     struct run r;
-    id source, options, library, function, pipeline, error = 0, in, out, cb, enc;
+    id function, pipeline, error = 0, in, out, cb, enc;
     unsigned long status;
-    unsigned i;
 
-    for (i = 0; i < sizeof device_sels / sizeof device_sels[0]; i++)
-        if (missing(c->device, "the Metal device", device_sels[i], msg))
+    if (st->constant) {
+        msg[0] = '\0';
+        function = send_new_function_constants(library, st->function, c, &error, msg);
+        if (!function && msg[0])
+            return CAPSCAN_KERNEL_NOT_RUN;   /* the runtime lacks function constants: nothing ran */
+        if (!function) {
+            error_text(msg, "", error, "newFunctionWithName:constantValues:error: returned nil");
+            return CAPSCAN_KERNEL_COMPILE_ERROR;
+        }
+    } else {
+        if (missing(library, "the library", "newFunctionWithName:", msg))
             return CAPSCAN_KERNEL_NOT_RUN;
-    if (missing((id)c->nsstring, "class NSString", "stringWithUTF8String:", msg) ||
-        missing((id)c->options, "class MTLCompileOptions", "new", msg))
-        return CAPSCAN_KERNEL_NOT_RUN;
-
-    source = nsstring(c, kernels[which].source);
-    options = capscan_send_id((id)c->options, "new");
-    if (missing(options, "MTLCompileOptions", "setLanguageVersion:", msg))
-        return CAPSCAN_KERNEL_NOT_RUN;
-    send_void_ulong(options, "setLanguageVersion:", kernels[which].language_version);
-
-    library = send_id_id_id_err(c->device, "newLibraryWithSource:options:error:", source, options, &error);
-    if (!library) {
-        error_text(msg, "", error, "newLibraryWithSource:options:error: returned nil without an error");
-        return CAPSCAN_KERNEL_COMPILE_ERROR;
-    }
-    if (missing(library, "the library", "newFunctionWithName:", msg))
-        return CAPSCAN_KERNEL_FAIL;
-    function = send_id_id(library, "newFunctionWithName:", nsstring(c, kernels[which].function));
-    if (!function) {
-        error_text(msg, "the compiled library has no function ", 0, kernels[which].function);
-        return CAPSCAN_KERNEL_COMPILE_ERROR;
+        function = send_id_id(library, "newFunctionWithName:", nsstring(c, st->function));
+        if (!function) {
+            error_text(msg, "the compiled library has no function ", 0, st->function);
+            return CAPSCAN_KERNEL_COMPILE_ERROR;
+        }
     }
     error = 0;
     pipeline = send_id_id_err(c->device, "newComputePipelineStateWithFunction:error:", function, &error);
@@ -582,37 +701,32 @@ static int run_kernel(struct child *c, int which, char *msg)
     if (!c->queue)
         c->queue = capscan_send_id(c->device, "newCommandQueue");
     if (missing(c->queue, "newCommandQueue's result", "commandBuffer", msg))
-        return CAPSCAN_KERNEL_FAIL;
+        return CAPSCAN_KERNEL_NOT_RUN;
 
-    if (which == CAPSCAN_KERNEL_REDUCTION)
-        fill_reduction(&r);
-    else if (which == CAPSCAN_KERNEL_MM)
-        fill_mm(&r);
-    else
-        fill_bfloat(&r);
+    st->fill(&r);
     {
-        static const float zeros[2 * 64];
-        in = send_new_buffer(c->device, r.in, r.in_len, MTL_STORAGE_SHARED);
+        static const float zeros[256];
+        in = send_new_buffer(c->device, r.in.f, r.in_len, MTL_STORAGE_SHARED);
         out = send_new_buffer(c->device, zeros, r.out_len, MTL_STORAGE_SHARED);
     }
     if (missing(in, "the input buffer", "contents", msg) || missing(out, "the output buffer", "contents", msg))
-        return CAPSCAN_KERNEL_FAIL;
+        return CAPSCAN_KERNEL_NOT_RUN;
 
     cb = capscan_send_id(c->queue, "commandBuffer");
     if (missing(cb, "the command buffer", "computeCommandEncoder", msg) ||
         missing(cb, "the command buffer", "commit", msg) || missing(cb, "the command buffer", "status", msg))
-        return CAPSCAN_KERNEL_FAIL;
+        return CAPSCAN_KERNEL_NOT_RUN;
     enc = capscan_send_id(cb, "computeCommandEncoder");
     if (missing(enc, "the encoder", "setComputePipelineState:", msg) ||
         missing(enc, "the encoder", "setBuffer:offset:atIndex:", msg) ||
         missing(enc, "the encoder", "dispatchThreadgroups:threadsPerThreadgroup:", msg) ||
         missing(enc, "the encoder", "endEncoding", msg))
-        return CAPSCAN_KERNEL_FAIL;
+        return CAPSCAN_KERNEL_NOT_RUN;
     send_void_id(enc, "setComputePipelineState:", pipeline);
     send_set_buffer(enc, in, 0, 0);
     send_set_buffer(enc, out, 0, 1);
     {
-        struct mtl_size groups = {1, 1, 1}, threads = {LANES, 1, 1};
+        struct mtl_size groups = {1, 1, 1}, threads = {st->threads, 1, 1};
         send_dispatch(enc, groups, threads);
     }
     send_void(enc, "endEncoding");
@@ -637,19 +751,57 @@ static int run_kernel(struct child *c, int which, char *msg)
     }
     if (status != MTL_STATUS_COMPLETED) {
         id cb_error = capscan_responds(cb, "error") ? capscan_send_id(cb, "error") : 0;
+        int gpu_timeout = cb_error && capscan_responds(cb_error, "code") &&
+                          capscan_send_ulong(cb_error, "code") == MTL_COMMAND_BUFFER_ERROR_TIMEOUT;
         error_text(msg, "command buffer error: ", cb_error, "status is not completed");
-        return CAPSCAN_KERNEL_FAIL;
+        /* The GPU's watchdog stopped it: the check did not finish, which is no wrong number. */
+        return gpu_timeout ? CAPSCAN_KERNEL_TIMEOUT : CAPSCAN_KERNEL_FAIL;
     }
     r.out = (const float *)send_ptr(out, "contents");
     if (!r.out) {
         clean_message(msg, "the output buffer's contents is NULL");
         return CAPSCAN_KERNEL_FAIL;
     }
-    if (which == CAPSCAN_KERNEL_REDUCTION)
-        return check_reduction(&r, msg);
-    if (which == CAPSCAN_KERNEL_MM)
-        return check_mm(&r, msg);
-    return check_bfloat(&r, msg);
+    return st->check(&r, msg);
+}
+
+static int run_kernel(struct child *c, int which, char *msg)
+{
+    static const char *const device_sels[] = {
+        "newLibraryWithSource:options:error:", "newComputePipelineStateWithFunction:error:",
+        "newCommandQueue", "newBufferWithBytes:length:options:"
+    };
+    id source, options, library, error = 0;
+    unsigned i;
+
+    for (i = 0; i < sizeof device_sels / sizeof device_sels[0]; i++)
+        if (missing(c->device, "the Metal device", device_sels[i], msg))
+            return CAPSCAN_KERNEL_NOT_RUN;
+    if (missing((id)c->nsstring, "class NSString", "stringWithUTF8String:", msg) ||
+        missing((id)c->options, "class MTLCompileOptions", "new", msg))
+        return CAPSCAN_KERNEL_NOT_RUN;
+
+    source = nsstring(c, kernels[which].source);
+    options = capscan_send_id((id)c->options, "new");
+    if (missing(options, "MTLCompileOptions", "setLanguageVersion:", msg))
+        return CAPSCAN_KERNEL_NOT_RUN;
+    send_void_ulong(options, "setLanguageVersion:", kernels[which].language_version);
+
+    library = send_id_id_id_err(c->device, "newLibraryWithSource:options:error:", source, options, &error);
+    if (!library) {
+        error_text(msg, "", error, "newLibraryWithSource:options:error: returned nil without an error");
+        return CAPSCAN_KERNEL_COMPILE_ERROR;
+    }
+    for (i = 0; i < STEP_COUNT; i++) {
+        int result;
+        if (steps[i].cap != which)
+            continue;
+        msg[0] = '\0';
+        result = run_step(c, library, &steps[i], msg);
+        if (result != CAPSCAN_KERNEL_PASS)
+            return result;
+    }
+    return CAPSCAN_KERNEL_PASS;
 }
 
 void capscan_write_all(int fd, const char *text, unsigned long n)
@@ -687,6 +839,24 @@ struct plan {
     char skip_message[CAPSCAN_KERNEL_COUNT][CAPSCAN_KERNEL_MESSAGE_MAX + 1];
 };
 
+/* What not to run on this OS: bfloat below MSL 3.1. */
+static void make_plan(const struct capscan_host *host, struct plan *plan)
+{
+    struct capscan_buf b;
+    int major = os_major(host->os_version), i;
+
+    for (i = 0; i < CAPSCAN_KERNEL_COUNT; i++) {
+        plan->skip[i] = 0;
+        plan->skip_message[i][0] = '\0';
+    }
+    if (major >= 0 && major < 14) {   /* MTLLanguageVersion3_1 arrived with macOS 14 */
+        capscan_buf_init(&b, plan->skip_message[CAPSCAN_KERNEL_BFLOAT], sizeof plan->skip_message[0]);
+        capscan_buf_str(&b, "bfloat needs MSL 3.1 (macOS 14 or later); this is macOS ");
+        capscan_buf_clean(&b, host->os_version, 16);
+        plan->skip[CAPSCAN_KERNEL_BFLOAT] = 1;
+    }
+}
+
 static void __attribute__((noreturn)) child_main(int fd, const struct plan *plan, unsigned long long deadline)
 {
     static char msg[CAPSCAN_KERNEL_MESSAGE_MAX + 1];
@@ -697,6 +867,7 @@ static void __attribute__((noreturn)) child_main(int fd, const struct plan *plan
     c.queue = 0;
     c.nsstring = objc_lookUpClass("NSString");
     c.options = objc_lookUpClass("MTLCompileOptions");
+    c.constants = objc_lookUpClass("MTLFunctionConstantValues");
     c.deadline = deadline;
     for (i = 0; i < CAPSCAN_KERNEL_COUNT; i++) {
         int result;
@@ -764,7 +935,7 @@ static void parse_reports(const char *data, unsigned long len, int *seen, int *b
         which = line[2] - '0';
         if (line[0] == 'B') {
             *began = which;
-        } else if (line[0] == 'R' && n >= 5 && line[3] == ' ' && line[4] >= '0' && line[4] <= '4') {
+        } else if (line[0] == 'R' && n >= 5 && line[3] == ' ' && line[4] >= '0' && line[4] <= '0' + CAPSCAN_KERNEL_CRASH) {
             result = line[4] - '0';
             set_result(out, which, result, n > 6 ? line + 6 : "");
             seen[which] = 1;
@@ -809,11 +980,34 @@ static void add_stderr(struct capscan_buf *b, const char *err)
         capscan_buf_char(b, *line++);
 }
 
-void capscan_kernels_run(const struct capscan_host *host, unsigned long timeout_ms, struct capscan_kernels *out)
+void capscan_self_path(char *dst, unsigned long size)
+{
+#if defined(__APPLE__)
+    unsigned int n = (unsigned int)size;
+    if (_NSGetExecutablePath(dst, &n) != 0)
+        dst[0] = '\0';
+#else
+    copy_text(dst, size, "/proc/self/exe");
+#endif
+}
+
+void capscan_kernels_child(unsigned long budget_ms)
+{
+    struct capscan_host host;
+    struct plan plan;
+
+    capscan_host_query(&host);
+    make_plan(&host, &plan);
+    child_main(1, &plan, now_ms() + budget_ms);
+}
+
+void capscan_kernels_run(const struct capscan_host *host, const char *self, unsigned long timeout_ms,
+                         struct capscan_kernels *out)
 {
     static char data[8192];
     static char msg[CAPSCAN_KERNEL_MESSAGE_MAX + 1];
-    struct plan plan;
+    static char budget[24];
+    char *child_argv[4];
     struct capscan_buf b;
     unsigned long len = 0, margin;
     unsigned long long start, deadline;
@@ -829,14 +1023,6 @@ void capscan_kernels_run(const struct capscan_host *host, unsigned long timeout_
         out->cap[i].result = CAPSCAN_KERNEL_NOT_RUN;
         out->cap[i].message[0] = '\0';
         seen[i] = 0;
-        plan.skip[i] = 0;
-        plan.skip_message[i][0] = '\0';
-    }
-    if (major >= 0 && major < 14) {   /* MTLLanguageVersion3_1 arrived with macOS 14 */
-        capscan_buf_init(&b, plan.skip_message[CAPSCAN_KERNEL_BFLOAT], sizeof plan.skip_message[0]);
-        capscan_buf_str(&b, "bfloat needs MSL 3.1 (macOS 14 or later); this is macOS ");
-        capscan_buf_clean(&b, host->os_version, 16);
-        plan.skip[CAPSCAN_KERNEL_BFLOAT] = 1;
     }
 
     start = now_ms();
@@ -851,16 +1037,29 @@ void capscan_kernels_run(const struct capscan_host *host, unsigned long timeout_
         out->elapsed_ms = 0;
         return;
     }
+    /* Everything the child needs is made before fork: between fork and execv
+     * only async-signal-safe calls. */
+    capscan_buf_init(&b, budget, sizeof budget);
+    capscan_buf_uint(&b, timeout_ms - margin);
+    child_argv[0] = (char *)"capscan-probe";
+    child_argv[1] = (char *)"--kernel-check";
+    child_argv[2] = budget;
+    child_argv[3] = 0;
     pid = fork();
     if (pid == 0) {
-        /* The child's stderr goes to the parent, not the caller: Metal's and an
-         * injected interposer's lines belong to the parent's own run; the tail
-         * is kept for a child that dies. */
+        /* The report on stdout, stderr to the parent (not the caller: Metal's and
+         * an injected interposer's lines belong to the parent's own run; the tail
+         * is kept for a child that dies). */
+        dup2(fds[1], 1);
+        dup2(efds[1], 2);
+        if (fds[1] > 2)
+            close(fds[1]);
+        if (efds[1] > 2)
+            close(efds[1]);
         close(fds[0]);
         close(efds[0]);
-        dup2(efds[1], 2);
-        close(efds[1]);
-        child_main(fds[1], &plan, deadline - margin);
+        execv(self, child_argv);
+        _exit(127);
     }
     close(fds[1]);
     close(efds[1]);
@@ -959,13 +1158,13 @@ void capscan_kernels_run(const struct capscan_host *host, unsigned long timeout_
             capscan_buf_str(&b, i == began ? ") while running this kernel" : ") before this kernel ran");
             if (i == began)
                 add_stderr(&b, err);
-            set_result(out, i, CAPSCAN_KERNEL_FAIL, msg);
+            set_result(out, i, CAPSCAN_KERNEL_CRASH, msg);
         } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
             capscan_buf_str(&b, "the check exited with status ");
             capscan_buf_uint(&b, (unsigned long long)WEXITSTATUS(status));
             if (i == began || began < 0)
                 add_stderr(&b, err);
-            set_result(out, i, CAPSCAN_KERNEL_FAIL, msg);
+            set_result(out, i, CAPSCAN_KERNEL_CRASH, msg);
         } else {
             capscan_buf_str(&b, "not run before the deadline: an earlier kernel timed out");
             set_result(out, i, CAPSCAN_KERNEL_TIMEOUT, msg);

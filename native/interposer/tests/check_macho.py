@@ -25,7 +25,7 @@ OBJC_IMPORTS = {"_class_addMethod", "_class_getInstanceMethod", "_class_getMetho
                 "_method_setImplementation", "_object_getClass", "_sel_registerName",
                 "_objc_lookUpClass"}
 METAL_IMPORTS = {"_MTLCreateSystemDefaultDevice", "_MTLCopyAllDevices"}
-PROBE_SYSTEM_IMPORTS = ["_fork", "_pipe", "_dup2", "_poll", "_read", "_waitpid", "_kill", "_usleep", "__exit",
+PROBE_SYSTEM_IMPORTS = ["_fork", "_execv", "__NSGetExecutablePath", "_pipe", "_dup2", "_poll", "_read", "_waitpid", "_kill", "_usleep", "__exit",
                         "_clock_gettime", "_sysctlbyname"]
 ARTIFACTS = ["libcapscan_interposer.arm64.dylib", "libcapscan_interposer.x86_64.dylib",
              "libcapscan_interposer.universal.dylib", "capscan-probe"]

@@ -250,9 +250,9 @@ same_k "kernels compile-error" "kernel.msl_version=3.2
 kernel.simdgroup_reduction=compile-error
 kernel.simdgroup_reduction.message=program_source:20:23: error: use of undeclared identifier 'simd_sum' dst[tiitg] = simd_sum(v); ^
 kernel.simdgroup_mm=compile-error
-kernel.simdgroup_mm.message=program_source:31:5: error: unknown type name 'simdgroup_float8x8' simdgroup_float8x8 fa, fb, fc; ^
+kernel.simdgroup_mm.message=program_source:32:5: error: unknown type name 'simdgroup_float8x8' simdgroup_float8x8 fa, fb, fc; ^
 kernel.bfloat=compile-error
-kernel.bfloat.message=program_source:25:11: error: unknown type name 'bfloat' const bfloat b = (bfloat) src[tiitg]; ^
+kernel.bfloat.message=program_source:29:11: error: unknown type name 'bfloat' const bfloat b = (bfloat) src[tiitg]; ^
 kernel.elapsed_ms=N"
 run CAPSCAN_FAKE_METAL_KERNELS=compile-error -- ./capscan-probe --kernels --json
 kjson "kernels compile-error json" 'assert all(k[c]["result"] == "compile-error" and k[c]["message"].startswith("program_source:") for c in ("simdgroup_reduction", "simdgroup_mm", "bfloat"))'
@@ -299,23 +299,50 @@ has hang 'kernel.simdgroup_reduction.message=no result within 1500 ms (the check
 has hang 'kernel.bfloat.message=no result within 1500 ms (the check was killed before this kernel ran)'
 has hang 'supports_family.1005=true'   # the parent's own answers still printed
 
-# crash: the child dies by SIGSEGV; the probe itself exits 0
+# crash: the child dies by SIGSEGV; the probe itself exits 0, and every kernel is
+# "crash" (the check could not run), never "fail" (wrong numbers)
 run CAPSCAN_FAKE_METAL_KERNELS=crash -- ./capscan-probe --kernels
 if [ "$rc" = 0 ]; then ok; else bad "crash: exit $rc"; fi
 same_k crash "kernel.msl_version=3.2
-kernel.simdgroup_reduction=fail
+kernel.simdgroup_reduction=crash
 kernel.simdgroup_reduction.message=the check died by signal 11 (SIGSEGV) while running this kernel; stderr: libfakemetal: simulated fault in dispatchThreadgroups:threadsPerThreadgroup:
-kernel.simdgroup_mm=fail
+kernel.simdgroup_mm=crash
 kernel.simdgroup_mm.message=the check died by signal 11 (SIGSEGV) before this kernel ran
-kernel.bfloat=fail
+kernel.bfloat=crash
 kernel.bfloat.message=the check died by signal 11 (SIGSEGV) before this kernel ran
 kernel.elapsed_ms=N"
 run CAPSCAN_FAKE_METAL_KERNELS=crash -- ./capscan-probe --kernels --json
 if [ "$rc" = 0 ]; then ok; else bad "crash json: exit $rc"; fi
-kjson "crash json" 'assert all(k[c]["result"] == "fail" and "SIGSEGV" in k[c]["message"] for c in ("simdgroup_reduction", "simdgroup_mm", "bfloat"))'
+kjson "crash json" 'assert all(k[c]["result"] == "crash" and "SIGSEGV" in k[c]["message"] for c in ("simdgroup_reduction", "simdgroup_mm", "bfloat"))'
 run CAPSCAN_FAKE_METAL_KERNELS=bfloat=crash -- ./capscan-probe --kernels
 has "bfloat crash" 'kernel.simdgroup_reduction=pass'; has "bfloat crash" 'kernel.simdgroup_mm=pass'
 has "bfloat crash" 'kernel.bfloat.message=the check died by signal 11 (SIGSEGV) while running this kernel; stderr: libfakemetal: simulated fault in dispatchThreadgroups:threadsPerThreadgroup:'
+# the checks run in an exec'd process: the fake Metal aborts in a child that
+# fork()ed without exec (Metal is not fork-safe), so a forked check would crash
+# on every kernel; and the child is the probe itself, `--kernel-check MS`
+run -- ./capscan-probe --kernels
+lacks "exec'd check" 'kernel.simdgroup_reduction=crash'; lacks "exec'd check" 'forked child without exec'
+run -- ./capscan-probe --kernel-check 5000
+has "kernel-check child" 'R 0 1 '; has "kernel-check child" 'R 1 1 '; has "kernel-check child" 'R 2 1 '
+# the kernels past the first of a capability, named by kernel: the mixed-precision
+# flash-attention shape (128 threads, function constant) and simdgroup_bfloat8x8
+run CAPSCAN_FAKE_METAL_KERNELS=capscan_simdgroup_mm_fa=fail -- ./capscan-probe --kernels
+has "fa fail" 'kernel.simdgroup_reduction=pass'; has "fa fail" 'kernel.simdgroup_mm=fail'; has "fa fail" 'kernel.bfloat=pass'
+has "fa fail" 'kernel.simdgroup_mm.message=capscan_simdgroup_mm_fa (half x half -> float, K transposed from device memory, 128 threads, function constant): expected -7 got -6 at 9'
+run CAPSCAN_FAKE_METAL_KERNELS=capscan_bfloat_mm=fail -- ./capscan-probe --kernels
+has "bfloat mm fail" 'kernel.simdgroup_mm=pass'; has "bfloat mm fail" 'kernel.bfloat=fail'
+has "bfloat mm fail" 'kernel.bfloat.message=simdgroup_bfloat8x8: expected 21 got 22 at 9'
+run CAPSCAN_FAKE_METAL_KERNELS=capscan_simdgroup_mm_fa=crash -- ./capscan-probe --kernels
+has "fa crash" 'kernel.simdgroup_mm=crash'; has "fa crash" 'kernel.simdgroup_reduction=pass'
+# the GPU watchdog (command buffer Error, MTLCommandBufferErrorTimeout): timeout, not fail
+run CAPSCAN_FAKE_METAL_KERNELS=simdgroup_mm=gpu-timeout -- ./capscan-probe --kernels
+has "gpu timeout" 'kernel.simdgroup_reduction=pass'; has "gpu timeout" 'kernel.simdgroup_mm=timeout'
+has "gpu timeout" 'kernel.simdgroup_mm.message=command buffer error: Caused GPU Timeout Error (00000002:kIOGPUCommandBufferCallbackErrorTimeout)'
+# injected-only failures (CAPSCAN_FAKE_METAL_KERNELS_INJECTED): stock passes, with the shim loaded it fails
+run CAPSCAN_FAKE_METAL_KERNELS_INJECTED=simdgroup_mm=fail -- ./capscan-probe --kernels
+has "injected-only, stock" 'kernel.simdgroup_mm=pass'
+run LD_PRELOAD="$SHIM" CAPSCAN_METAL_APPLE_FAMILY_MAX=1007 CAPSCAN_FAKE_METAL_KERNELS_INJECTED=simdgroup_mm=fail -- ./capscan-probe --kernels
+has "injected-only, injected" 'kernel.simdgroup_mm=fail'; has "injected-only, injected" 'supports_family.1007=true'
 # the child's stderr stays out of the caller's
 e=$(env -i PATH="$PATH" CAPSCAN_FAKE_METAL_KERNELS=crash ./capscan-probe --kernels 2>&1 >/dev/null)
 if [ -z "$e" ]; then ok; else bad "crash: child stderr leaked: $e"; fi
@@ -399,7 +426,7 @@ for mode in pass fail compile-error crash timeout; do
     run "$AOPT" "$UOPT" CAPSCAN_PROBE_KERNEL_TIMEOUT_MS=1500 CAPSCAN_FAKE_METAL_KERNELS=$mode -- $ASAN/capscan-probe --kernels --json
     lacks "asan probe $mode" 'ERROR: AddressSanitizer'; lacks "asan probe $mode" 'runtime error'
     if [ "$rc" = 0 ]; then ok; else bad "asan probe $mode exit $rc"; fi
-    kjson "asan probe $mode" 'assert k["simdgroup_reduction"]["result"] == {"pass": "pass", "fail": "fail", "compile-error": "compile-error", "crash": "fail", "timeout": "timeout"}["'$mode'"]'
+    kjson "asan probe $mode" 'assert k["simdgroup_reduction"]["result"] == {"pass": "pass", "fail": "fail", "compile-error": "compile-error", "crash": "crash", "timeout": "timeout"}["'$mode'"]'
 done
 
 echo "$passed passed, $failed failed"

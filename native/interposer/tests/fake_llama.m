@@ -84,6 +84,8 @@ int main(int argc, char **argv)
     mm = [dev supportsFamily:APPLE7];
     unified = [dev hasUnifiedMemory];
     bfloat = [dev supportsFamily:METAL3] || [dev supportsFamily:APPLE6];
+    if (getenv("GGML_METAL_BF16_DISABLE") != NULL)   /* ggml-metal-device.m: any value, even empty */
+        bfloat = NO;
     tensor = [dev supportsFamily:METAL4];
     if (getenv("GGML_METAL_TENSOR_ENABLE") == NULL && !strstr(name, "M5") && !strstr(name, "M6") &&
         !strstr(name, "A19") && !strstr(name, "A20")) {

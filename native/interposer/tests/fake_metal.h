@@ -36,14 +36,30 @@
  *                    localizedDescription is a Metal-compiler-style message
  *                    ("program_source:L:C: error: ...", with newlines)
  *   timeout          the command buffer never completes (status stays 2)
+ *   gpu-timeout      the command buffer ends in status Error (5) with an NSError
+ *                    of code 2, MTLCommandBufferErrorTimeout (the GPU watchdog)
  *   crash            dispatchThreadgroups:threadsPerThreadgroup: writes a line
  *                    to stderr and raises SIGSEGV
  *   hang             newLibraryWithSource never returns (the probe's parent
  *                    must kill its child)
  * or per capability, e.g. "simdgroup_mm=fail,bfloat=compile-error"
  * (capabilities simdgroup_reduction, simdgroup_mm, bfloat; unlisted ones
- * pass).  The capability is recognised by the kernel's name in the source
- * (capscan_simdgroup_reduction, capscan_simdgroup_mm, capscan_bfloat).
+ * pass), or per kernel name, e.g. "capscan_simdgroup_mm_fa=fail" (a kernel
+ * name is looked up before its capability).  The capability is recognised by
+ * the kernel's name in the source (capscan_simdgroup_reduction,
+ * capscan_simdgroup_mm, capscan_bfloat); its kernels are capscan_simdgroup_mm
+ * and capscan_simdgroup_mm_fa (128 threads, function constant 0 = bias), and
+ * capscan_bfloat and capscan_bfloat_mm.  compile-error, hang and timeout act
+ * on the library (a capability), fail and crash on the kernel that runs.
+ * CAPSCAN_FAKE_METAL_KERNELS_INJECTED, when set, replaces
+ * CAPSCAN_FAKE_METAL_KERNELS whenever the device claims Apple7 (1007) that its
+ * profile lacks, i.e. with the interposer loaded: a driver that fails only
+ * once the claims are raised.
+ *
+ * Metal is not fork-safe: MTLCreateSystemDefaultDevice in a child that fork()ed
+ * from a process that loaded this library, without exec, writes
+ * "libfakemetal: Metal used in a forked child without exec" and aborts
+ * (SIGABRT), as the probe's kernel checks would risk on macOS.
  * CAPSCAN_FAKE_METAL_COMPILE_ERROR, when set, replaces the compile-error text
  * (tests of the probe's cleaning: control characters, length).
  *
@@ -134,6 +150,16 @@ __attribute__((objc_root_class))
 }
 - (void)setLanguageVersion:(unsigned long)version;
 - (unsigned long)languageVersion;
+@end
+
+/* Only bool constants (MTLDataTypeBool, 53) at indices 0-3; others are ignored. */
+@interface MTLFunctionConstantValues : FakeMTLObject
+{
+@public
+    int set[4];
+    unsigned char value[4];
+}
+- (void)setConstantValue:(const void *)bytes type:(unsigned long)type atIndex:(unsigned long)index;
 @end
 
 typedef struct {

@@ -2,6 +2,7 @@
  * compute path capscan-probe --kernels drives, and sysctlbyname (see
  * fake_metal.h for the environment variables). */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,11 +71,42 @@ static const char *const cap_names[CAP_COUNT] = {"simdgroup_reduction", "simdgro
 static const char *const cap_functions[CAP_COUNT] = {
     "capscan_simdgroup_reduction", "capscan_simdgroup_mm", "capscan_bfloat"
 };
-enum { MODE_PASS, MODE_FAIL, MODE_COMPILE_ERROR, MODE_TIMEOUT, MODE_CRASH, MODE_HANG };
+enum { MODE_PASS, MODE_FAIL, MODE_COMPILE_ERROR, MODE_TIMEOUT, MODE_CRASH, MODE_HANG, MODE_GPU_TIMEOUT };
+
+/* The kernels of each capability's library (src/kernels/\*.metal). */
+enum { FN_REDUCTION, FN_MM, FN_MM_FA, FN_BFLOAT, FN_BFLOAT_MM, FN_COUNT, FN_NONE = -1 };
+static const char *const fn_names[FN_COUNT] = {
+    "capscan_simdgroup_reduction", "capscan_simdgroup_mm", "capscan_simdgroup_mm_fa", "capscan_bfloat",
+    "capscan_bfloat_mm"
+};
+static const int fn_caps[FN_COUNT] = {CAP_REDUCTION, CAP_MM, CAP_MM, CAP_BFLOAT, CAP_BFLOAT};
+
+/* The last device made, and whether its profile has Apple7: with the
+ * interposer loaded its supportsFamily:1007 answers YES beyond the profile. */
+static id last_device;
+static int profile_has(const void *profile, long family);
+
+static int injected(void)
+{
+    _MTLDevice *d = (_MTLDevice *)last_device;
+    return d && class_respondsToSelector(object_getClass(d), @selector(initGPUFamilySupport)) &&
+           !profile_has(d->profile, 1007) && [d supportsFamily:1007];
+}
+
+/* Metal is not fork-safe: a forked child that did not exec must not use it. */
+static int forked_without_exec;
+static void note_fork(void)
+{
+    forked_without_exec = 1;
+}
+__attribute__((constructor)) static void fake_metal_init(void)
+{
+    pthread_atfork(NULL, NULL, note_fork);
+}
 
 static int parse_mode(const char *word, size_t n)
 {
-    static const char *const names[] = {"pass", "fail", "compile-error", "timeout", "crash", "hang"};
+    static const char *const names[] = {"pass", "fail", "compile-error", "timeout", "crash", "hang", "gpu-timeout"};
     unsigned i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strlen(names[i]) == n && strncmp(word, names[i], n) == 0)
@@ -85,28 +117,53 @@ static int parse_mode(const char *word, size_t n)
     return MODE_PASS;
 }
 
-/* CAPSCAN_FAKE_METAL_KERNELS: one mode for all, or cap=mode,cap=mode. */
-static int kernel_mode(int cap)
+/* The mode named for key in "key=mode,key=mode", or -1. */
+static int spec_lookup(const char *spec, const char *key)
 {
-    const char *spec = getenv("CAPSCAN_FAKE_METAL_KERNELS");
     const char *item;
 
-    if (!spec || !*spec || cap == CAP_NONE)
-        return MODE_PASS;
-    if (!strchr(spec, '='))
-        return parse_mode(spec, strlen(spec));
     for (item = spec; *item; ) {
         const char *end = strchr(item, ',');
         const char *eq = strchr(item, '=');
         size_t len = end ? (size_t)(end - item) : strlen(item);
-        if (eq && eq < item + len && (size_t)(eq - item) == strlen(cap_names[cap]) &&
-            strncmp(item, cap_names[cap], (size_t)(eq - item)) == 0)
+        if (eq && eq < item + len && (size_t)(eq - item) == strlen(key) && strncmp(item, key, (size_t)(eq - item)) == 0)
             return parse_mode(eq + 1, len - (size_t)(eq + 1 - item));
         item += len;
         if (*item == ',')
             item++;
     }
-    return MODE_PASS;
+    return -1;
+}
+
+/* CAPSCAN_FAKE_METAL_KERNELS (or _INJECTED, see fake_metal.h): one mode for all,
+ * or key=mode,... where a key is a kernel name or a capability. */
+static int kernel_mode_of(int cap, int fn)
+{
+    const char *spec = getenv("CAPSCAN_FAKE_METAL_KERNELS");
+    const char *when_injected = getenv("CAPSCAN_FAKE_METAL_KERNELS_INJECTED");
+    int mode = -1;
+
+    if (when_injected && injected())
+        spec = when_injected;
+    if (!spec || !*spec || cap == CAP_NONE)
+        return MODE_PASS;
+    if (!strchr(spec, '='))
+        return parse_mode(spec, strlen(spec));
+    if (fn != FN_NONE)
+        mode = spec_lookup(spec, fn_names[fn]);
+    if (mode < 0)
+        mode = spec_lookup(spec, cap_names[cap]);
+    return mode < 0 ? MODE_PASS : mode;
+}
+
+static int kernel_mode(int cap)
+{
+    return kernel_mode_of(cap, FN_NONE);
+}
+
+static int fn_mode(int fn)
+{
+    return fn == FN_NONE ? MODE_PASS : kernel_mode_of(fn_caps[fn], fn);
 }
 
 static id fake_error(const char *text, long code)
@@ -149,12 +206,15 @@ static id compile_error(const char *source, const char *token, const char *text)
     int cap;
 }
 - (id)newFunctionWithName:(id)name;
+- (id)newFunctionWithName:(id)name constantValues:(id)values error:(id *)error;
 @end
 
 @interface FakeMTLFunction : FakeMTLObject
 {
 @public
     int cap;
+    int fn;
+    int bias;       /* function constant 0 */
     id name;
 }
 - (id)name;
@@ -164,6 +224,8 @@ static id compile_error(const char *source, const char *token, const char *text)
 {
 @public
     int cap;
+    int fn;
+    int bias;
 }
 - (unsigned long)threadExecutionWidth;
 - (unsigned long)maxTotalThreadsPerThreadgroup;
@@ -200,6 +262,7 @@ static id compile_error(const char *source, const char *token, const char *text)
     FakeMTLComputeCommandEncoder *encoder;
     int committed;
     int stuck;
+    int errored;    /* an MTLCommandBufferError code: status Error */
     int polls;
 }
 - (id)computeCommandEncoder;
@@ -310,8 +373,40 @@ static id fake_new_library(id source, id options, id *error)
         return nil;
     f = [FakeMTLFunction new];
     f->cap = cap;
+    f->fn = FN_NONE;
+    for (int i = 0; i < FN_COUNT; i++)
+        if (strcmp(fn_names[i], wanted) == 0)
+            f->fn = i;
+    f->bias = 0;
     f->name = name;
     return f;
+}
+/* Like Metal: a function that declares a function constant needs a value for it. */
+- (id)newFunctionWithName:(id)name constantValues:(id)values error:(id *)error
+{
+    FakeMTLFunction *f = [self newFunctionWithName:name];
+    MTLFunctionConstantValues *v = values;
+
+    if (error)
+        *error = nil;
+    if (f && strstr(source, "[[function_constant(0)]]") && !(v && v->set[0])) {
+        if (error)
+            *error = fake_error("Function capscan_simdgroup_mm_fa has a function constant at index 0 without a value", 2);
+        return nil;
+    }
+    if (f && v && v->set[0])
+        f->bias = v->value[0] != 0;
+    return f;
+}
+@end
+
+@implementation MTLFunctionConstantValues
+- (void)setConstantValue:(const void *)bytes type:(unsigned long)type atIndex:(unsigned long)index
+{
+    if (type == 53 && index < 4 && bytes) {
+        set[index] = 1;
+        value[index] = *(const unsigned char *)bytes;
+    }
 }
 @end
 
@@ -334,6 +429,8 @@ static id fake_new_pipeline(id function, id *error)
     }
     p = [FakeMTLComputePipelineState new];
     p->cap = ((FakeMTLFunction *)function)->cap;
+    p->fn = ((FakeMTLFunction *)function)->fn;
+    p->bias = ((FakeMTLFunction *)function)->bias;
     return p;
 }
 
@@ -389,11 +486,32 @@ static float *floats(FakeMTLBuffer *b, unsigned long count)
     return b && b->length >= count * sizeof(float) ? (float *)b->bytes : NULL;
 }
 
+/* IEEE half bits -> float (normals, zero and subnormals; no inf/NaN in the probe's inputs). */
+static float half_to_float(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v = e == 0 ? (float)m / 1024.0f / 16384.0f : (1.0f + (float)m / 1024.0f) * ((e >= 15) ? (float)(1 << (e - 15)) : 1.0f / (float)(1 << (15 - e)));
+    return (h & 0x8000) ? -v : v;
+}
+
+/* D = A*B + C over 8x8 row-major floats (the mm and bfloat_mm kernels). */
+static void mm8(const float *src, float *dst)
+{
+    unsigned long t, k;
+    for (t = 0; t < 64; t++) {
+        float d = src[128 + t];
+        for (k = 0; k < 8; k++)
+            d += src[(t / 8) * 8 + k] * src[64 + k * 8 + t % 8];
+        dst[t] = d;
+    }
+}
+
 /* What the GPU would compute for the probe's kernels (src/kernels/\*.metal). */
 static void run_on_cpu(FakeMTLComputeCommandEncoder *e)
 {
     int cap = e->pipeline ? e->pipeline->cap : CAP_NONE;
-    int fail = kernel_mode(cap) == MODE_FAIL;
+    int fn = e->pipeline ? e->pipeline->fn : FN_NONE;
+    int fail = fn_mode(fn) == MODE_FAIL;
     unsigned long per_group = e->threads.width * e->threads.height * e->threads.depth;
     unsigned long t, k;
 
@@ -419,18 +537,41 @@ static void run_on_cpu(FakeMTLComputeCommandEncoder *e)
         }
         if (fail && lanes > 3)
             dst[3] = 0;
-    } else if (cap == CAP_MM) {
+    } else if (fn == FN_MM) {
         float *src = floats(e->buffers[0], 192);
         float *dst = floats(e->buffers[1], 128);
         if (!src || !dst || per_group < 32)
             return;   /* simdgroup matrices need a whole SIMD group */
-        for (t = 0; t < 64; t++) {
-            float d = src[128 + t];
-            for (k = 0; k < 8; k++)
-                d += src[(t / 8) * 8 + k] * src[64 + k * 8 + t % 8];
-            dst[t] = d;
-            dst[64 + t] = d;   /* small integers: exact in half too */
-        }
+        mm8(src, dst);
+        for (t = 0; t < 64; t++)
+            dst[64 + t] = dst[t];   /* small integers: exact in half too */
+        if (fail)
+            dst[9] += 1;
+    } else if (fn == FN_MM_FA) {
+        /* S = Q * K^T (+ C when function constant 0 is true), one 8-column block per SIMD
+         * group: four groups need 128 threads, fewer leave blocks unwritten. */
+        const uint16_t *q = e->buffers[0] && e->buffers[0]->length >= 640 + 1024 ? (const uint16_t *)e->buffers[0]->bytes : NULL;
+        const float *c = q ? (const float *)(e->buffers[0]->bytes + 640) : NULL;
+        float *dst = floats(e->buffers[1], 256);
+        unsigned long groups = per_group / 32 < 4 ? per_group / 32 : 4, j, col, d;
+        (void)k;
+        if (!q || !dst)
+            return;
+        for (j = 0; j < 8; j++)
+            for (col = 0; col < 8 * groups; col++) {
+                float s = e->pipeline->bias ? c[j * 32 + col] : 0.0f;
+                for (d = 0; d < 8; d++)
+                    s += half_to_float(q[j * 8 + d]) * half_to_float(q[64 + col * 8 + d]);
+                dst[j * 32 + col] = s;
+            }
+        if (fail)
+            dst[9] += 1;
+    } else if (fn == FN_BFLOAT_MM) {
+        float *src = floats(e->buffers[0], 192);
+        float *dst = floats(e->buffers[1], 64);
+        if (!src || !dst || per_group < 32)
+            return;
+        mm8(src, dst);   /* small integers: exact in bfloat */
         if (fail)
             dst[9] += 1;
     } else if (cap == CAP_BFLOAT) {
@@ -457,7 +598,7 @@ static void run_on_cpu(FakeMTLComputeCommandEncoder *e)
 }
 - (void)dispatchThreadgroups:(FakeMTLSize)g threadsPerThreadgroup:(FakeMTLSize)t
 {
-    if (kernel_mode(pipeline ? pipeline->cap : CAP_NONE) == MODE_CRASH) {
+    if (fn_mode(pipeline ? pipeline->fn : FN_NONE) == MODE_CRASH) {
         static const char note[] = "libfakemetal: simulated fault in dispatchThreadgroups:threadsPerThreadgroup:\n";
         if (write(2, note, sizeof note - 1) < 0)
             abort();
@@ -483,8 +624,12 @@ static void run_on_cpu(FakeMTLComputeCommandEncoder *e)
 - (void)commit
 {
     committed = 1;
-    if (encoder && kernel_mode(encoder->pipeline ? encoder->pipeline->cap : CAP_NONE) == MODE_TIMEOUT) {
+    if (encoder && fn_mode(encoder->pipeline ? encoder->pipeline->fn : FN_NONE) == MODE_TIMEOUT) {
         stuck = 1;
+        return;
+    }
+    if (encoder && fn_mode(encoder->pipeline ? encoder->pipeline->fn : FN_NONE) == MODE_GPU_TIMEOUT) {
+        errored = 2;   /* MTLCommandBufferErrorTimeout */
         return;
     }
     if (encoder)
@@ -497,11 +642,14 @@ static void run_on_cpu(FakeMTLComputeCommandEncoder *e)
         return 0;
     if (stuck)
         return 2;
+    if (errored)
+        return polls++ == 0 ? 3 : 5;   /* MTLCommandBufferStatusError */
     return polls++ == 0 ? 3 : 4;
 }
 - (id)error
 {
-    return nil;
+    return errored ? fake_error("Caused GPU Timeout Error (00000002:kIOGPUCommandBufferCallbackErrorTimeout)",
+                                errored) : nil;
 }
 @end
 
@@ -653,7 +801,31 @@ int sysctlbyname(const char *name, void *oldp, size_t *oldlenp, void *newp, size
 }
 @end
 
+static int profile_has(const void *profile, long family)
+{
+    const long *f;
+    for (f = ((const struct profile *)profile)->families; *f; f++)
+        if (*f == family)
+            return 1;
+    return 0;
+}
+
+static id make_device_of_kind(void);
+
 static id make_device(void)
+{
+    if (forked_without_exec) {
+        static const char note[] = "libfakemetal: Metal used in a forked child without exec\n";
+        if (write(2, note, sizeof note - 1) < 0)
+            _exit(134);
+        signal(SIGABRT, SIG_DFL);
+        abort();
+    }
+    last_device = make_device_of_kind();
+    return last_device;
+}
+
+static id make_device_of_kind(void)
 {
     const char *kind = getenv("CAPSCAN_FAKE_METAL_DEVICE");
     _MTLDevice *device;

@@ -14,7 +14,8 @@ enum {
     CAPSCAN_KERNEL_PASS,
     CAPSCAN_KERNEL_FAIL,
     CAPSCAN_KERNEL_COMPILE_ERROR,
-    CAPSCAN_KERNEL_TIMEOUT
+    CAPSCAN_KERNEL_TIMEOUT,
+    CAPSCAN_KERNEL_CRASH        /* the check process died or exited non-zero: it could not run */
 };
 
 #define CAPSCAN_KERNEL_MESSAGE_MAX 300   /* bytes, ASCII, no control characters */
@@ -44,10 +45,18 @@ const char *capscan_kernel_result_name(int result);
 /* sysctl only: safe before and after Metal. */
 void capscan_host_query(struct capscan_host *host);
 
-/* Runs every check in a forked child and waits at most timeout_ms for it.
- * Call it before this process touches Metal: the child creates its own device.
+/* Runs every check in a fresh process (fork + execv of `self --kernel-check MS`)
+ * and waits at most timeout_ms for it.  The child creates its own device.
  * Never crashes or hangs the caller. */
-void capscan_kernels_run(const struct capscan_host *host, unsigned long timeout_ms, struct capscan_kernels *out);
+void capscan_kernels_run(const struct capscan_host *host, const char *self, unsigned long timeout_ms,
+                         struct capscan_kernels *out);
+
+/* The exec'd child (`capscan-probe --kernel-check MS`): runs the checks, reports on
+ * stdout, gives up on a command buffer after budget_ms, exits. */
+void capscan_kernels_child(unsigned long budget_ms) __attribute__((noreturn));
+
+/* This executable's path for the child's execv ("" when unknown). */
+void capscan_self_path(char *dst, unsigned long size);
 
 /* CAPSCAN_PROBE_KERNEL_TIMEOUT_MS: decimal 1..600000; anything else gives the default. */
 unsigned long capscan_kernel_timeout_ms(const char *value);

@@ -1,6 +1,6 @@
 /* The OS calls capscan-probe makes besides libc_min.h's: sysctlbyname for the
- * host-proof lines, and fork/pipe/poll/waitpid/kill for the kernel checks'
- * child.  Real headers where they exist; for the SDK-less macOS cross build,
+ * host-proof lines, and fork/execv/pipe/poll/waitpid/kill for the kernel
+ * checks' child (_NSGetExecutablePath: the probe's own path, to exec).  Real headers where they exist; for the SDK-less macOS cross build,
  * hand-written declarations with Darwin's ABI and constant values.  On Linux,
  * sysctlbyname comes from libfakemetal (tests/fake_metal.m). */
 #ifndef CAPSCAN_PROBE_SYS_H
@@ -20,6 +20,8 @@ struct timespec {
     long tv_nsec;
 };
 pid_t fork(void);
+int execv(const char *path, char *const argv[]);
+int _NSGetExecutablePath(char *buf, unsigned int *bufsize);
 pid_t waitpid(pid_t pid, int *status, int options);
 int pipe(int fds[2]);
 int poll(struct pollfd *fds, unsigned int nfds, int timeout);
@@ -56,6 +58,7 @@ int clock_gettime(int clock_id, struct timespec *tp);
 #include <time.h>
 #include <unistd.h>
 #if defined(__APPLE__)
+#include <mach-o/dyld.h>
 #include <sys/sysctl.h>
 #else
 int sysctlbyname(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
