@@ -66,6 +66,10 @@ SEND_BACK = ("attach `capscan remedy selftest --json` to an issue: it holds the 
 RELATION = "selftest"
 ALL_FAMILIES = (*range(1001, 1011), 2001, 2002, 3001, 3002, 3003, 4001, 4002, 5001, 5002)
 BENCH_ARGS = ["-p", "128", "-n", "32", "-r", "2"]
+# dyld's words when it cannot put the library into an arm64e process ("... incompatible architecture (have
+# 'arm64', need 'arm64e')"); an exit 134 (-6: killed by SIGABRT) alone says only that something aborted
+ARM64E_WORDS = re.compile(r"need 'arm64e'|incompatible architecture")
+ABORTED = (134, -6)
 _LINE = re.compile(r"^(?P<key>[a-z_]+(?:\.\d+)?)=(?P<value>.*)$")
 
 
@@ -196,9 +200,10 @@ def run_probe(runner: Runner, db: Database, probe: Path, label: str, env: dict[s
 def decide(report: Report, stock: ProbeRun, remedied: ProbeRun, family: int, inj: plat.Injection) -> None:
     text = remedied.stderr
     lines = remedied.interposer_lines
-    if re.search(r"need 'arm64e'|incompatible architecture", text) or remedied.returncode == 134:
-        report.verdict, report.reason = ARM64E, next(
-            (ln for ln in text.splitlines() if "arm64e" in ln or "incompatible" in ln), "the probe was halted (134)")
+    # Only dyld's own words make an abort a missing arm64e slice: any crash (an assertion, Metal's
+    # validation layer, a bug of ours) also ends in SIGABRT, exit 134, and must be reported as itself.
+    if ARM64E_WORDS.search(text):
+        report.verdict, report.reason = ARM64E, next(ln for ln in text.splitlines() if ARM64E_WORDS.search(ln))
         return
     if re.search(r"hardened process|into hardened", text):
         report.verdict, report.reason = HARDENED, next(ln for ln in text.splitlines() if "hardened" in ln)
@@ -207,7 +212,9 @@ def decide(report: Report, stock: ProbeRun, remedied: ProbeRun, family: int, inj
     banner = any(" enabled for " in ln for ln in lines)
     off = next((ln for ln in lines if "interposing is disabled" in ln), None)
     if remedied.returncode != 0:
-        report.verdict, report.reason = INCONCLUSIVE, (f"the remedied probe exited {remedied.returncode}: "
+        how = (f"aborted (exit {remedied.returncode}, SIGABRT) without dyld's arm64e line, so a crash, not a "
+               "missing slice" if remedied.returncode in ABORTED else f"exited {remedied.returncode}")
+        report.verdict, report.reason = INCONCLUSIVE, (f"the remedied probe {how}: "
                                                        + (text.strip().splitlines() or ["no output"])[-1])
         return
     if banner and got:
@@ -312,8 +319,8 @@ def apple_child(env: dict[str, str], sip: str, program: str = APPLE_CHILD) -> di
         return {"program": program, "skipped": "SIP is enabled: Apple's programs drop DYLD_* variables"}
     result = Runner(env, timeout=30).run([program])
     said = next((ln for ln in result.stderr.splitlines() if L.LOADER_ERRORS.search(ln)), None)
-    return {"program": program, "returncode": result.returncode,
-            "halted": result.returncode == 134 or said is not None, "loader_said": said}
+    # halted by the library only when dyld says so: an exit 134 alone is any abort
+    return {"program": program, "returncode": result.returncode, "halted": said is not None, "loader_said": said}
 
 
 def _machine_facts(report: Report, runner: Runner, system: str) -> tuple[bool | None, str]:
