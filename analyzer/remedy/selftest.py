@@ -134,6 +134,11 @@ class Report:
     bench: dict[str, Any] | None = None
     args: dict[str, Any] = field(default_factory=dict)
     kernels: dict[str, Any] | None = None  # the stock kernel check (analyzer.remedy.kernels), before injecting
+    # what the bundle (analyzer.remedy.bundle) runs its further checks with; not in the JSON
+    probe_path: Path | None = None
+    stock_env: dict[str, str] | None = None
+    library: str | None = None
+    bench_logs: dict[str, str] = field(default_factory=dict)  # label -> the llama-bench run's stderr + stdout
 
     def to_json(self) -> dict[str, Any]:
         doc = {
@@ -251,8 +256,10 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     probe = _probe_binary(report, runner, system, inj, probe_path)
     if probe is None:
         return report
+    report.probe_path = probe
 
     clean = plat.stock_env(runner.env)
+    report.stock_env = clean
     stock = run_probe(runner, db, probe, "stock", clean)
     report.probes["stock"] = stock
     if stock.returncode != 0:
@@ -269,6 +276,7 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     if chosen is None:
         return report
     family, lib = chosen
+    report.library = str(lib.choice.path)
 
     env = {**clean, inj.env_var: str(lib.choice.path), plat.FAMILY_VAR: str(family), "CAPSCAN_INTERPOSER_VERBOSE": "1"}
     remedied = run_probe(runner, db, probe, "capscan", env, kernels=True)
@@ -303,7 +311,7 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     if llama_bench and report.verdict != WORKS:
         report.bench = {"skipped": "the probe did not show the remedy working, so llama-bench was not run"}
     elif llama_bench:
-        report.bench = bench(db, llama_bench, model, clean, env, shim_env)
+        report.bench = bench(db, llama_bench, model, clean, env, shim_env, logs=report.bench_logs)
     return report
 
 
@@ -394,8 +402,11 @@ def _other_shim_env(clean: dict[str, str], inj: plat.Injection, shim: str, famil
 
 
 def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], remedied_env: dict[str, str],
-          shim_env: dict[str, str] | None) -> dict[str, Any]:
-    """A short llama-bench stock, remedied (and with the other shim): runs stored and linked, speed-ups."""
+          shim_env: dict[str, str] | None, *, logs: dict[str, str] | None = None) -> dict[str, Any]:
+    """A short llama-bench stock, remedied (and with the other shim): runs stored and linked, speed-ups.
+    ``logs`` receives each run's output (stderr, then stdout) by label, for the bundle."""
+    import io
+
     from analyzer.pipeline import diagnose_and_store
 
     cmd = [exe, *(["-m", model] if model else []), *BENCH_ARGS]
@@ -405,7 +416,10 @@ def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], 
         for label, env in (("stock", stock_env), ("capscan", remedied_env), ("other-shim", shim_env)):
             if env is None:
                 continue
-            outcome = L.launch(db, cmd, env, out=sink, err=sink)
+            so, se = (io.BytesIO(), io.BytesIO()) if logs is not None else (sink, sink)
+            outcome = L.launch(db, cmd, env, out=so, err=se)
+            if logs is not None:
+                logs[label] = (se.getvalue() + so.getvalue()).decode("utf-8", "replace")  # type: ignore[union-attr]
             out[f"{label}_run_ids"] = outcome.run_ids
             out[f"{label}_returncode"] = outcome.returncode
             found = diagnose_and_store(db, outcome.run_ids, refresh_peers=False)
