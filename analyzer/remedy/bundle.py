@@ -143,7 +143,8 @@ def _kernel_results(p: ProbeRun) -> km.KernelCheck:
         else:
             results.setdefault(name, {})["result"] = value
     ms = extra.get("elapsed_ms", "")
-    return km.KernelCheck(results, extra.get("msl_version"), int(ms) if ms.isdigit() else None)
+    return km.KernelCheck(results=results, msl_version=extra.get("msl_version"),
+                          elapsed_ms=int(ms) if ms.isdigit() else None)
 
 
 def _kernel_summary(kc: km.KernelCheck) -> str:

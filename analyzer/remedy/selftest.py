@@ -61,8 +61,9 @@ MEANING = {
     OVERCLAIM: "with the interposer loaded the device answers families whose kernels did not pass here: the cap "
                "claims more than the hardware runs; choose a lower --family",
 }
-SEND_BACK = ("attach `capscan remedy selftest --json` to an issue: it holds the verdict, the capability matrix, "
-             "the interposer's own lines and the machine's facts, and no path or prompt beyond what you passed")
+SEND_BACK = ("attach the file `capscan remedy selftest --bundle FILE` writes (every check only a Mac can settle, "
+             "redacted) to an issue, or `capscan remedy selftest --json`: the verdict, the capability matrix, the "
+             "interposer's own lines and the machine's facts, and no path or prompt beyond what you passed")
 RELATION = "selftest"
 ALL_FAMILIES = (*range(1001, 1011), 2001, 2002, 3001, 3002, 3003, 4001, 4002, 5001, 5002)
 BENCH_ARGS = ["-p", "128", "-n", "32", "-r", "2"]
