@@ -557,6 +557,9 @@ def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, 
         raise CapscanError("-m/--model goes with --llama-bench PATH")
     if not bundle_path and (llama_build or python or host_default_set or not redact):
         raise CapscanError("--llama-build, --python, --host-default-set and --no-redact go with --bundle FILE")
+    if bundle_path and not os.path.isdir(os.path.dirname(os.path.abspath(bundle_path))):
+        # said now, not after minutes of checks
+        raise CapscanError(f"{bundle_path}: cannot write the bundle (no such directory)")
     from analyzer.remedy.runner import Runner
     from analyzer.remedy.selftest import WORKS, run_selftest
 

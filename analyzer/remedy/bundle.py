@@ -282,8 +282,8 @@ def _framework(python: str) -> bool:
 def remedied_llama_bench(report: Report, exe: str | None, logs: list[BundleLog]) -> Hypothesis:
     sip = report.facts.get("sip")
     h = Hypothesis(name="remedy-run-llama-bench", claim="the remedy speeds up a real llama-bench "
-                   f"(SIP: {sip})", expected="every test faster remedied than stock (ratio > 1)", actual=None,
-                   status="not-run")
+                   f"(SIP: {sip})", expected="the remedied run's own log shows simdgroup reduction and matrix "
+                   "multiply on, and every test is faster than stock (ratio > 1)", actual=None, status="not-run")
     if exe is None:
         h.why = "no llama-bench on PATH (pass --llama-bench PATH -m MODEL)"
         return h
@@ -298,10 +298,14 @@ def remedied_llama_bench(report: Report, exe: str | None, logs: list[BundleLog])
         h.why = bench.get("skipped") or report.reason
         return h
     speed = bench.get("capscan_speedup") or {}
+    after = bench.get("capscan_after") or {}
+    flags = {k: after.get(k) for k in ("simdgroup_reduction", "simdgroup_mm")}
     h.actual = "; ".join(f"{t}: {s['before']} -> {s['after']} t/s ({s['ratio']}x)" for t, s in speed.items()) or (
         f"no speed to compare (stock exit {bench.get('stock_returncode')}, remedied exit "
         f"{bench.get('capscan_returncode')})")
-    if speed and all(s["ratio"] > 1 for s in speed.values()):
+    if after:
+        h.actual += "; remedied: " + ", ".join(f"{k}={_yn(v)}" for k, v in flags.items())
+    if speed and all(s["ratio"] > 1 for s in speed.values()) and all(v is True for v in flags.values()):
         h.status = "pass"
     else:
         h.status = "fail" if speed else "error"

@@ -431,5 +431,7 @@ def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], 
             new = runs.get(label)
             if new is not None:
                 records.link_runs(db, [new.id], stock.id, RELATION, None)
-                out[f"{label}_speedup"] = L.compare(stock, new)["throughput"]
+                cmp = L.compare(stock, new)
+                out[f"{label}_speedup"] = cmp["throughput"]
+                out[f"{label}_after"] = cmp["after"]  # the new log's own capability lines (the bundle verifies them)
     return out

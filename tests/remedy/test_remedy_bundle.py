@@ -68,6 +68,7 @@ def test_the_bundle_end_to_end_on_the_stand_in(env, linux_build, tmp_path):
     stable = status["kernels-stock"]
     assert len(stable["timings_ms"]) == 10 and stable["actual"].startswith("10 runs: ")
     assert "(11.08x)" in status["remedy-run-llama-bench"]["actual"]
+    assert "remedied: simdgroup_reduction=true, simdgroup_mm=true" in status["remedy-run-llama-bench"]["actual"]
     assert "SIP: n/a" in status["remedy-run-llama-bench"]["claim"]
     assert [lg["label"] for lg in doc["logs"]] == ["stock probe", "capscan probe", "kernels stock",
                                                   "llama-bench stock", "llama-bench capscan"]
@@ -106,9 +107,12 @@ def test_no_redact_keeps_the_names(env, linux_build, tmp_path):
     assert f"{home}/models/{HOST}.gguf" in text and str(REPO) not in text   # capscan's own paths say nothing
 
 
-def test_bundle_options_need_a_bundle(env):
+def test_bundle_options_need_a_bundle(env, tmp_path):
     r = env.capscan("remedy", "selftest", "--llama-build", "/nonexistent")
     assert r.returncode == 2 and b"go with --bundle FILE" in r.stderr and b"Traceback" not in r.stderr
+    r = env.capscan("remedy", "selftest", "--bundle", str(tmp_path / "no" / "such" / "b.json"))
+    assert r.returncode == 2 and b"cannot write the bundle (no such directory)" in r.stderr
+    assert not env.db.exists()   # refused before anything ran
 
 
 def test_test_backend_ops_under_the_library(env, linux_build, tmp_path):
