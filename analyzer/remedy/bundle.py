@@ -248,12 +248,12 @@ def framework_python(runner: Runner, report: Report, system: str, python: str | 
         h.why = ("no framework Python found (python3 on PATH, python.org's, Homebrew's); pass --python PATH"
                  if exe is None else f"the library was not chosen: {report.reason}")
         return h
-    argv = [exe, "-c", PY_SNIPPET.format(family=family)]
     h.command = [exe, "-c", "<ask MTLCreateSystemDefaultDevice() supportsFamily: through ctypes>"]
     got, status = [], "pass"
     for label, children in (("scrub", False), ("no scrub", True)):
-        env = {**report.stock_env, **injection_vars(inj, report.library, family, inject_children=children),
-               "CAPSCAN_INTERPOSER_VERBOSE": "1"}
+        argv, pairs = injected(inj, report.library, family, [exe, "-c", PY_SNIPPET.format(family=family)],
+                               inject_children=children)
+        env = {**report.stock_env, **pairs, "CAPSCAN_INTERPOSER_VERBOSE": "1"}
         start = time.monotonic()
         r = Runner(env, timeout=120).run(argv)
         h.timings_ms.append(round((time.monotonic() - start) * 1000))
@@ -269,6 +269,14 @@ def framework_python(runner: Runner, report: Report, system: str, python: str | 
     if status != "pass":
         h.why = h.actual
     return h
+
+
+def injected(inj: plat.Injection, library: str, family: int, argv: list[str], *,
+             inject_children: bool) -> tuple[list[str], dict[str, str]]:
+    """The command and variables `remedy run` would use for ``argv``: the one place the bundle asks for them,
+    so a launcher-aware remedy (one that points the injection at the interpreter a launcher re-execs) is
+    what this check exercises once it exists."""
+    return argv, injection_vars(inj, library, family, inject_children=inject_children)
 
 
 def _framework(python: str) -> bool:
@@ -339,8 +347,8 @@ def backend_ops(report: Report, build: str | None, logs: list[BundleLog]) -> lis
             continue
         inj = plat.injection(plat.system())
         assert inj is not None   # report.library is set only where there is an injection
-        env = {**report.stock_env, **injection_vars(inj, report.library, report.family)}
-        h.command = [exe, "-o", op]
+        h.command, pairs = injected(inj, report.library, report.family, [exe, "-o", op], inject_children=False)
+        env = {**report.stock_env, **pairs}
         start = time.monotonic()
         r = Runner(env, timeout=BACKEND_OPS_TIMEOUT).run(h.command)
         h.timings_ms.append(round((time.monotonic() - start) * 1000))
