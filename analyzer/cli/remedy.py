@@ -528,29 +528,71 @@ def _print_selftest(doc: dict[str, Any], out: TextIO) -> None:
 @click.option("-m", "--model", "model", default=None, metavar="MODEL", help="The model for --llama-bench.")
 @click.option("--compare-shim", "compare_shim", default=None, metavar="PATH",
               help="A third run with another shim (Lume, Tart, Anka) injected instead, for an A/B.")
+@click.option("--bundle", "bundle_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also run every check only a Mac can settle and write them, with the runs' logs, to FILE (one "
+                   "JSON file to attach to an issue; `capscan schema --for bundle`).")
+@click.option("--redact/--no-redact", default=True, show_default=True,
+              help="--bundle: replace home directories, user and host names (by ~, <user>, <host>).")
+@click.option("--llama-build", "llama_build", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="--bundle: a llama.cpp build directory; runs its test-backend-ops -o MUL_MAT, FLASH_ATTN_EXT "
+                   "and SOFT_MAX under the library.")
+@click.option("--python", "python", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+              help="--bundle: the framework Python to test (default: python3 on PATH, python.org's, Homebrew's).")
+@click.option("--host-default-set", is_flag=True,
+              help="--bundle: you set `capscan remedy host-default --apply` on the host and stopped and started "
+                   "this VM since; the bundle records it and checks the stock device.")
 @via_options
 @output_options("db", "json")
-def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, compare_shim) -> Result:
+def selftest_cmd(opts, family_spec, dylib_path, probe_path, llama_bench, model, compare_shim, bundle_path, redact,
+                 llama_build, python, host_default_set) -> Result:
     """Prove the remedy on this machine: probe stock vs remedied, store both, one verdict.
 
     Verdicts: works, interposing-disabled, refused-by-hardened-runtime,
     arm64e-missing, not-a-vm (inconclusive otherwise). Exit 0 only for works.
     On Linux it runs against the LD_PRELOAD stand-in and says so.
+
+    With --bundle FILE it also writes what a real Mac needs to confirm, check
+    by check, to FILE ("Help confirm it on a real Mac" in docs/remedy.md).
     """
-    if model and not llama_bench:
+    if model and not llama_bench and not bundle_path:
         raise CapscanError("-m/--model goes with --llama-bench PATH")
+    if not bundle_path and (llama_build or python or host_default_set or not redact):
+        raise CapscanError("--llama-build, --python, --host-default-set and --no-redact go with --bundle FILE")
+    if bundle_path and not os.path.isdir(os.path.dirname(os.path.abspath(bundle_path))):
+        # said now, not after minutes of checks
+        raise CapscanError(f"{bundle_path}: cannot write the bundle (no such directory)")
     from analyzer.remedy.runner import Runner
     from analyzer.remedy.selftest import WORKS, run_selftest
 
     db = open_db(opts)
-    report = run_selftest(db, runner=Runner(), family_spec=family_spec, dylib_path=dylib_path,
+    runner = Runner()
+    if bundle_path and llama_bench is None:   # the bundle's speed check takes the llama-bench on PATH
+        llama_bench = runner.which("llama-bench")
+    report = run_selftest(db, runner=runner, family_spec=family_spec, dylib_path=dylib_path,
                           probe_path=probe_path, llama_bench=llama_bench, model=model, compare_shim=compare_shim)
     doc = report.to_json()
+    bundle = None
+    if bundle_path:
+        from analyzer.cli.output import write_atomically
+        from analyzer.remedy.bundle import build_bundle
+
+        bundle = build_bundle(report, runner=runner, llama_bench=llama_bench, python=python,
+                              llama_build=llama_build, host_default_set=host_default_set, redact=redact)
+        text = bundle.model_dump_json(indent=2) + "\n"
+        write_atomically(bundle_path, lambda fh: fh.write(text), prefix=".capscan-bundle-", suffix=".json",
+                         what="the bundle")
+        doc = {**doc, "bundle": {"path": bundle_path,
+                                 "hypotheses": {h.name: h.status for h in bundle.hypotheses}}}
 
     def human(out: TextIO) -> None:
         for c in report.checks:
             if c.status in ("fail", "warn"):
                 click.echo(_printable(c.line()).replace("?        instead", "\n        instead"), err=True)
         _print_selftest(doc, out)
+        if bundle is not None:
+            print(f"bundle: {_printable(bundle_path)}", file=out)
+            for h in bundle.hypotheses:
+                why = f" ({_printable(h.why)[:160]})" if h.why and h.status != "pass" else ""
+                print(f"  {h.status:<12} {h.name}{why}", file=out)
 
     return Result(human=human, doc=doc, exit_code=0 if report.verdict == WORKS else EXIT_UNVERIFIED)

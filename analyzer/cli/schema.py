@@ -1,4 +1,4 @@
-"""``schema``: the JSON Schema of `diagnose --json` and `show --json`, generated from the
+"""``schema``: the JSON Schema of `diagnose --json`, `show --json` and the self-test bundle, generated from the
 contract's pydantic models (``analyzer.output.contract``)."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import click
 
 
 @click.command()
-@click.option("--for", "command", type=click.Choice(["diagnose", "show"]), default="diagnose", show_default=True,
-              help="whose --json output: diagnose (also pipe mode and probe) or show (one run)")
+@click.option("--for", "command", type=click.Choice(["diagnose", "show", "bundle"]), default="diagnose",
+              show_default=True, help="whose --json output: diagnose (also pipe mode and probe), show (one run), "
+                                      "or bundle (the file `remedy selftest --bundle FILE` writes)")
 def schema(command: str) -> None:
-    """The JSON Schema of `diagnose --json` (or `show --json`), from the pydantic models."""
+    """The JSON Schema of `diagnose --json` (or `show --json`, or a self-test bundle), from the pydantic models."""
     import json
 
     from analyzer.output.contract import json_schema

@@ -83,6 +83,11 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
     chunks = source.chunks(tee=tee)
     first_chunk = next(chunks, b"") if first_line == 1 else b""
     shape = sniff(first_chunk) if first_chunk else None
+    if shape is not None and shape.name == "capscan-bundle":  # a self-test bundle: the logs inside, each a log
+        from analyzer.ingest.bundle import import_bundle
+
+        result.export = shape.name
+        return import_bundle(db, source, itertools.chain([first_chunk], chunks), result, force=force, ingest=ingest)
     if shape is not None:  # capscan's own export: its runs are reports, not a log (analyzer.ingest.exports)
         from analyzer.ingest.exports import import_export
 

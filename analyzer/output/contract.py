@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # A run's diagnosis is one description (analyzer.diagnosis): its parts are the document's
 from analyzer.diagnosis import Baseline, Finding, Pairing, Prediction, ProofItem, Reference, Verdict
+from analyzer.output.bundle import Bundle
 
 
 class _Closed(BaseModel):
@@ -146,7 +147,8 @@ class DiagnoseDocument(_Closed):
     runs: list[RunDocument]
 
 
-DOCUMENTS: dict[str, type[BaseModel]] = {"diagnose": DiagnoseDocument, "show": RunDocument}
+# the self-test bundle a real Mac sends back (`remedy selftest --bundle FILE`) is its own document
+DOCUMENTS: dict[str, type[BaseModel]] = {"diagnose": DiagnoseDocument, "show": RunDocument, "bundle": Bundle}
 
 
 def json_schema(command: str = "diagnose") -> dict[str, Any]:

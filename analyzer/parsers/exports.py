@@ -53,6 +53,10 @@ SHAPES = (
     Shape("capscan-report", "capscan diagnose --json / show --json (no origin: instance and sha256 unknown)",
           regex.compile(r'\A\s*\{\s*"capscan_version"\s*:\s*"[^"]*"\s*,\s*"(?:summary|runs)"\s*:'),
           '{"capscan_version": "0.1.0", "summary": {"verdict": "healthy", "runs": 1, "fixable": false}, "runs": ['),
+    # not runs but the logs of a self-test's runs (analyzer.ingest.bundle): read back as logs, diagnosed here
+    Shape("capscan-bundle", "capscan remedy selftest --bundle: the logs of the self-test's runs, each read as a log",
+          regex.compile(r'\A\s*\{\s*"capscan_version"\s*:\s*"[^"]*"\s*,\s*"bundle"\s*:\s*"capscan\.selftest-bundle"'),
+          '{"capscan_version": "0.1.0", "bundle": "capscan.selftest-bundle", "bundle_version": 1,'),
 )
 
 

@@ -61,11 +61,16 @@ MEANING = {
     OVERCLAIM: "with the interposer loaded the device answers families whose kernels did not pass here: the cap "
                "claims more than the hardware runs; choose a lower --family",
 }
-SEND_BACK = ("attach `capscan remedy selftest --json` to an issue: it holds the verdict, the capability matrix, "
-             "the interposer's own lines and the machine's facts, and no path or prompt beyond what you passed")
+SEND_BACK = ("attach the file `capscan remedy selftest --bundle FILE` writes (every check only a Mac can settle, "
+             "redacted) to an issue, or `capscan remedy selftest --json`: the verdict, the capability matrix, the "
+             "interposer's own lines and the machine's facts, and no path or prompt beyond what you passed")
 RELATION = "selftest"
 ALL_FAMILIES = (*range(1001, 1011), 2001, 2002, 3001, 3002, 3003, 4001, 4002, 5001, 5002)
 BENCH_ARGS = ["-p", "128", "-n", "32", "-r", "2"]
+# dyld's words when it cannot put the library into an arm64e process ("... incompatible architecture (have
+# 'arm64', need 'arm64e')"); an exit 134 (-6: killed by SIGABRT) alone says only that something aborted
+ARM64E_WORDS = re.compile(r"need 'arm64e'|incompatible architecture")
+ABORTED = (134, -6)
 _LINE = re.compile(r"^(?P<key>[a-z_]+(?:\.\d+)?)=(?P<value>.*)$")
 
 
@@ -130,6 +135,11 @@ class Report:
     bench: dict[str, Any] | None = None
     args: dict[str, Any] = field(default_factory=dict)
     kernels: dict[str, Any] | None = None  # the stock kernel check (analyzer.remedy.kernels), before injecting
+    # what the bundle (analyzer.remedy.bundle) runs its further checks with; not in the JSON
+    probe_path: Path | None = None
+    stock_env: dict[str, str] | None = None
+    library: str | None = None
+    bench_logs: dict[str, str] = field(default_factory=dict)  # label -> the llama-bench run's stderr + stdout
 
     def to_json(self) -> dict[str, Any]:
         doc = {
@@ -196,9 +206,10 @@ def run_probe(runner: Runner, db: Database, probe: Path, label: str, env: dict[s
 def decide(report: Report, stock: ProbeRun, remedied: ProbeRun, family: int, inj: plat.Injection) -> None:
     text = remedied.stderr
     lines = remedied.interposer_lines
-    if re.search(r"need 'arm64e'|incompatible architecture", text) or remedied.returncode == 134:
-        report.verdict, report.reason = ARM64E, next(
-            (ln for ln in text.splitlines() if "arm64e" in ln or "incompatible" in ln), "the probe was halted (134)")
+    # Only dyld's own words make an abort a missing arm64e slice: any crash (an assertion, Metal's
+    # validation layer, a bug of ours) also ends in SIGABRT, exit 134, and must be reported as itself.
+    if ARM64E_WORDS.search(text):
+        report.verdict, report.reason = ARM64E, next(ln for ln in text.splitlines() if ARM64E_WORDS.search(ln))
         return
     if re.search(r"hardened process|into hardened", text):
         report.verdict, report.reason = HARDENED, next(ln for ln in text.splitlines() if "hardened" in ln)
@@ -207,7 +218,9 @@ def decide(report: Report, stock: ProbeRun, remedied: ProbeRun, family: int, inj
     banner = any(" enabled for " in ln for ln in lines)
     off = next((ln for ln in lines if "interposing is disabled" in ln), None)
     if remedied.returncode != 0:
-        report.verdict, report.reason = INCONCLUSIVE, (f"the remedied probe exited {remedied.returncode}: "
+        how = (f"aborted (exit {remedied.returncode}, SIGABRT) without dyld's arm64e line, so a crash, not a "
+               "missing slice" if remedied.returncode in ABORTED else f"exited {remedied.returncode}")
+        report.verdict, report.reason = INCONCLUSIVE, (f"the remedied probe {how}: "
                                                        + (text.strip().splitlines() or ["no output"])[-1])
         return
     if banner and got:
@@ -247,8 +260,10 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     probe = _probe_binary(report, runner, system, inj, probe_path)
     if probe is None:
         return report
+    report.probe_path = probe
 
     clean = plat.stock_env(runner.env)
+    report.stock_env = clean
     stock = run_probe(runner, db, probe, "stock", clean)
     report.probes["stock"] = stock
     if stock.returncode != 0:
@@ -265,6 +280,7 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     if chosen is None:
         return report
     family, lib = chosen
+    report.library = str(lib.choice.path)
 
     env = {**clean, inj.env_var: str(lib.choice.path), plat.FAMILY_VAR: str(family), "CAPSCAN_INTERPOSER_VERBOSE": "1"}
     remedied = run_probe(runner, db, probe, "capscan", env, kernels=True)
@@ -299,7 +315,7 @@ def run_selftest(db: Database, *, runner: Runner, family_spec: str = "auto", dyl
     if llama_bench and report.verdict != WORKS:
         report.bench = {"skipped": "the probe did not show the remedy working, so llama-bench was not run"}
     elif llama_bench:
-        report.bench = bench(db, llama_bench, model, clean, env, shim_env)
+        report.bench = bench(db, llama_bench, model, clean, env, shim_env, logs=report.bench_logs)
     return report
 
 
@@ -315,8 +331,8 @@ def apple_child(env: dict[str, str], sip: str, program: str = APPLE_CHILD) -> di
         return {"program": program, "skipped": "SIP is enabled: Apple's programs drop DYLD_* variables"}
     result = Runner(env, timeout=30).run([program])
     said = next((ln for ln in result.stderr.splitlines() if L.LOADER_ERRORS.search(ln)), None)
-    return {"program": program, "returncode": result.returncode,
-            "halted": result.returncode == 134 or said is not None, "loader_said": said}
+    # halted by the library only when dyld says so: an exit 134 alone is any abort
+    return {"program": program, "returncode": result.returncode, "halted": said is not None, "loader_said": said}
 
 
 def _machine_facts(report: Report, runner: Runner, system: str) -> tuple[bool | None, str]:
@@ -390,8 +406,11 @@ def _other_shim_env(clean: dict[str, str], inj: plat.Injection, shim: str, famil
 
 
 def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], remedied_env: dict[str, str],
-          shim_env: dict[str, str] | None) -> dict[str, Any]:
-    """A short llama-bench stock, remedied (and with the other shim): runs stored and linked, speed-ups."""
+          shim_env: dict[str, str] | None, *, logs: dict[str, str] | None = None) -> dict[str, Any]:
+    """A short llama-bench stock, remedied (and with the other shim): runs stored and linked, speed-ups.
+    ``logs`` receives each run's output (stderr, then stdout) by label, for the bundle."""
+    import io
+
     from analyzer.pipeline import diagnose_and_store
 
     cmd = [exe, *(["-m", model] if model else []), *BENCH_ARGS]
@@ -401,7 +420,10 @@ def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], 
         for label, env in (("stock", stock_env), ("capscan", remedied_env), ("other-shim", shim_env)):
             if env is None:
                 continue
-            outcome = L.launch(db, cmd, env, out=sink, err=sink)
+            so, se = (io.BytesIO(), io.BytesIO()) if logs is not None else (sink, sink)
+            outcome = L.launch(db, cmd, env, out=so, err=se)
+            if logs is not None:
+                logs[label] = (se.getvalue() + so.getvalue()).decode("utf-8", "replace")  # type: ignore[union-attr]
             out[f"{label}_run_ids"] = outcome.run_ids
             out[f"{label}_returncode"] = outcome.returncode
             found = diagnose_and_store(db, outcome.run_ids, refresh_peers=False)
@@ -412,5 +434,7 @@ def bench(db: Database, exe: str, model: str | None, stock_env: dict[str, str], 
             new = runs.get(label)
             if new is not None:
                 records.link_runs(db, [new.id], stock.id, RELATION, None)
-                out[f"{label}_speedup"] = L.compare(stock, new)["throughput"]
+                cmp = L.compare(stock, new)
+                out[f"{label}_speedup"] = cmp["throughput"]
+                out[f"{label}_after"] = cmp["after"]  # the new log's own capability lines (the bundle verifies them)
     return out

@@ -153,3 +153,37 @@ def test_the_darwin_selftest_reports_its_apple_child(env, linux_build, mac_libra
                     "--dylib", str(mac_library))
     child = _doc(r)["facts"]["apple_child"]
     assert child["program"] == "/usr/bin/true" and child["halted"] is False  # Linux ignores DYLD_INSERT_LIBRARIES
+
+
+def test_an_abort_without_dyld_words_is_not_a_missing_arm64e_slice(linux_build):
+    """Exit 134 is any SIGABRT (a Metal assertion, a crash): only dyld's arm64e line makes it arm64e-missing."""
+    import subprocess
+
+    from analyzer.remedy import platform as plat
+    from analyzer.remedy.selftest import ProbeRun, Report, decide
+
+    clean = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "DYLD_INSERT_LIBRARIES")}
+    out = subprocess.run([str(linux_build / "capscan-probe")], capture_output=True, text=True, env=clean).stdout
+    stock = ProbeRun("stock", 0, out, "")
+    crash = "-[MTLDebugDevice newBufferWithLength:]: failed assertion `length must be > 0'\n"
+    halt = ("dyld[4185]: terminating because inserted dylib 'x.dylib' could not be loaded: (mach-o file, but is an "
+            "incompatible architecture (have 'arm64', need 'arm64e'))\n")
+    for code in (134, -6):
+        report = Report("darwin", False)
+        decide(report, stock, ProbeRun("capscan", code, "", crash), 1007, plat.injection("darwin"))
+        assert report.verdict == "inconclusive", report.reason
+        assert f"aborted (exit {code}, SIGABRT) without dyld's arm64e line" in report.reason
+        assert "failed assertion" in report.reason
+    report = Report("darwin", False)
+    decide(report, stock, ProbeRun("capscan", 134, "", halt), 1007, plat.injection("darwin"))
+    assert report.verdict == "arm64e-missing" and "need 'arm64e'" in report.reason
+
+
+def test_an_apple_child_that_aborts_for_another_reason_is_not_halted_by_the_library(tmp_path):
+    from analyzer.remedy.selftest import apple_child
+
+    aborts = tmp_path / "true"
+    aborts.write_text("#!/bin/sh\necho 'Assertion failed: (x), function main' >&2\nexit 134\n")
+    aborts.chmod(0o755)
+    got = apple_child(dict(os.environ), "disabled", str(aborts))
+    assert got["returncode"] == 134 and got["halted"] is False and got["loader_said"] is None
