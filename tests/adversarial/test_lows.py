@@ -361,7 +361,8 @@ for (const tr of document.querySelectorAll('table.chart tr')) {
   const row = {};
   for (const td of tr.children) {
     const cs = getComputedStyle(td);
-    row[td.className.split(' ')[0]] = {cell: box(td.getBoundingClientRect()), text: textBox(td), clip: cs.overflowX,
+    row[td.className.split(' ')[0]] = {cell: box(td.getBoundingClientRect()), text: textBox(td), title: td.title,
+      clip: cs.overflowX,
       ellipsis: cs.textOverflow, sw: td.scrollWidth, cw: td.clientWidth};
   }
   const label = tr.querySelector('th.test > div');
