@@ -87,6 +87,7 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("CAPSCAN_DB", str(home / "capscan-test.db"))
     monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped output honours it (issue 41): none from the runner's shell
     yield
 
 

@@ -14,10 +14,15 @@ from analyzer.cli.runs import resolve_run
 COLUMNS = ("a", "b", "test", "a_tok_s", "b_tok_s", "ratio", "per_token_ms")
 
 
+PLOT_SUFFIXES = (".svg", ".png")
+
+
 @click.command()
 @click.argument("run_refs", metavar="RUN_A RUN_B [RUN_C]", nargs=-1, required=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also write the chart as an image to attach: FILE.svg, or FILE.png (needs capscan[png]).")
 @output_options("db", "formats", "fail_on")
-def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
+def compare(opts: Options, run_refs: tuple[str, ...], plot_path: str | None) -> Result:
     """Capability diff, throughput ratios (B/A) and per-token cost of two runs;
     with three runs of one model (stock guest, remedied guest, host), the gap
     decomposition."""
@@ -25,6 +30,8 @@ def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
 
     if len(run_refs) not in (2, 3):
         raise click.UsageError("compare takes two runs (or three: stock guest, remedied guest, host)")
+    if plot_path is not None and not plot_path.lower().endswith(PLOT_SUFFIXES):
+        raise click.UsageError(f"--plot writes .svg or .png, not {plot_path!r}")
     database = open_existing_db(opts)
     if database is None:
         raise CapscanError("no runs stored yet")
@@ -51,6 +58,8 @@ def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
         stock, remedied, host = roles
         doc["pairs"] = [compare_runs(host, stock), compare_runs(host, remedied)]
         doc["decomposition"] = decompose(stock, remedied, host)
+    if plot_path is not None:
+        write_plot(plot_path, doc)
 
     def human(out: TextIO) -> None:
         from analyzer.output.report import console, render_compare
@@ -62,6 +71,29 @@ def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
 
     return Result(human=human, doc=doc, columns=COLUMNS, rows=rows_of(doc), markdown=markdown,
                   verdicts=[verdict_of(r) for r in runs_])
+
+
+def write_plot(path: str, doc: dict[str, Any]) -> None:
+    """The chart as SVG or PNG by the file's suffix, written whole (temp file + rename)."""
+    from analyzer.cli.output import write_atomically
+    from analyzer.output.chart import chart_groups
+    from analyzer.output.chart_image import chart_png, chart_svg
+
+    groups = chart_groups(doc)
+    if path.lower().endswith(".png"):
+        try:
+            data = chart_png(groups)
+        except ImportError:
+            raise CapscanError("--plot FILE.png needs Pillow: pip install 'capscan[png]' "
+                               "(or pipx inject capscan pillow), or write FILE.svg") from None
+        write_atomically(path, lambda fh: fh.buffer.write(data), prefix=".capscan-plot-", suffix=".png",
+                         what="the chart")
+        size = len(data)
+    else:
+        svg = chart_svg(groups)
+        write_atomically(path, lambda fh: fh.write(svg), prefix=".capscan-plot-", suffix=".svg", what="the chart")
+        size = len(svg.encode())
+    click.echo(f"capscan: wrote {path} (the chart of {len(groups)} test(s), {size:,} bytes)", err=True)
 
 
 def rows_of(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -50,11 +50,10 @@ def _lines_html(lines: StyledLines) -> str:
 
 
 def single_run_groups(run: StoredRun) -> list:
-    from analyzer.model import figure_key
-    from analyzer.output.chart import Bar, Group
+    from analyzer.output.chart import Bar, Group, parse_config
 
-    # each configuration its own figure, named as compare names it (``tg128 [threads=8]``)
-    return [Group(figure_key(str(t["test"]), t.get("config")), [Bar("A", run.id, float(t["tok_s"]), None)])
+    # each configuration its own figure, named by what sets it apart (chart_labels: ``tg128 [threads=8]``)
+    return [Group(str(t["test"]), [Bar("A", run.id, float(t["tok_s"]), None)], parse_config(t.get("config")))
             for t in run.throughput if isinstance(t.get("tok_s"), (int, float))][:12]
 
 

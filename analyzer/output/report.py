@@ -31,6 +31,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 
 class _Console(SafeConsole):
+    fit_width = 0  # the columns the screen (or COLUMNS) really has, which the chart fits; see console()
+
     def on_broken_pipe(self) -> None:
         """The reader went away (`capscan | head`). rich exits 1, which would read as a
         --fail-on hit; exit as a shell reports SIGPIPE instead."""
@@ -46,14 +48,26 @@ def console(file: TextIO) -> Console:
     """Styles only on a terminal; NO_COLOR (any value) turns every escape code off."""
     plain = bool(os.environ.get("NO_COLOR"))
     file = unfiltered(file)  # the console cleans its own output, and its style codes must survive
-    return _Console(file=file, color_system=None if plain else "auto", highlight=False, soft_wrap=True,
-                    width=max(100, Console(file=file).width) if file.isatty() else 120)
+    fit = Console(file=file).width if file.isatty() else columns_env(120)
+    out = _Console(file=file, color_system=None if plain else "auto", highlight=False, soft_wrap=True,
+                   width=max(100, fit) if file.isatty() else fit)
+    out.fit_width = fit
+    return out
+
+
+def columns_env(default: int) -> int:
+    """COLUMNS when it is a sane width (a pipe has no terminal to ask), else ``default``."""
+    try:
+        n = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return default
+    return n if 20 <= n <= 1000 else default
 
 
 def render_compare(out: Console, doc: dict[str, Any]) -> None:
     from analyzer.output.chart import chart_groups, chart_table
 
-    out.print(chart_table(chart_groups(doc), width=max(10, min(36, out.width - 70))))
+    out.print(chart_table(chart_groups(doc), columns=getattr(out, "fit_width", 0) or out.width))
     out.print()
     for pair in doc["pairs"]:
         out.print(Text(f"run {pair['a']} (A) vs run {pair['b']} (B)", style="bold"))

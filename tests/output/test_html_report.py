@@ -149,3 +149,78 @@ def test_chromium_draws_the_page_and_it_asks_for_nothing(tmp_path):
         control.write_text(f'<html><body><img src="{canary.url}/img"></body></html>')
         _shoot(control, tmp_path / "control.png", tmp_path / "profile2")
         assert "/img" in canary.hits
+
+
+JSON_TRIO = ("m1-ultra-guest-stock-json.log", "m1-ultra-guest-shim.log", "m1-ultra-host.log")
+SHARED = "threads=8 n_batch=2048 n_ubatch=512 type_k=f16 type_v=f16 fa=-1 ngl=-1 nkvo=0 dev=auto"
+
+
+def _json_page(tmp_path: Path, log: str | None = None, runs: tuple[str, ...] = ("1", "2", "3")) -> Path:
+    db = tmp_path / "c.db"
+    for name in JSON_TRIO:
+        run_capscan("ingest", str(EXAMPLES / name), db=db, check=True)
+    if log is not None:
+        run_capscan("ingest", "-", input=log, db=db, check=True)
+    page = tmp_path / "report.html"
+    run_capscan("report", *runs, "--html", str(page), db=db, check=True)
+    return page
+
+
+def _two_configurations() -> str:
+    """The stock JSON guest's log with its pp512 row measured again on another device string: two rows
+    of one test whose configurations differ in ``dev`` only (a real llama-bench prints one object per
+    test and configuration)."""
+    text = (EXAMPLES / "m1-ultra-guest-stock-json.log").read_text()
+    head, _, objects = text.partition("[\n")
+    first = objects[:objects.index("\n  },") + len("\n  }")]
+    other = first.replace('"devices": "auto"', '"devices": "MTL0/MTL1/BLAS/CPU/CPU-REPACK-01"').replace(
+        "431.860000", "402.500000")
+    return head + "[\n" + other + ",\n" + objects
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium (scripts/install-test-deps)")
+@pytest.mark.parametrize("width", [800, 1280])
+def test_chromium_lays_out_the_json_examples_chart(tmp_path, width):
+    """Issue 41: the real llama-bench JSON example (stock guest, remedied guest, host) in `report --html`:
+    the tests are labelled by what varies (nothing: `pp512`, `tg128`), the shared configuration said once in
+    the caption, and Chromium draws no label over a bar or figure and no run name past the edge."""
+    from tests.adversarial.test_lows import _layout
+
+    page = _json_page(tmp_path)
+    html_text = page.read_text()
+    assert f'every test: {SHARED}</span></caption>' in html_text
+    got = _layout(page, tmp_path, width)
+    _no_overlap(got, ["pp512", "tg128"])
+    assert 'title="pp512"><div>pp512</div>' in html_text and "pp512 [" not in html_text
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium (scripts/install-test-deps)")
+def test_chromium_lays_out_labels_that_vary(tmp_path):
+    """A run of two configurations: its labels carry the one parameter that differs (a device string of
+    32 characters), and still stay in their column at 800 px."""
+    from tests.adversarial.test_lows import _layout
+
+    page = _json_page(tmp_path, _two_configurations(), runs=("4",))
+    assert "every test: threads=8 n_batch=2048" in page.read_text()
+    got = _layout(page, tmp_path, 800)
+    _no_overlap(got, ["pp512 [dev=MTL0/MTL1/BLAS/CPU/CPU-REPACK-01]", "pp512 [dev=auto]", "tg128 [dev=auto]"])
+
+
+def _no_overlap(got: dict, labels: list[str]) -> None:
+    vw = got["vw"]
+    assert got["table"] is not None and got["table"][1] <= vw
+    heads = [row for row in got["rows"] if "test" in row]
+    assert [row["test"]["title"] for row in heads] == labels
+    for row in got["rows"]:
+        for name in ("run", "tps", "share"):
+            assert row[name]["sw"] <= row[name]["cw"], (name, row[name])  # never cut
+        spans = [row["run"]["text"], row["rect"], row["tps"]["text"]]
+        if row["share"]["text"][1] > row["share"]["text"][0]:
+            spans.append(row["share"]["text"])
+        if "test" in row:  # the label: inside its own cell, left of the run name and the bar
+            cell, lab = row["test"]["cell"], row["label"]["box"]
+            assert cell[0] - 0.5 <= lab[0] and lab[1] <= cell[1] + 0.5 and cell[1] <= row["run"]["cell"][0] + 0.5
+            spans.insert(0, lab)
+        for left, right in zip(spans, spans[1:], strict=False):
+            assert left[1] <= right[0] + 0.5, (left, right, row)
+        assert spans[-1][1] <= vw

@@ -404,3 +404,37 @@ def test_pipe_report_ends_with_the_tui_hint(tmp_path):
     proc = run_capscan(input=log, db=tmp_path / "c.db")
     last = proc.stdout.decode().strip().splitlines()[-1]
     assert "capscan tui --run 1" in last
+
+
+async def test_compare_chart_at_80x24_shows_every_figure(tmp_path):
+    """Issue 41: the real llama-bench JSON example (its rows state ten parameters) charted at 80x24: the
+    labels name the tests, the run names and figures are whole inside the screen's width."""
+    from rich.console import Console
+
+    db = tmp_path / "c.db"
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    for name in ("m1-ultra-guest-stock-json.log", "m1-ultra-guest-shim.log", "m1-ultra-host.log"):
+        run_capscan("ingest", str(examples / name), db=db, check=True)
+    app = CapscanApp(db, poll_interval=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for rid in (1, 2, 3):
+            app.toggle_mark(rid)
+        await pilot.press("c")
+        await settle(pilot)
+        assert isinstance(app.screen, CompareScreen)
+        chart = app.screen.query_one("#chart", Static)
+        width = chart.content_region.width
+        assert 70 <= width <= 80
+        # what the widget shows: its content rendered at its own width (a longer line would be cut there)
+        console = Console(width=width, record=True, color_system=None)
+        console.print(chart.content)
+        lines = console.export_text().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width
+    bars = [line.rstrip() for line in lines if "t/s" in line]
+    assert [b.split()[0] for b in bars] == ["pp512", "remedied", "host", "tg128", "remedied", "host"]
+    for line, want in zip(bars, ["stock guest #1", "remedied guest #2", "host #3"] * 2, strict=True):
+        assert want in line
+    assert bars[0].endswith("431.86 t/s  9% of host") and bars[4].endswith("206.60 t/s  72% of host")
+    assert bars[2].endswith("4,871.99 t/s  reference") and bars[5].endswith("286.71 t/s  reference")
+    assert any(line.startswith("every test: threads=8 n_batch=2048") for line in lines)

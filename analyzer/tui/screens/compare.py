@@ -181,7 +181,7 @@ class CompareScreen(CapscanScreen):
         doc: dict[str, Any] = {"pairs": [m.pair] if m.pair else []}
         if m.decomposition:
             doc["decomposition"] = m.decomposition
-        return chart_table(chart_groups(doc), width=max(8, min(36, self._width() - 60)))
+        return chart_table(chart_groups(doc), columns=self._width())
 
     def _ratios(self, m: CompareLoaded) -> Group:
         pair = m.pair
