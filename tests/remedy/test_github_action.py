@@ -228,3 +228,28 @@ def test_bad_input_is_one_annotation_and_exit_2(tmp_path, given, message):
     (note,) = ran.annotations
     assert note.startswith("::error title=capscan%3A bad input::" + message), note
     assert "Traceback" not in ran.log
+
+
+def test_actionlint_checks_action_yml_through_the_workflow_that_uses_it(tmp_path):
+    """`make lint`'s actionlint (the lint extra puts it beside the interpreter): clean on the workflows, and
+    really reading action.yml through `uses: ./` (a misspelt input fails it)."""
+    actionlint = Path(sys.executable).parent / "actionlint"
+    if not actionlint.exists():
+        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
+            pytest.fail("actionlint missing (scripts/install-test-deps installs the lint extra)")
+        pytest.skip("actionlint not installed (the lint extra)")
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)  # actionlint finds the project, and so `uses: ./`, by it
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / "examples" / "ci").mkdir(parents=True)
+    (root / "action.yml").write_text(ACTION.read_text())
+    workflows = sorted((REPO / ".github" / "workflows").glob("*.yml")) + sorted((REPO / "examples" / "ci").glob("*.yml"))
+    for w in workflows:
+        (root / w.relative_to(REPO)).write_text(w.read_text())
+    names = [str(w.relative_to(REPO)) for w in workflows]
+    clean = subprocess.run([str(actionlint), "-no-color", *names], cwd=root, capture_output=True, text=True, timeout=120)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    real = root / ".github" / "workflows" / "action-on-a-real-runner.yml"
+    real.write_text(real.read_text().replace("          remedy: true", "          remdy: true"))
+    bad = subprocess.run([str(actionlint), "-no-color", *names], cwd=root, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and 'input "remdy" is not defined in action "capscan"' in bad.stdout, bad.stdout
