@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -305,7 +306,10 @@ def main() -> int:
             raise Usage(f"family: expected auto or a family code such as 1007, got {family!r}")
         argv = split_command(env.get("INPUT_COMMAND", ""))
         work = tempfile.mkdtemp(prefix="capscan-action-", dir=env.get("RUNNER_TEMP") or None)
-        cap = Capscan(env.get("CAPSCAN_ACTION_CAPSCAN") or "capscan", os.path.join(work, "capscan.db"))
+        exe = shutil.which(env.get("CAPSCAN_ACTION_CAPSCAN") or "capscan")
+        if exe is None:
+            raise Usage("capscan is not on PATH (with install: false, install it in an earlier step)")
+        cap = Capscan(exe, os.path.join(work, "capscan.db"))
         print(f"capscan action: stock run of {shlex.join(argv)}", flush=True)
         with CommandsStopped():
             status = stock_run(cap, argv)

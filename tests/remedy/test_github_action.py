@@ -208,6 +208,23 @@ def test_healthy_ends_green_and_is_not_remedied(tmp_path, linux_build):
     assert "The remedy was not run: the stock run is healthy." in ran.summary
 
 
+def test_a_command_that_prints_nothing_is_unknown_and_red(tmp_path):
+    ran = run_action(tmp_path, "python3 -c pass")
+    assert ran.code == 1, ran.log
+    assert ran.outputs["verdict"] == "unknown"
+    (note,) = ran.annotations
+    assert note.startswith("::error title=capscan%3A unknown::capscan found no capability lines"), note
+    assert ran.summary.startswith("## capscan: unknown · failed\n") and "found nothing it reads" in ran.summary
+
+
+def test_without_capscan_on_path_install_false_is_one_line_and_exit_2(tmp_path):
+    ran = run_action(tmp_path, "llama-bench -m m.gguf", env={"CAPSCAN_ACTION_CAPSCAN": "no-such-capscan"})
+    assert ran.code == 2 and "Traceback" not in ran.log, ran.log
+    (note,) = ran.annotations
+    assert note == "::error title=capscan%3A bad input::capscan is not on PATH (with install: false, install it " \
+                   "in an earlier step)"
+
+
 def test_a_command_that_fails_ends_red_whatever_its_verdict(tmp_path, linux_build):
     ran = run_action(tmp_path, f"{linux_build / 'fake-llama'} --no-such-flag", fail_on="none")
     assert ran.code == 1, ran.log
