@@ -268,7 +268,10 @@ def summary_lines(verdict: str, stock: Optional[Dict[str, Any]], remedied: Optio
         lines += ["", "**Stock vs remedied** (the best printed figure of each; the ratio is derived; speed on "
                       "hosted runners is noisy):", "", compare_md.strip()]
     lines += [""] + chart(speedups((remedied or {}).get("compare")))
-    lines += ["", "> " + VM_NOTE, ""]
+    # (a self-hosted bare-metal Mac runs the Action too: its numbers are no VM's)
+    if (stock or {}).get("environment") != "bare-metal":
+        lines += ["", "> " + VM_NOTE]
+    lines.append("")
     return lines
 
 

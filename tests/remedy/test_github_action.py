@@ -206,6 +206,7 @@ def test_healthy_ends_green_and_is_not_remedied(tmp_path, linux_build):
     assert ran.annotations == []
     assert "[capscan-interposer]" not in ran.log
     assert "The remedy was not run: the stock run is healthy." in ran.summary
+    assert "upstream bug reports" not in ran.summary  # a bare-metal run: the VM note does not apply
 
 
 def test_a_command_that_prints_nothing_is_unknown_and_red(tmp_path):
