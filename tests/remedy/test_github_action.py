@@ -182,7 +182,7 @@ def test_an_unverified_remedy_ends_red_naming_the_failed_check(tmp_path, linux_b
     assert "- fail banner:" in ran.summary
 
 
-def test_unknown_ends_red_under_the_default_policy_and_log_text_commands_nothing(tmp_path, linux_build):
+def test_unknown_ends_red_under_the_default_policy_and_log_text_commands_nothing(tmp_path):
     # a llama-bench that stopped before its Metal block; its output tries to issue workflow commands
     script = "print('main: loading model'); print('::error title=owned::x'); print('::add-mask::secret')"
     ran = run_action(tmp_path, f"python3 -c \"{script}\"", remedy="true")
