@@ -42,11 +42,15 @@ test-floors:
 		--ignore=tests/tui/test_snapshots.py --ignore=tests/test_native_interposer.py
 
 # The house rules (run by .ci/run after the suite): import-linter's layers contract (the pipeline,
-# one way; only the TUI imports Textual), ruff and mypy on analyzer/. `make test` installed the tools.
+# one way; only the TUI imports Textual), ruff and mypy on analyzer/, and actionlint on the workflows
+# (the one in .github/workflows uses the Action as `uses: ./`, so actionlint checks action.yml too).
+# `make test` installed the tools.
+ACTIONLINT = $(if $(wildcard $(VENV)/bin/actionlint),$(VENV)/bin/actionlint,actionlint)
 lint:
-	$(RUNPY) -m ruff check analyzer
+	$(RUNPY) -m ruff check analyzer action
 	$(RUNPY) -m mypy
 	$(RUNPY) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+	$(ACTIONLINT) .github/workflows/*.yml examples/ci/*.yml
 
 bench:
 	$(RUNPY) bench/run.py

@@ -7,6 +7,11 @@ stdout stays data). Their text comes partly from logs, which are hostile: it is
 escaped by the workflow-command rules (% CR LF in the message; also : and , in
 properties) and every other control character is dropped, so a log line can
 neither end the command early nor start another one.
+
+GitHub places an annotation on a file only when ``file=`` is a path in the
+checked-out repository, relative to it: a run read from a pipe, a child or a
+file outside $GITHUB_WORKSPACE gets a plain ``::error title=...::`` line, which
+GitHub shows on the job instead of as a missing file (issue 42).
 """
 
 from __future__ import annotations
@@ -45,12 +50,29 @@ def annotation(run) -> str | None:
     if level is None:
         return None
     props = [f"title={escape_property(f'capscan: run {run.id} is {verdict}')}"]
-    if run.source and not run.source.startswith("<"):
-        props.insert(0, f"file={escape_property(run.source)}")
+    where = workspace_path(run.source)
+    if where is not None:
+        props.insert(0, f"file={escape_property(where)}")
         if run.facts.first_line:
             props.insert(1, f"line={int(run.facts.first_line)}")
     message = (diag and diag.summary) or verdict
     return f"::{level} {','.join(props)}::{escape_data(message)}"
+
+
+def workspace_path(source: str | None) -> str | None:
+    """``source`` relative to $GITHUB_WORKSPACE when it names a file inside it, else None (a pipe, a
+    stored name such as "llama-bench · ...", a file elsewhere: GitHub could not open it)."""
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if not source or not workspace or source.startswith("<"):
+        return None
+    try:
+        root = os.path.realpath(workspace)
+        path = os.path.realpath(os.path.join(root, source))
+        if not os.path.isfile(path) or os.path.commonpath([root, path]) != root:
+            return None
+    except (OSError, ValueError):  # a name that is no path (NUL), or on another drive
+        return None
+    return os.path.relpath(path, root).replace(os.sep, "/")
 
 
 def report(runs: list, markdown: Callable[[], str]) -> None:

@@ -285,7 +285,7 @@ def test_github_actions_summary_and_annotations(tmp_path):
     hostile.write_bytes(GUEST.read_bytes())
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_WORKSPACE": str(tmp_path)}
     r = run_capscan("diagnose", str(hostile), str(AMD), "--json", db=tmp_path / "g.db", env=env)
     assert r.returncode == 0
     json.loads(r.stdout)  # stdout is still only the JSON
@@ -295,11 +295,18 @@ def test_github_actions_summary_and_annotations(tmp_path):
     notes = [line for line in r.stderr.decode().splitlines() if line.startswith("::")]
     assert len(notes) == 2, notes
     error, warning = notes
-    assert error.startswith("::error file=") and warning.startswith("::warning file=")
-    assert "guest%250A%0A%3A%3Aerror%3A%3Aowned%2C[31m.log" in error and "\x1b" not in error
+    # the guest log is a file in the workspace: placed, by its path relative to it; the AMD fixture is not
+    assert error.startswith("::error file=guest%250A%0A%3A%3Aerror%3A%3Aowned%2C[31m.log,line=1,title=")
+    assert "\x1b" not in error
+    assert warning.startswith("::warning title=capscan%3A run 2 is hardware-limit::")
     assert error.count("::") == 2  # the log's name cannot open a second command
     off = run_capscan("diagnose", "--run", "1", "--no-gha", db=tmp_path / "g.db", env=env)
     assert off.returncode == 0 and summary.read_text() == text and b"::error" not in off.stderr
+    # a pipe is no file GitHub could open: a plain title, whatever the workspace holds
+    piped = run_capscan("--force", "--json", db=tmp_path / "p.db", input=GUEST.read_bytes(),
+                        env={**env, "GITHUB_STEP_SUMMARY": str(tmp_path / "piped.md")})
+    (line,) = [x for x in piped.stderr.decode().splitlines() if x.startswith("::")]
+    assert line.startswith("::error title=capscan%3A run 1 is capability-downgrade::The VM")
     quiet = run_capscan("diagnose", "--run", "1", db=tmp_path / "g.db", env={"GITHUB_ACTIONS": "",
                                                                            "GITHUB_STEP_SUMMARY": str(summary)})
     assert summary.read_text() == text and b"::error" not in quiet.stderr

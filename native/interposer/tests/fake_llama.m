@@ -12,7 +12,11 @@
  * --devices=all takes the device from MTLCopyAllDevices() instead of
  * MTLCreateSystemDefaultDevice(), to exercise the other factory hook;
  * --devices=internal from a function capscan does not interpose (a device a
- * framework creates for itself), which only the init hook reaches. */
+ * framework creates for itself), which only the init hook reaches.
+ *
+ * CAPSCAN_FAKE_LLAMA_PREAMBLE: a line printed first on stderr, as a real
+ * build's common_init prints its build line (the Action's test needs a
+ * stock run that proves its arm64 macOS guest from its own output). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +52,8 @@ int main(int argc, char **argv)
     const char *name;
     BOOL reduction, mm, unified, bfloat, tensor;
 
+    if (getenv("CAPSCAN_FAKE_LLAMA_PREAMBLE") && *getenv("CAPSCAN_FAKE_LLAMA_PREAMBLE"))
+        fprintf(stderr, "%s\n", getenv("CAPSCAN_FAKE_LLAMA_PREAMBLE"));
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--bench") == 0)
             bench = 1;
