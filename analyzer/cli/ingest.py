@@ -9,7 +9,7 @@ from functools import partial
 import click
 
 from analyzer.cli.exits import EXIT_USAGE, CapscanError
-from analyzer.cli.options import Options, open_db, open_existing_db
+from analyzer.cli.options import Options, no_runs_stored, open_db, open_existing_db
 from analyzer.cli.output import (
     Result,
     error_line,
@@ -212,12 +212,12 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
     # only stored runs to diagnose (--run, --last): a missing database is not created (a mistyped --db is an error)
     database = open_db(opts) if paths else open_existing_db(opts)
     if database is None:
-        raise CapscanError("no runs stored yet")
+        raise no_runs_stored(opts, database)
     ids: list[int] = list(run_ids)
     if last:
         last_ids = runs_of_last_source(database)
         if last_ids is None:
-            raise CapscanError("no runs stored yet")
+            raise no_runs_stored(opts, database)
         ids += last_ids
     if paths:
         opened = start_tee(opts, paths, keep_raw=keep_raw)
