@@ -61,3 +61,4 @@ def test_make_demo_stores_stock_remedied_and_host_and_ends_with_their_compare(tm
     assert show.returncode == 0 and "run 1 " in show.stdout.decode() and "evidence:" in show.stdout.decode()
     plan = run_capscan(*nxt[1][3:], db=db, cwd=REPO)
     assert plan.returncode == 0, plan.stderr.decode()
+    assert plan.stdout.decode().startswith("run 1: capability-downgrade  (fixable)  (the newest capability-downgrade")

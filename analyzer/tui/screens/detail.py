@@ -284,6 +284,8 @@ class DetailScreen(CapscanScreen):
             if step.get("check"):
                 grid.add_row("", Text(step["check"], style="dim"))
         parts = [title, grid]
+        if plan.get("where") == "guest":  # read off macOS: the steps are the guest's, not this machine's
+            parts.insert(1, Text(f"in the macOS guest (this machine is {plan.get('platform')}):", style="bold"))
         for note in plan.get("notes") or []:
             parts.append(Text("note: " + note, style="dim"))
         parts.append(Text("y copies the commands (OSC 52; in macOS Terminal select them with the mouse instead)",
