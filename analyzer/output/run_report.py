@@ -133,7 +133,7 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
     if diag.environment:
         where.append(diag.environment + (f" on {diag.host_chip}" if diag.host_chip else ""))
     # The source is a file name, which may hold a newline or an escape: one line, cleaned as log text is.
-    span = source_span(clean(run.source or ""), f.first_line, f.last_line)
+    span = source_span(clean(run.source or ""), f.first_line, f.last_line, run.source_lines)
     out.add((f"run {run.id}", "bold"), f"  {span}  " + " / ".join(where))
     if diagnosed:
         caps = f.capabilities

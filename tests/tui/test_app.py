@@ -406,3 +406,16 @@ def test_pipe_report_ends_with_the_tui_hint(tmp_path):
     proc = run_capscan(input=log, db=tmp_path / "c.db")
     last = proc.stdout.decode().strip().splitlines()[-1]
     assert "capscan tui --run 1" in last
+
+
+async def test_detail_head_of_a_piped_run_reads_lines_a_to_b_of_n(tmp_path):
+    # a piped input's name ends in a time: "18:13:1-105" would read as a time, so the span is spelled out
+    from tests.conftest import REPO
+
+    db = tmp_path / "piped.db"
+    run_capscan(db=db, input=(REPO / "examples" / "m1-ultra-guest-stock-json.log").read_bytes(), check=True)
+    app = CapscanApp(db, run_id=1, poll_interval=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        head = text_of(app.screen, "#head")
+        assert "2026-08-09 18:13, lines 1-105 of 105" in head and "18:13:1" not in head
