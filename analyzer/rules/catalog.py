@@ -317,9 +317,10 @@ def _zero_layers_step(v: RunView, verdict: str) -> list[str] | None:
     """A GPU the run found and put no layer on is not one to make visible: the layers were not asked for, or
     (ollama, which picks them itself) did not fit. Without a GPU named, the verdict's advice stands."""
     f = v.facts
-    if verdict != "no-gpu-offload" or not v.device_names or f.wrapper_virtualised or _whisper(v):
+    # (a GPU's name, of a known vendor: a device list's "CPU" or a CPU's model name is not one)
+    if verdict != "no-gpu-offload" or not v.physical_gpus or f.wrapper_virtualised or _whisper(v):
         return None
-    gpu = v.device_names[0]
+    gpu = v.physical_gpus[0]
     if f.bench_devices == "none":
         return [f"llama-bench ran with -dev none, so {gpu} was left out: drop -dev none (or name the GPU's device, "
                 "as `llama-bench --list-devices` lists it) and run again."]

@@ -34,6 +34,9 @@ def test_no_offload_advice_matches_the_platform(tmp_path, fixture, says, never):
                                        "layers, `-ngl 99`", "Make the GPU visible"),
     ("field/187-main-h800-cuda-found-zero-of-33-offloaded-2024.log", "The GPU (NVIDIA H800) was found", "visible"),
     ("field/218-llava-cublas-2x3090-offloaded-0-of-35-2023.log", "n_gpu_layers=-1 with llama-cpp-python", "visible"),
+    # a device list's "CPU" (or ollama's id=cpu) is not a GPU found: the platform's advice, not "-ngl 99"
+    ("backends/cpu-only-system-info-2024-10.log", "Make the GPU visible", "The GPU (CPU) was found"),
+    ("field/234-ollama-intel-mbp-5300m-inference-compute-cpu-2025.log", "Make the GPU visible", "ollama found"),
     # llama-bench -dev none left the GPU out
     ("field/159-llama-bench-windows-cuda-present-dev-none-2026.log", "drop -dev none", "visible"),
     # a CPU-only build: -ngl changes nothing until the build has a backend; no GPU, nothing to fix
