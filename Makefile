@@ -8,12 +8,21 @@ DEMO_DB ?= .demo/capscan.db
 
 .PHONY: demo test test-busy test-fast test-floors lint bench bench-linear native clean mutate
 
-# Quickstart 1: install capscan into .venv and pipe the bundled guest log through it.
+# Quickstart 1: install capscan into .venv, store the bundled examples in a database of the demo's own
+# (the stock guest's llama-bench JSON, fixable; the same guest remedied; its host), compare the three,
+# and say where they are. A fresh database each time, so the runs are 1, 2 and 3.
 demo:
 	@PY="$(PY)" ./scripts/make-venv "$(VENV)"
 	$(VPY) -m pip install -q --disable-pip-version-check -e .
 	@mkdir -p $(dir $(DEMO_DB))
-	$(VENV)/bin/capscan --db $(DEMO_DB) --force < examples/m1-ultra-guest-stock.log
+	@rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
+	$(VENV)/bin/capscan --db $(DEMO_DB) < examples/m1-ultra-guest-stock-json.log
+	$(VENV)/bin/capscan --db $(DEMO_DB) ingest examples/m1-ultra-guest-shim.log examples/m1-ultra-host.log
+	$(VENV)/bin/capscan --db $(DEMO_DB) compare 1 2 3
+	@echo
+	@echo "The three runs are in $(DEMO_DB); capscan is in $(VENV)/bin ('. $(VENV)/bin/activate' puts it on PATH). Next:"
+	@echo "  $(VENV)/bin/capscan --db $(DEMO_DB) show 1         # the stock guest's run with its evidence lines"
+	@echo "  $(VENV)/bin/capscan --db $(DEMO_DB) remedy plan    # what the remedy would do for it"
 
 # Quickstart 2: install everything the tests need into .venv and run the whole suite.
 test:

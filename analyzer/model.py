@@ -294,6 +294,8 @@ class StoredRun:
     # Imported from another capscan's export (analyzer.store.origins): where it was diagnosed, and
     # that diagnosis (``report``). None for a run stored from a log here.
     origin: dict[str, Any] | None = None
+    # How many lines its source had ("lines 1-62 of 105"); None where not known (an import, a bare object).
+    source_lines: int | None = None
 
 
 def facts_json(facts: RunFacts) -> bytes:

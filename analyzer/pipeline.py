@@ -30,14 +30,15 @@ R = TypeVar("R")
 
 def store_input(db: Database, source: Input, *, force: bool = False, keep_raw: bool = False,
                 tee: BinaryIO | None = None, progress: Callable[[int], None] | None = None,
-                first_line: int = 1, before_commit: Callable[[], None] | None = None) -> IngestResult:
+                first_line: int = 1, before_commit: Callable[[], None] | None = None,
+                status: Callable[[int, dict[int, None]], None] | None = None) -> IngestResult:
     """Parse one opened input and store its runs, all or nothing (``analyzer.ingest.ingest``: its
     errors, InputError and PartialInputError, are the caller's to report). Nothing is diagnosed:
     the runs of several inputs are diagnosed together (``diagnose_and_store``)."""
     from analyzer.ingest import ingest
 
     return ingest(db, source, force=force, keep_raw=keep_raw, tee=tee, progress=progress, first_line=first_line,
-                  before_commit=before_commit)
+                  before_commit=before_commit, status=status)
 
 
 def read_piece(path: str, data: bytes, *, first_line: int) -> Piece:

@@ -7,7 +7,7 @@ from typing import Any, Iterator, TextIO
 import click
 
 from analyzer.cli.exits import CapscanError
-from analyzer.cli.options import Options, open_existing_db
+from analyzer.cli.options import Options, no_runs_stored, open_existing_db
 from analyzer.cli.output import Result, output_options, verdict_of
 from analyzer.cli.runs import resolve_run
 
@@ -34,7 +34,7 @@ def compare(opts: Options, run_refs: tuple[str, ...], plot_path: str | None) -> 
         raise click.UsageError(f"--plot writes .svg or .png, not {plot_path!r}")
     database = open_existing_db(opts)
     if database is None:
-        raise CapscanError("no runs stored yet")
+        raise no_runs_stored(opts)
     ids = [resolve_run(database, r) for r in run_refs]
     if len(set(ids)) != len(ids):
         twice = next(i for i in ids if ids.count(i) > 1)

@@ -13,7 +13,7 @@ from typing import TextIO
 import click
 
 from analyzer.cli.exits import EXIT_FAIL_ON, EXIT_INTERRUPTED, CapscanError
-from analyzer.cli.options import Options, open_db, open_existing_db, shared_options
+from analyzer.cli.options import Options, no_runs_stored, open_db, open_existing_db, shared_options
 from analyzer.cli.output import Result, output_options, text, write, write_atomically
 from analyzer.safe_text import clean
 
@@ -397,7 +397,7 @@ def export_json(opts: Options, out: str | None, since: str | None, instance: str
     name = label_value(instance) if instance else default_instance()
     database = open_existing_db(opts)
     if database is None:
-        raise CapscanError("no runs stored yet")
+        raise no_runs_stored(opts)
     if out is None:
         n = write_export(database, sys.stdout, instance=name, since=since)
     else:

@@ -9,7 +9,7 @@ from functools import partial
 import click
 
 from analyzer.cli.exits import EXIT_USAGE, CapscanError
-from analyzer.cli.options import Options, open_db, open_existing_db
+from analyzer.cli.options import Options, no_runs_stored, open_db, open_existing_db
 from analyzer.cli.output import (
     Result,
     error_line,
@@ -42,6 +42,58 @@ def _progress_for(path: str):
     progress = Progress("{task.description}", BarColumn(), DownloadColumn(),
                         TransferSpeedColumn(), console=SafeConsole(file=unfiltered(sys.stderr)))
     return progress, size
+
+
+class StdinStatus:
+    """One line on a terminal's stderr while stdin is read (`llama-bench ... 2>&1 | capscan` can take minutes):
+    the lines and runs so far and the first run's verdict, redrawn in place and erased before any output."""
+
+    def __init__(self, db, stream):
+        self.db, self.stream = db, stream
+        self.shown = ""
+        self.first: str | None = None  # the first run's verdict, decided once when it is complete
+
+    def __call__(self, lines: int, runs: dict[int, None]) -> None:
+        import shutil
+
+        if runs and self.first is None:
+            self.first = self._verdict(next(iter(runs)))
+        text = (f"capscan: reading stdin: {lines:,} line{'s' if lines != 1 else ''}, "
+                f"{len(runs):,} run{'s' if len(runs) != 1 else ''}" + (f", first {self.first}" if self.first else ""))
+        text = text[:max(shutil.get_terminal_size().columns - 1, 20)]  # one row: \r and erase cannot reach a wrap
+        if text != self.shown:
+            self.stream.write("\r\x1b[K" + text)
+            self.stream.flush()
+            self.shown = text
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = ""
+
+    def _verdict(self, run_id: int) -> str:
+        """The first run's verdict as `show` would decide it now (in memory: nothing is written)."""
+        from analyzer.pipeline import diagnose_to_read
+        from analyzer.store.queries import load_run
+
+        try:
+            run = load_run(self.db, run_id)
+            diag = diagnose_to_read(self.db, run).diagnosis if run is not None else None
+        except Exception:  # noqa: BLE001 - a courtesy line: never the reason an ingest fails
+            return ""
+        if diag is None:
+            return ""
+        return diag.verdict + (" (fixable)" if diag.fixable else "")
+
+
+def _stdin_status(db, path: str, tee: bool) -> StdinStatus | None:
+    """Only for stdin, only on a terminal, and not under --tee (the log itself is on screen then)."""
+    if path != "-" or tee or not sys.stderr.isatty():
+        return None
+    from analyzer.safe_text import unfiltered
+
+    return StdinStatus(db, unfiltered(sys.stderr))  # (its erase code must reach the terminal)
 
 
 def start_tee(opts: Options, paths: list[str] | tuple[str, ...], *, keep_raw: bool) -> dict:
@@ -82,6 +134,7 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
             error_line(exc)
             continue
         bar = _progress_for(path)
+        status = _stdin_status(db, path, tee)
         try:
             tee_stream = sys.stdout.buffer if tee and path != "-" else None  # stdin: tee'd as it arrives
             if bar:
@@ -91,7 +144,11 @@ def ingest_paths(db, paths: list[str], *, force: bool, keep_raw: bool, tee: bool
                     result = store_input(db, source, force=force, keep_raw=keep_raw, tee=tee_stream,
                                          progress=partial(progress.advance, task))
             else:
-                result = store_input(db, source, force=force, keep_raw=keep_raw, tee=tee_stream)
+                try:
+                    result = store_input(db, source, force=force, keep_raw=keep_raw, tee=tee_stream, status=status)
+                finally:  # erased before anything else is written: the notice, an error, the report
+                    if status is not None:
+                        status.clear()
         except InputError as exc:
             errors.append(str(exc))
             error_line(exc)
@@ -212,12 +269,12 @@ def diagnose(opts: Options, paths: tuple[str, ...], run_ids: tuple[int, ...], la
     # only stored runs to diagnose (--run, --last): a missing database is not created (a mistyped --db is an error)
     database = open_db(opts) if paths else open_existing_db(opts)
     if database is None:
-        raise CapscanError("no runs stored yet")
+        raise no_runs_stored(opts, database)
     ids: list[int] = list(run_ids)
     if last:
         last_ids = runs_of_last_source(database)
         if last_ids is None:
-            raise CapscanError("no runs stored yet")
+            raise no_runs_stored(opts, database)
         ids += last_ids
     if paths:
         opened = start_tee(opts, paths, keep_raw=keep_raw)

@@ -191,6 +191,15 @@ def open_db(opts: Options):
         raise CapscanError(str(exc)) from None
 
 
+def no_runs_stored(opts: Options | None = None, database: Any = None) -> CapscanError:
+    """The empty store's one-line error, naming the database it read: the demo's own, $CAPSCAN_DB's
+    and the default are three places, and "nothing stored" alone sends people to the wrong one."""
+    from analyzer.store.paths import resolve_db_file
+
+    where = getattr(database, "path", "") or resolve_db_file(opts.db if opts else None)
+    return CapscanError(f"no runs stored yet in {where}")
+
+
 def open_existing_db(opts: Options):
     """For commands that only read (runs, show, compare, db stats, tui): never create a
     database or its folders. A missing file named by --db or $CAPSCAN_DB (a typo, most

@@ -70,34 +70,60 @@ def remedy() -> None:
 
 
 @remedy.command("plan")
-@click.option("--run", "run_id", type=int, default=None, help="The stock run (default: newest run not made by remedy).")
+@click.option("--run", "run_id", type=int, default=None,
+              help="The stock run (default: the newest capability-downgrade run, else the newest run; runs "
+                   "made by remedy aside).")
 @click.option("--last", is_flag=True, help="The newest stored run.")
+@click.option("--stand-in", is_flag=True,
+              help="For developers, on Linux: plan the LD_PRELOAD stand-in here (the fake Metal device) instead of "
+                   "the macOS guest's commands.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @via_options
 @output_options("db", "json")
-def plan_cmd(opts, run_id, last, command) -> Result:
-    """The exact steps `remedy run` would take here for a run, or why nothing should be done.
+def plan_cmd(opts, run_id, last, stand_in, command) -> Result:
+    """The exact steps that remedy a run, or why nothing should be done.
 
-    Optionally the command to remedy after --: capscan remedy plan --run 7 -- llama-bench -m m.gguf
+    The steps are the macOS guest's (run them there, or the last one from the
+    host with --via), whatever machine reads the log. Optionally the command
+    to remedy after --: capscan remedy plan --run 7 -- llama-bench -m m.gguf
     """
+    from analyzer.remedy import platform as plat
     from analyzer.remedy.plan import build_plan
     from analyzer.remedy.runner import Runner
+    from analyzer.store import remedy_records as records
 
+    if stand_in and plat.system() != "linux":
+        raise click.UsageError(f"--stand-in plans the Linux stand-in; this machine is {plat.system()}")
     db = open_existing_db(opts)  # a plan only reads: never creates a database (a mistyped --db is an error)
     if db is None:
         raise CapscanError(f"no run {run_id}" if run_id is not None else NO_STOCK_RUN)
+    # unnamed, the plan is for the newest downgraded run: the newest run may be the host's, with nothing to do
+    chosen = None
+    if run_id is None and not last:
+        run_id = records.latest_stock_run(db, downgraded=True)
+        chosen = ("the newest capability-downgrade run" if run_id is not None else
+                  "the newest run: no capability-downgrade run is stored")
     rid = _stock_run(db, run_id, last)
-    p = build_plan(db, rid, command=list(command) or None, runner=Runner())
+    p = build_plan(db, rid, command=list(command) or None, runner=Runner(), stand_in=stand_in)
+    if chosen:
+        p["chosen"] = chosen
     if p["verdict"] is None and not opts.as_json:
         raise CapscanError(p["refusal"])
 
     def human(out: TextIO) -> None:
-        out.write(f"run {rid}: {p['verdict']}" + ("  (fixable)" if p.get("fixable") else "") + "\n")
+        out.write(f"run {rid}: {p['verdict']}" + ("  (fixable)" if p.get("fixable") else "")
+                  + (f"  ({chosen}; --run ID for another)" if chosen else "") + "\n")
         if not p["actionable"]:
             out.write(f"nothing to do: {p['refusal']}\n")
             return
+        if p.get("where") == "guest":
+            out.write(f"in the macOS guest (this machine is {p['platform']}; the last step from the host below):\n")
         for i, s in enumerate(p["steps"], 1):
             out.write(f"{i}. {s['title']}\n   $ {s['shell']}\n   check: {s['check']}\n")
+        if p.get("via"):
+            out.write("or from the host, the last step through the VM tool (every option is forwarded):\n")
+            for v in p["via"]:
+                out.write(f"   $ {v['shell']}\n")
         for n in p.get("notes", []):
             out.write(f"note: {n}\n")
 

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from analyzer.cli.exits import CapscanError
-from analyzer.cli.options import Options, open_existing_db, shared_options
+from analyzer.cli.options import Options, no_runs_stored, open_existing_db, shared_options
 from analyzer.cli.output import write_atomically
 from analyzer.cli.runs import resolve_run
 
@@ -28,7 +28,7 @@ def report(opts: Options, run_refs: tuple[str, ...], html_path: str) -> None:
 
     database = open_existing_db(opts)
     if database is None:
-        raise CapscanError("no runs stored yet")
+        raise no_runs_stored(opts)
     ids = list(dict.fromkeys(resolve_run(database, r) for r in run_refs))
     loaded = {rid: load_run(database, rid) for rid in ids}
     missing = [str(rid) for rid, run in loaded.items() if run is None]

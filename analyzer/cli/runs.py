@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterable, Iterator, TextIO
 import click
 
 from analyzer.cli.exits import CapscanError
-from analyzer.cli.options import Options, open_existing_db
+from analyzer.cli.options import Options, no_runs_stored, open_existing_db
 from analyzer.cli.output import Result, output_options, report_result
 from analyzer.output.display import VERDICT_STYLE, short
 from analyzer.output.run_columns import BY_KEY, COLUMNS, HEADERS, TABLE_FIT_STEPS
@@ -22,7 +22,7 @@ def resolve_run(database, ref: str) -> int:
     if ref in ("last", "-1"):
         rid = last_run_id(database)
         if rid is None:
-            raise CapscanError("no runs stored yet")
+            raise no_runs_stored(database=database)
         return rid
     from analyzer.store.queries import storable_id
 
@@ -199,11 +199,13 @@ def _line(cells: dict[str, str], widths: dict[str, int], *, color: bool = False,
 
 def empty_runs_notice(database, verdict: str | None, search: str | None, instance: str | None = None) -> str:
     """Why the list is empty: nothing stored at all, or nothing matching the filter."""
+    from analyzer.store.paths import resolve_db_file
     from analyzer.store.queries import run_count
 
     stored = run_count(database) if database else 0
     if not stored:
-        return "No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan"
+        where = getattr(database, "path", "") or resolve_db_file(None)  # (None: the default, which does not exist)
+        return f"No runs stored yet in {where}. Pipe a log in: llama-bench ... 2>&1 | capscan"
     flt = " and ".join(x for x in (verdict and f"--verdict {verdict}", search and f"--search {search!r}",
                                    instance and f"--instance {instance!r}") if x)
     return (f"No run matches {flt} ({stored:,} run{'s' if stored != 1 else ''} stored; "
@@ -221,7 +223,7 @@ def show(opts: Options, run_ref: str) -> Result:
 
     database = open_existing_db(opts)
     if database is None:
-        raise CapscanError("no runs stored yet")
+        raise no_runs_stored(opts)
     rid = resolve_run(database, run_ref)
     run = load_run(database, rid)
     if run is None:

@@ -50,7 +50,8 @@ class IngestResult:
 
 def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool = False,
            tee: BinaryIO | None = None, progress: Callable[[int], None] | None = None,
-           first_line: int = 1, before_commit: Callable[[], None] | None = None) -> IngestResult:
+           first_line: int = 1, before_commit: Callable[[], None] | None = None,
+           status: Callable[[int, dict[int, None]], None] | None = None) -> IngestResult:
     """Store every run found in ``source``, all or nothing.
 
     Raises ``InputError`` (nothing stored for this source) when the input
@@ -61,7 +62,9 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
     ``first_line`` numbers the input's first line (``capscan watch`` stores a
     followed file piece by piece, numbered as in the file); ``before_commit``
     runs inside the source's transaction, just before it commits (the watch
-    cursor moves with the runs it stored, or neither does).
+    cursor moves with the runs it stored, or neither does). ``status`` is told,
+    after each chunk, the lines read so far and the ids of the runs written (in
+    order; read-only), for a terminal's status line while a pipe is read.
     """
     writer = SourceWriter(db, source.path)
     result = IngestResult(path=source.path, piped=source.piped)
@@ -98,6 +101,8 @@ def ingest(db: Database, source: Input, *, force: bool = False, keep_raw: bool =
             scanner.feed(chunk)
             if progress is not None:
                 progress(len(chunk))
+            if status is not None:
+                status(scanner.stats.lines - (first_line - 1), order)
         scanner.close()
         assembler.finish()
         result.lines = scanner.stats.lines - (first_line - 1)

@@ -76,7 +76,10 @@ def clean_run(run: Any) -> Any:
         diagnosis=diagnosis)
 
 
-def source_span(source: str, first: int, last: int) -> str:
+def source_span(source: str, first: int, last: int, total: int | None = None) -> str:
     """Where a run is: ``guest.log:1-21`` as grep prints it; a piped input's name (``llama-bench · llama 1B
-    Q4_K_M · 2026-12-02 11:40``, which holds a time) gets ``, lines 1-21`` so the numbers stay apart."""
-    return f"{source}, lines {first}-{last}" if " · " in source else f"{source}:{first}-{last}"
+    Q4_K_M · 2026-12-02 11:40``, which holds a time) gets ``, lines 1-21 of 105`` so the numbers stay apart
+    (``11:40:1-21`` reads as a time) and the span says how much of the input it is."""
+    if " · " in source:
+        return f"{source}, lines {first}-{last}" + (f" of {total:,}" if total else "")
+    return f"{source}:{first}-{last}"

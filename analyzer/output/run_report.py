@@ -133,7 +133,7 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
     if diag.environment:
         where.append(diag.environment + (f" on {diag.host_chip}" if diag.host_chip else ""))
     # The source is a file name, which may hold a newline or an escape: one line, cleaned as log text is.
-    span = source_span(clean(run.source or ""), f.first_line, f.last_line)
+    span = source_span(clean(run.source or ""), f.first_line, f.last_line, run.source_lines)
     out.add((f"run {run.id}", "bold"), f"  {span}  " + " / ".join(where))
     if diagnosed:
         caps = f.capabilities
@@ -222,13 +222,15 @@ def baseline_lines(diag: Diagnosis) -> list[str]:
 
 
 def _evidence_for(run: StoredRun, diag: Diagnosis) -> list[tuple[int, str]]:
-    seen: set[int] = set()
+    # one entry per line read, not per physical line: a log inside one JSON string (a CI artifact's
+    # stderr_tail) holds many lines on one physical line, and each is evidence of its own
+    seen: set[tuple[int, str]] = set()
     out: list[tuple[int, str]] = []
     for finding in diag.findings:
         for ev in finding.evidence:
-            if ev.line not in seen:
-                seen.add(ev.line)
+            if (ev.line, ev.text) not in seen:
+                seen.add((ev.line, ev.text))
                 out.append((ev.line, ev.text))
     if not out:  # one line can carry several events (prompt and generation speed): show it once
-        out = list({e.line: (e.line, e.text) for e in run.evidence}.values())
-    return sorted(out)
+        out = list(dict.fromkeys((e.line, e.text) for e in run.evidence))
+    return sorted(out, key=lambda e: e[0])  # (stable: a physical line's inner lines stay in their order)

@@ -13,6 +13,7 @@ from analyzer import chips
 from analyzer.parsers.system import program_of_argv
 from analyzer.remedy import dylib as dylibmod
 from analyzer.remedy import platform as plat
+from analyzer.remedy import transport
 from analyzer.remedy.prefix import injection_vars
 from analyzer.remedy.preflight import CHILD_GPU_PROGRAMS
 from analyzer.remedy.runner import Runner, file_arg
@@ -93,6 +94,10 @@ def refusal_for(run: Any, diag: Diagnosis, runner: Runner | None = None) -> str 
                 "because forcing families on other hardware would claim features it lacks.")
     if verdict == "healthy" and shim is not None:
         return f"Already remedied ({shim.name}, apple_family_max={shim.apple_family_max}): nothing to fix."
+    # the report's advice for this cause (0 layers asked for, a CPU-only build, whisper's -ng...), not a generic one
+    advice = next((s for s in diag.next_steps if "capscan remedy" not in s), None) if verdict == "no-gpu-offload" else None
+    if advice:
+        return f"The GPU is not used at all, so there is no capability to restore. {advice} Then diagnose again."
     return REFUSALS.get(verdict, REFUSALS["unknown"])
 
 
@@ -143,7 +148,10 @@ def plan_family(diag: Diagnosis, runner: Runner | None) -> tuple[str, str]:
 
 
 def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
-               runner: Runner | None = None) -> dict[str, Any]:
+               runner: Runner | None = None, stand_in: bool = False) -> dict[str, Any]:
+    """The plan for a run. Off macOS it is the macOS guest's (the commands to run there, and the --via forms
+    that run them from the host), since only the guest can remedy its run; ``stand_in`` plans this Linux
+    machine's LD_PRELOAD stand-in instead, which proves the injection path on the fake Metal device (developers)."""
     run, diag = load_diagnosis(db, run_id)
     if run is None or diag is None:  # (a loaded run always has a diagnosis: stored or computed)
         return {"run_id": run_id, "verdict": None, "actionable": False, "refusal": f"There is no run {run_id}.",
@@ -156,7 +164,8 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
         return {**base, "actionable": False, "refusal": refusal, "steps": []}
 
     system = plat.system()
-    inj = plat.injection(system)
+    in_guest = system != "darwin" and not stand_in  # the guest's commands, read here: nothing of this machine
+    inj = plat.injection("darwin" if in_guest else system)
     # the log names a program, not its command line: an explicit placeholder, never a label such as
     # 'llama.cpp' that would be refused when pasted; the checks read the program itself where it is found
     program = command_program(command) or run.facts.program or "llama.cpp"
@@ -167,14 +176,19 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
     notes: list[str] = []
     if inj is None:
         return {**base, "actionable": False, "steps": [],
-                "refusal": f"This machine ({system}) cannot run the interposer: run `capscan remedy plan` inside "
-                           "the macOS guest, or from the host with --via lume|tart|anka|ssh --vm NAME."}
+                "refusal": f"This machine ({system}) has no stand-in: the Linux stand-in needs Linux; without "
+                           "--stand-in the plan is the macOS guest's."}
     lib_dir = dylibmod.build_dir(inj)
-    chosen = dylibmod.choose(inj)
-    library, library_why = chosen.path, chosen.why
-    if system == "darwin":
+    if in_guest:
+        # where the guest's capscan keeps its library is the guest's to say; remedy run checks it there
+        library, library_why = (f"<{dylibmod.MAC_NAME} from capscan in the guest>",
+                                "the library the guest's capscan ships (or its macos-native build)")
+    else:
+        chosen = dylibmod.choose(inj)
+        library, library_why = str(chosen.path), chosen.why
+    if in_guest or system == "darwin":
         # a program name from the log may start with '-': never let a tool read it as an option
-        exe_path = file_arg((runner.which(exe) if runner else None) or exe)
+        exe_path = file_arg((runner.which(exe) if runner and not in_guest else None) or exe)
         steps += [
             _step("Confirm this is a guest", plat.HV_ARGV,
                   "1 in a VM, 0 on bare metal (where there is nothing to fix); older macOS without it: the brand "
@@ -218,7 +232,9 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
         notes.append("On Linux only the fake Metal device can be remedied; run this in the macOS guest for real.")
     # ollama's GPU work runs in its runner child, which the default scrub would leave without the library
     children = program in CHILD_GPU_PROGRAMS
-    remedy_argv = ["capscan", "remedy", "run", "--run", str(run_id), "--family", family,
+    # the guest's own store does not hold this store's run ids: there, remedy run takes its newest stock run
+    run_ref = [] if in_guest else ["--run", str(run_id)]
+    remedy_argv = ["capscan", "remedy", "run", *run_ref, "--family", family,
                    *(["--inject-children"] if children else []), "--", *cmd]
     pairs = injection_vars(inj, str(library), 0, inject_children=children)
     pairs[plat.FAMILY_VAR] = family if family != "auto" else "N"
@@ -228,10 +244,18 @@ def build_plan(db: Database, run_id: int, *, command: list[str] | None = None,
                        f"{family_why}). Verified from the new log: the [capscan-interposer] banner, the family, and "
                        "simdgroup reduction / matrix mul. / bfloat now true; before/after and the speedup are "
                        f"printed. By hand{' (N: the host family)' if family == 'auto' else ''}: {shlex.join(manual)}"))
+    if in_guest:
+        notes.append("In the guest, `remedy run` compares with the newest stock run capscan stored there: pipe the "
+                     "stock run into it first (CMD 2>&1 | capscan).")
+    # the same launch from the host, through each VM tool (every option is forwarded to the guest's capscan)
+    via_argv = {name: [*remedy_argv[:3], "--via", name, "--vm", "<VM name>", *remedy_argv[3:]]
+                for name in transport.VIAS}
     quiet = verbosity_note(command)
     if quiet:
         notes.append(quiet)
     notes.append("The host default ForceUnrestrictedDeviceFeatureLevel is not needed: published tests found the "
                  "interposer alone sufficient (see `capscan remedy host-default --status` on the host).")
     return {**base, "actionable": True, "refusal": None, "family": family, "platform": system,
-            "injection": inj.env_var, "steps": steps, "notes": notes}
+            "where": "guest" if in_guest else "stand-in" if system != "darwin" else "here",
+            "injection": inj.env_var, "steps": steps, "notes": notes,
+            "via": [{"via": name, "argv": argv, "shell": shlex.join(argv)} for name, argv in via_argv.items()]}

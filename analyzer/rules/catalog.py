@@ -313,6 +313,61 @@ def _zero_layers(v: RunView) -> Finding | None:
     return None
 
 
+def _zero_layers_step(v: RunView, verdict: str) -> list[str] | None:
+    """A GPU the run found and put no layer on is not one to make visible: the layers were not asked for, or
+    (ollama, which picks them itself) did not fit. Without a GPU named, the verdict's advice stands."""
+    f = v.facts
+    # (a GPU's name, of a known vendor: a device list's "CPU" or a CPU's model name is not one)
+    if verdict != "no-gpu-offload" or not v.physical_gpus or f.wrapper_virtualised or _whisper(v):
+        return None
+    gpu = v.physical_gpus[0]
+    if f.bench_devices == "none":
+        return [f"llama-bench ran with -dev none, so {gpu} was left out: drop -dev none (or name the GPU's device, "
+                "as `llama-bench --list-devices` lists it) and run again."]
+    if f.program == "ollama":
+        return [f"ollama found {gpu} but put no layer on it: it does that when a layer does not fit in the GPU's free "
+                "memory. A smaller model or context (num_ctx), or closing what holds GPU memory, lets it offload; "
+                "`OLLAMA_DEBUG=1 ollama serve` logs how it decided."]
+    return [f"The GPU ({gpu}) was found, but no layer was put on it: ask for the layers, `-ngl 99` "
+            "(--n-gpu-layers) with llama.cpp, n_gpu_layers=-1 with llama-cpp-python. If they stay on the CPU, the "
+            "lines before the offload line say why (too little free GPU memory)."]
+
+
+def _cpu_only_build_step(v: RunView, verdict: str) -> list[str] | None:
+    """A build without a GPU backend: -ngl changes nothing until the build has one; on a machine without a GPU
+    it is the right build."""
+    if verdict != "no-gpu-offload":
+        return None
+    if v.platform == "mac-arm":
+        return ["A CPU-only build: use one with Metal, which the default macOS arm64 build has (Homebrew's llama.cpp, "
+                "or cmake without -DGGML_METAL=OFF); llama-bench's backend column then reads MTL or Metal, and "
+                "-ngl 99 puts the layers on the GPU."]
+    return ["A CPU-only build: where the machine has a GPU, use a build with its backend (CUDA: -DGGML_CUDA=ON, "
+            "ROCm: -DGGML_HIP=ON, Vulkan: -DGGML_VULKAN=ON, Metal on an Apple-silicon Mac, or a release built with "
+            "it); llama-bench's backend column then names it, and -ngl 99 puts the layers on the GPU. Without a GPU "
+            "(a CPU server, a single-board computer) this is the right build and there is nothing to fix."]
+
+
+def _whisper(v: RunView) -> bool:
+    return v.facts.program == "whisper.cpp"
+
+
+def _gpu_disabled_step(v: RunView, verdict: str) -> list[str] | None:
+    """whisper.cpp offloads the whole model unless told not to (-ng / --no-gpu) and has no -ngl flag: its
+    advice is its own. A llama.cpp build without a GPU backend gets the verdict's (a build with one, -ngl 99)."""
+    f = v.facts
+    if verdict != "no-gpu-offload" or not _whisper(v):
+        return None
+    intel = (" On an Intel Mac the CPU is often as fast, and Metal there has failed for whisper.cpp: -ng can be "
+             "the right choice." if v.platform in ("mac-intel", "mac-x86") else "")
+    if f.gpu_disabled == "use gpu = 0":
+        return ["whisper.cpp ran with its GPU turned off: drop -ng / --no-gpu (use_gpu = false in the bindings). "
+                "whisper.cpp puts the whole model on the GPU by default; it has no -ngl flag." + intel]
+    return ["whisper.cpp used no GPU: use a whisper.cpp build with your GPU's backend (Metal is in the default "
+            "macOS arm64 build; -DGGML_CUDA=1 or -DGGML_VULKAN=1 elsewhere) and do not pass -ng / --no-gpu. "
+            "whisper.cpp puts the whole model on the GPU by default; it has no -ngl flag." + intel]
+
+
 _GPU_BUFFER = re.compile(r"(?:CUDA|ROCm|HIP|MUSA|Vulkan|SYCL|CANN|OpenCL|MTL|Metal)\d*")
 
 
@@ -847,10 +902,10 @@ RULES: tuple[Rule, ...] = (
     Rule("no-metal-device", "no-gpu-offload", "error", _no_metal_device),
     Rule("no-gpu-device", "no-gpu-offload", "error", _no_gpu_device),
     # (a CPU-only build's ngl column says nothing: its rows at -ngl 99 ran on the CPU too, so the build decides)
-    Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build),
-    Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers),
+    Rule("cpu-only-build", "no-gpu-offload", "error", _cpu_only_build, next_step=_cpu_only_build_step),
+    Rule("zero-layers-offloaded", "no-gpu-offload", "error", _zero_layers, next_step=_zero_layers_step),
     Rule("cpu-features-only", None, "info", _cpu_features_only, explains_unknown=True, next_step=_cpu_features_step),
-    Rule("gpu-disabled", "no-gpu-offload", "error", _gpu_disabled),
+    Rule("gpu-disabled", "no-gpu-offload", "error", _gpu_disabled, next_step=_gpu_disabled_step),
     Rule("metal-library-failed", "no-gpu-offload", "error", _metal_library_failed, next_step=_metal_library_step),
     Rule("metal-failed-nothing-ran", None, "error", _metal_failed_nothing_ran, explains_unknown=True,
          next_step=_metal_library_step),

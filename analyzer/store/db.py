@@ -23,8 +23,9 @@ class Database:
     sqlite-utils' ``Database`` on the same connection, imported and built on
     first use: reading an up-to-date database never imports sqlite-utils."""
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, path: str = ""):
         self.conn = conn
+        self.path = path  # the file it was opened from, for messages that name it ("" when unknown)
         self._sqlite_utils: Any = None
 
     @property
@@ -71,7 +72,7 @@ def open_db(path: str | os.PathLike[str]) -> Database:
         conn = clean_reads(sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None))
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"{path}: cannot open database ({exc})") from None
-    db = Database(conn)
+    db = Database(conn, path)
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         _retry(lambda: _enable_wal(conn))
@@ -123,7 +124,7 @@ def _open_read_only(path: str) -> Database:
         except sqlite3.DatabaseError as exc:
             last = exc
             continue
-        db = Database(conn)
+        db = Database(conn, path)
         try:
             _refuse_newer(db, path)
             guard(conn, path)

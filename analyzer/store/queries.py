@@ -70,8 +70,8 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     if not storable_id(run_id):
         return None
     row = db.conn.execute(
-        f"SELECT r.id, r.source_id, {EXACT_PATH}, r.created_at, r.facts FROM runs r JOIN sources s ON s.id = r.source_id "
-        "WHERE r.id = ?", (run_id,)).fetchone()
+        f"SELECT r.id, r.source_id, {EXACT_PATH}, r.created_at, r.facts, s.lines FROM runs r JOIN sources s "
+        "ON s.id = r.source_id WHERE r.id = ?", (run_id,)).fetchone()
     if row is None:
         return None
     from analyzer.model import FactsError, RunFacts, StoredRun, evidence_from_rows
@@ -105,7 +105,8 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     return StoredRun(id=row[0], source_id=row[1], source=origin_name(origin) or exact_text(row[2]),
                      created_at=row[3] or "", facts=facts,
                      throughput=summary if summary is not None else _throughput(db, run_id), evidence=ev,
-                     diagnosis=diagnosis, load_error="; ".join(errors) or None, origin=origin)
+                     diagnosis=diagnosis, load_error="; ".join(errors) or None, origin=origin,
+                     source_lines=_source_lines(row[5]) if origin is None else None)
 
 
 def load_peer_runs(db: Database, run_ids: list[int]) -> dict[int, StoredRun]:
@@ -122,14 +123,14 @@ def load_peer_runs(db: Database, run_ids: list[int]) -> dict[int, StoredRun]:
         marks = ", ".join("?" * len(chunk))
         imported = _imported(db, chunk, marks)
         rows = [r for r in db.conn.execute(
-            f"SELECT r.id, r.source_id, {EXACT_PATH}, r.created_at, r.facts FROM runs r "
+            f"SELECT r.id, r.source_id, {EXACT_PATH}, r.created_at, r.facts, s.lines FROM runs r "
             f"JOIN sources s ON s.id = r.source_id WHERE r.id IN ({marks})", chunk) if r[0] not in imported]
         evidence: dict[int, list[tuple]] = {}
         for run_id, *line in db.conn.execute(
                 f"SELECT run_id, line, kind, text FROM evidence WHERE run_id IN ({marks}) ORDER BY run_id, line, rowid",
                 chunk):
             evidence.setdefault(run_id, []).append(line)
-        for rid, source_id, path, created_at, stored in rows:
+        for rid, source_id, path, created_at, stored, lines in rows:
             try:  # (the errors load_run turns into a load_error: such a run is no baseline)
                 facts = _facts(stored)
             except (FactsError, TypeError, ValueError, RecursionError):
@@ -141,8 +142,13 @@ def load_peer_runs(db: Database, run_ids: list[int]) -> dict[int, StoredRun]:
             summary = facts.throughput_summary
             out[rid] = StoredRun(id=rid, source_id=source_id, source=exact_text(path), created_at=created_at or "",
                                  facts=facts, throughput=summary if summary is not None else _throughput(db, rid),
-                                 evidence=ev)
+                                 evidence=ev, source_lines=_source_lines(lines))
     return out
+
+
+def _source_lines(lines: Any) -> int | None:
+    """A source's line count as a run reports it ("lines 1-62 of 105"); None when not a count."""
+    return lines if isinstance(lines, int) and lines > 0 else None
 
 
 def _imported(db: Database, chunk: list[int], marks: str) -> set[int]:

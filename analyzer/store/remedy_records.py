@@ -109,15 +109,18 @@ def links(db: Database) -> list[dict[str, Any]]:
             for r in db.conn.execute("SELECT run_id, stock_run_id, relation, action_id FROM run_links ORDER BY run_id")]
 
 
-def latest_stock_run(db: Database) -> int | None:
+def latest_stock_run(db: Database, *, downgraded: bool = False) -> int | None:
     """The newest stored run of this machine that capscan remedy did not produce itself: neither a
     remedied run (linked), nor the output of its own probes (the kernel check, the self-test: sources
     named 'capscan remedy...'), nor a run imported from another machine's export (its before/after
-    would compare two machines)."""
+    would compare two machines). ``downgraded``: only runs stored as a capability-downgrade (fixable
+    or not), what `remedy plan` is for; a host run stored after the guest's is not."""
     import sqlite3
 
     sql = ("SELECT MAX(id) FROM runs WHERE id NOT IN (SELECT run_id FROM run_links) AND source_id NOT IN "
            "(SELECT id FROM sources WHERE path LIKE 'capscan remedy%')")
+    if downgraded:
+        sql += " AND id IN (SELECT run_id FROM diagnoses WHERE verdict = 'capability-downgrade')"
     try:
         row = db.conn.execute(sql + " AND id NOT IN (SELECT run_id FROM run_origins)").fetchone()
     except sqlite3.OperationalError:  # older than m009, opened read-only: nothing was imported

@@ -82,15 +82,17 @@ def test_default_db_missing_means_nothing_stored_yet(tmp_path):
     def capscan(*args):
         return run_capscan(*args, env=env)
 
+    # each names the database it read: the default one here, under XDG_DATA_HOME
+    default = str(tmp_path / "data" / "capscan" / "capscan.db")
     r = capscan("runs")
-    assert r.returncode == 0 and r.stderr.decode().startswith("No runs stored yet.")
+    assert r.returncode == 0 and r.stderr.decode().startswith(f"No runs stored yet in {default}. Pipe a log in")
     r = capscan("show", "1")
-    assert r.returncode == 2 and r.stderr.decode().strip() == "capscan: no runs stored yet"
+    assert r.returncode == 2 and r.stderr.decode().strip() == f"capscan: no runs stored yet in {default}"
     r = capscan("db", "stats")
     assert r.returncode == 0 and "nothing stored" in r.stdout.decode()
     for args in (("diagnose", "--run", "1"), ("diagnose", "--last")):
         r = capscan(*args)
-        assert r.returncode == 2 and r.stderr.decode().strip() == "capscan: no runs stored yet"
+        assert r.returncode == 2 and r.stderr.decode().strip() == f"capscan: no runs stored yet in {default}"
     r = capscan("remedy", "status", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["actions"] == []
     r = capscan("remedy", "undo", "--apply")
@@ -112,7 +114,9 @@ def test_a_filter_with_no_match_is_not_an_empty_database(tmp_path):
     from analyzer.store import open_db
 
     open_db(empty).conn.close()  # exists, holds nothing (`diagnose --last` no longer creates it)
-    assert run_capscan("runs", db=empty).stderr.decode().startswith("No runs stored yet.")
+    assert run_capscan("runs", db=empty).stderr.decode().startswith(f"No runs stored yet in {empty}.")
+    r = run_capscan("show", "last", db=empty)  # the file exists and holds nothing: still named
+    assert r.returncode == 2 and r.stderr.decode().strip() == f"capscan: no runs stored yet in {empty}"
 
 
 def test_unknown_verdict_is_a_usage_error(tmp_path):

@@ -102,7 +102,7 @@ def test_runs_on_an_empty_database(db_path):
     open_db(db_path).conn.close()  # exists, holds nothing (a missing --db file is an error: test_cli_first_contact)
     proc = run_capscan("runs", db=db_path)
     assert proc.returncode == 0 and proc.stdout == b""
-    assert _err_lines(proc) == ["No runs stored yet. Pipe a log in: llama-bench ... 2>&1 | capscan"]
+    assert _err_lines(proc) == [f"No runs stored yet in {db_path}. Pipe a log in: llama-bench ... 2>&1 | capscan"]
 
 
 def test_show_run_and_show_last(db_path):

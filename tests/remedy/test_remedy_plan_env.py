@@ -40,7 +40,17 @@ def test_build_plan_is_read_only_and_complete(env, linux_build):
     assert p["run_id"] == rid and p["verdict"] == "capability-downgrade" and p["actionable"] and p["refusal"] is None
     for s in p["steps"]:
         assert set(s) >= {"title", "argv", "shell", "check"} and s["shell"] == shlex.join(s["argv"])
-    assert p["steps"][-1]["argv"][:4] == ["capscan", "remedy", "run", "--run"]
+    # off macOS the plan is the guest's: its checks, then remedy run (the guest's store has its own run ids)
+    assert p["where"] == "guest" and p["injection"] == "DYLD_INSERT_LIBRARIES"
+    assert p["steps"][0]["argv"] == ["sysctl", "-n", "kern.hv_vmm_present"]
+    assert p["steps"][-1]["argv"][:5] == ["capscan", "remedy", "run", "--family", "1007"]
+    assert not any("LD_PRELOAD" in s["shell"] or s["argv"][0] == "make" for s in p["steps"])
+    assert [v["argv"][3:6] for v in p["via"]] == [["--via", name, "--vm"] for name in transport.VIAS]
+    # the developer's stand-in only when asked for
+    dev = build_plan(db, rid, stand_in=True)
+    assert dev["where"] == "stand-in" and dev["injection"] == "LD_PRELOAD"
+    assert dev["steps"][0]["argv"][0] == "make" and dev["steps"][0]["argv"][-1] == "linux"
+    assert dev["steps"][-1]["argv"][:5] == ["capscan", "remedy", "run", "--run", str(rid)]
     missing = build_plan(db, 999)
     assert missing["actionable"] is False and "no run 999" in missing["refusal"]
 

@@ -179,7 +179,9 @@ async def test_open_run_detail_and_back(tui_db):
         throughput = text_of(app.screen, "#throughput")
         assert "tg128" in throughput and "4.4%" in throughput and "host run 2" in throughput
         remedy = text_of(app.screen, "#remedy")
-        assert "Remedy plan" in remedy and "capscan remedy run --run 1" in remedy
+        # the guest's steps, read here off macOS: its remedy run takes the guest's own stock run
+        assert "Remedy plan" in remedy and "in the macOS guest (this machine is linux)" in remedy
+        assert "capscan remedy run --family 1007" in remedy and "LD_PRELOAD" not in remedy
 
         await pilot.press("escape")
         await settle(pilot)
@@ -438,3 +440,16 @@ async def test_compare_chart_at_80x24_shows_every_figure(tmp_path):
     assert bars[0].endswith("431.86 t/s  9% of host") and bars[4].endswith("206.60 t/s  72% of host")
     assert bars[2].endswith("4,871.99 t/s  reference") and bars[5].endswith("286.71 t/s  reference")
     assert any(line.startswith("every test: threads=8 n_batch=2048") for line in lines)
+
+
+async def test_detail_head_of_a_piped_run_reads_lines_a_to_b_of_n(tmp_path):
+    # a piped input's name ends in a time: "18:13:1-105" would read as a time, so the span is spelled out
+    from tests.conftest import REPO
+
+    db = tmp_path / "piped.db"
+    run_capscan(db=db, input=(REPO / "examples" / "m1-ultra-guest-stock-json.log").read_bytes(), check=True)
+    app = CapscanApp(db, run_id=1, poll_interval=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        head = text_of(app.screen, "#head")
+        assert "2026-08-09 18:13, lines 1-105 of 105" in head and "18:13:1" not in head

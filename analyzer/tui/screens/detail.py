@@ -16,7 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
 
 from analyzer.model import StoredRun
-from analyzer.output.display import clean_run
+from analyzer.output.display import clean_run, source_span
 from analyzer.output.headline import best_speeds, confidence_clause, headline
 from analyzer.output.run_report import best_of, reduced_words
 from analyzer.safe_text import clean, clean_deep
@@ -132,7 +132,8 @@ class DetailScreen(CapscanScreen):
         f = run.facts
         t = Text(no_wrap=True, overflow="ellipsis")  # two lines at any width
         t.append(f"run {run.id}", style="bold")
-        t.append(f"  {source_name(run.source)}:{f.first_line}-{f.last_line}", style="cyan")
+        # (source_span: a piped input's name ends in a time, which ':1-62' would run into)
+        t.append("  " + source_span(source_name(run.source), f.first_line, f.last_line, run.source_lines), style="cyan")
         t.append("  " + " / ".join(x for x in (f.program, f.backend) if x) if (f.program or f.backend) else "")
         t.append(f"\n{f.device.name or 'no device named'}")
         if f.model:
@@ -284,6 +285,8 @@ class DetailScreen(CapscanScreen):
             if step.get("check"):
                 grid.add_row("", Text(step["check"], style="dim"))
         parts = [title, grid]
+        if plan.get("where") == "guest":  # read off macOS: the steps are the guest's, not this machine's
+            parts.insert(1, Text(f"in the macOS guest (this machine is {plan.get('platform')}):", style="bold"))
         for note in plan.get("notes") or []:
             parts.append(Text("note: " + note, style="dim"))
         parts.append(Text("y copies the commands (OSC 52; in macOS Terminal select them with the mouse instead)",
