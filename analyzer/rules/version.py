@@ -3,10 +3,11 @@
 Its own module so that reading a stored diagnosis (``capscan show``) can check it without
 importing the rules."""
 
+# 8: host_chip never a GPU name (an Intel Mac's is its processor), plain words for backends without a clamp
 # 7: a kernel check that crashed or timed out could not run: neither veto nor proof
 # 6: CPU-only on positive evidence only (system_info alone is unknown), words fit the platform
 # 5: a probe's output speaks of llama.cpp
-RULES_VERSION = "7"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable
+RULES_VERSION = "8"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable
 # The digest of the rules' source when RULES_VERSION was last set: tests/rules/test_rules_version.py fails when
 # the rules change and this is not recorded again (with RULES_VERSION bumped when a diagnosis can change).
-RULES_DIGEST = "a3077e06018f8833"
+RULES_DIGEST = "980a777f2878fb4f"

@@ -148,7 +148,8 @@ class DetailScreen(CapscanScreen):
         caps = run.facts.capabilities
         printed = caps.simdgroup_reduction is not None or bool(run.facts.probe)
         notes = [diag and diag.environment and (diag.environment + (f" on {diag.host_chip}" if diag.host_chip else "")),
-                 "fixable" if diag and diag.fixable else None, confidence_clause(diag, printed)]
+                 "fixable" if diag and diag.fixable else None, confidence_clause(diag, printed, backend=run.facts.backend,
+                                                                    families_printed=bool(run.facts.device.families))]
         present = [n for n in notes if n]
         if present:
             t.append("  " + " · ".join(present))
