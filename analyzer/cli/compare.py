@@ -20,7 +20,14 @@ COLUMNS = ("a", "b", "test", "a_tok_s", "b_tok_s", "ratio", "per_token_ms")
 def compare(opts: Options, run_refs: tuple[str, ...]) -> Result:
     """Capability diff, throughput ratios (B/A) and per-token cost of two runs;
     with three runs of one model (stock guest, remedied guest, host), the gap
-    decomposition."""
+    decomposition.
+
+    Examples:
+
+    \b
+    $ capscan compare 1 2                 # guest (A) against host (B)
+    $ capscan compare 1 2 3               # stock guest, remedied guest, host
+    $ capscan compare 1 2 --markdown      # for a PR comment"""
     from analyzer.rules.compare import assign_roles, compare_runs, decompose
 
     if len(run_refs) not in (2, 3):
