@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from analyzer.chips import METAL_FLAG
 from analyzer.diagnosis import UNDIAGNOSED, Diagnosis
 from analyzer.model import GUEST_PROCESS, figure_key, provenance_words, split_figure
 from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps, source_span
@@ -34,8 +35,10 @@ def facts_lines(run: StoredRun) -> list[str]:
     fam = ", ".join(str(c) for c in f.device.families) or "not in the log"
     lines.append(f"device     {dev}   families {fam}" + (f"   x{f.device_count}" if f.device_count > 1 else ""))
     caps = f.capabilities
-    flags = [("simdgroup reduction", caps.simdgroup_reduction), ("simdgroup mm", caps.simdgroup_mm),
-             ("bfloat", caps.bfloat), ("tensor", caps.tensor), ("unified memory", f.device.unified_memory)]
+    label = {name: METAL_FLAG[name].label for name in ("simdgroup_reduction", "bfloat", "tensor", "unified_memory")}
+    flags = [(label["simdgroup_reduction"], caps.simdgroup_reduction), ("simdgroup mm", caps.simdgroup_mm),
+             (label["bfloat"], caps.bfloat), (label["tensor"], caps.tensor),
+             (label["unified_memory"], f.device.unified_memory)]
     if all(value is None for _, value in flags):
         lines.append("printed    no capability flags in the log")
     else:

@@ -65,7 +65,9 @@ def _environment(v: RunView) -> Finding | None:
         return finding(f"Runs in a virtual machine{host} ({v.vm_signs[0][0]}).", v.vm_evidence[:3])
     if v.environment == "bare-metal":
         why, lines = v.bare_metal_signs[0]
-        return finding(f"Runs on bare metal ({v.host_chip or why}).", lines)
+        # (why is a clause that may hold parentheses of its own: "a physical GPU is named (Tesla T4)")
+        return finding(f"Runs on bare metal ({v.host_chip})." if v.host_chip else f"Runs on bare metal: {why}.",
+                       lines)
     if v.contradictions:
         return None  # contradictory-evidence says what the run shows
     if v.on_a_mac is False:
