@@ -206,7 +206,7 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | No
     return Result(human=human, doc=_ingest_doc(results), verdicts=[verdict_of(r) for r in runs_])
 
 
-# at most this many runs get a verdict line on stderr; more are summed up in one line
+# at most this many runs get a verdict line on stderr (more: the notice's count, and `capscan runs`)
 VERDICT_LINES = 20
 
 
@@ -214,8 +214,7 @@ def verdict_lines(new: list[int], runs_: list) -> None:
     """Each new run's verdict on stderr, beside its id on stdout (which scripts read): what the ingest found
     without a second command (issue 41)."""
     if len(new) > VERDICT_LINES:
-        click.echo(f"capscan: {len(new):,} runs stored; `capscan runs` lists their verdicts", err=True)
-        return
+        return  # the notice already counts them; `capscan runs` lists their verdicts
     by_id = {r.id: r for r in runs_}
     for rid in new:
         run = by_id.get(rid)
