@@ -5,8 +5,9 @@ PY ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
 DEMO_DB ?= .demo/capscan.db
+SITE ?= site
 
-.PHONY: demo test test-busy test-fast test-floors lint bench bench-linear native clean mutate
+.PHONY: demo test test-busy test-fast test-floors lint docs bench bench-linear native clean mutate
 
 # Quickstart 1: install capscan into .venv, store the bundled examples in a database of the demo's own
 # (the stock guest's llama-bench JSON, fixable; the same guest remedied; its host), compare the three,
@@ -61,6 +62,14 @@ lint:
 	$(RUNPY) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 	$(ACTIONLINT) .github/workflows/*.yml examples/ci/*.yml
 
+# The documentation site into site/ (SITE=DIR elsewhere; open its index.html), strict as tests/docs builds it: a broken link
+# fails. The docs extra is in .venv after `make test`; this installs it when it is not.
+docs:
+	@PY="$(PY)" ./scripts/make-venv "$(VENV)"
+	@$(VPY) -c "import mkdocs" 2>/dev/null || $(VPY) -m pip install -q --disable-pip-version-check \
+		-c constraints-test.txt -e '.[docs]'
+	$(VPY) -m mkdocs build --strict -d $(SITE)
+
 bench:
 	$(RUNPY) bench/run.py
 
@@ -77,5 +86,5 @@ native:
 	$(MAKE) -C native/interposer check
 
 clean:
-	rm -rf .demo .pytest_cache build *.egg-info $(FLOORS_VENV)
+	rm -rf .demo .pytest_cache build site *.egg-info $(FLOORS_VENV)
 	-$(MAKE) -C native/interposer clean

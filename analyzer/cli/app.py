@@ -53,6 +53,14 @@ def cli(ctx: click.Context, **kwargs) -> None:
     Pipe a llama.cpp log in (``llama-bench ... 2>&1 | capscan``): every run is
     stored and diagnosed, with the evidence lines. With --tee the log passes
     through to stdout as it is read, and the report goes to stderr.
+
+    Examples:
+
+    \b
+    $ llama-bench -m model.gguf -o json 2>&1 | capscan
+    $ capscan runs
+    $ capscan show 1
+    $ capscan compare 1 2
     """
     ctx.obj = Options().merged(given_values(ctx, kwargs, GROUP_OPTIONS))
     if ctx.invoked_subcommand is not None:

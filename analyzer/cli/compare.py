@@ -25,7 +25,14 @@ PLOT_SUFFIXES = (".svg", ".png")
 def compare(opts: Options, run_refs: tuple[str, ...], plot_path: str | None) -> Result:
     """Capability diff, throughput ratios (B/A) and per-token cost of two runs;
     with three runs of one model (stock guest, remedied guest, host), the gap
-    decomposition."""
+    decomposition.
+
+    Examples:
+
+    \b
+    $ capscan compare 1 2                 # guest (A) against host (B)
+    $ capscan compare 1 2 3               # stock guest, remedied guest, host
+    $ capscan compare 1 2 --markdown      # for a PR comment"""
     from analyzer.rules.compare import assign_roles, compare_runs, decompose
 
     if len(run_refs) not in (2, 3):
@@ -105,10 +112,15 @@ def rows_of(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def markdown_compare(doc: dict[str, Any]) -> str:
-    """Like llama.cpp's compare-llama-bench: per pair a table of test, both speeds and the speedup."""
+    """Like llama.cpp's compare-llama-bench: per pair a table of test, both speeds and B/A, in the terminal's
+    words and figures (a ratio of 0.09 read as a "speedup" hid an 11x slowdown); '-' where a value is missing."""
     import io
 
     from analyzer.output import tabular
+    from analyzer.output.display import cell
+
+    def shown(value: Any) -> Any:
+        return "-" if value is None else value
 
     buf = io.StringIO()
     for pair in doc["pairs"]:
@@ -116,10 +128,11 @@ def markdown_compare(doc: dict[str, Any]) -> str:
         differs = [row for row in pair["capabilities"] if row["differs"]]
         if differs:
             buf.write("capabilities that differ: " + ", ".join(
-                f"{tabular.markdown_cell(r['field'])} {tabular.markdown_cell(r['a'])} → "
-                f"{tabular.markdown_cell(r['b'])}" for r in differs) + "\n\n")
-        rows = [{"test": t["test"], f"run {pair['a']} t/s": t["a_tok_s"], f"run {pair['b']} t/s": t["b_tok_s"],
-                 "speedup": f"{t['ratio']:.2f}", "B - A per token": f"{t['per_token_s'] * 1000:+.3f} ms"}
+                f"{tabular.markdown_cell(r['field'])} {tabular.markdown_cell(cell(r['a']))} → "
+                f"{tabular.markdown_cell(cell(r['b']))}" for r in differs) + "\n\n")
+        rows = [{"test": t["test"], f"A: run {pair['a']} t/s": shown(t["a_tok_s"]),
+                 f"B: run {pair['b']} t/s": shown(t["b_tok_s"]), "B/A": f"{t['ratio']:.1%}",
+                 "B - A per token": f"{t['per_token_s'] * 1000:+.3f} ms"}
                 for t in pair["tests"]]
         if rows:
             cols = list(rows[0])
@@ -131,8 +144,8 @@ def markdown_compare(doc: dict[str, Any]) -> str:
     if dec:
         buf.write(f"### gap decomposition: stock run {dec['stock']}, remedied run {dec['remedied']}, "
                   f"host run {dec['host']}\n\n")
-        rows = [{"test": r["test"], "stock t/s": r["stock_tok_s"], "remedied t/s": r["remedied_tok_s"],
-                 "host t/s": r["host_tok_s"], "excess/token": f"{r['excess_s'] * 1000:.3f} ms",
+        rows = [{"test": r["test"], "stock t/s": shown(r["stock_tok_s"]), "remedied t/s": shown(r["remedied_tok_s"]),
+                 "host t/s": shown(r["host_tok_s"]), "excess/token": f"{r['excess_s'] * 1000:.3f} ms",
                  "downgrade": f"{r['downgrade_share']:.1%}", "residual": f"{r['residual_share']:.1%}"}
                 for r in dec["tests"]]
         if rows:

@@ -13,6 +13,7 @@ from typing import TextIO
 import click
 
 from analyzer.cli.exits import EXIT_FAIL_ON, EXIT_INTERRUPTED, CapscanError
+from analyzer.cli.lazy import PhraseGroup
 from analyzer.cli.options import Options, no_runs_stored, open_db, open_existing_db, shared_options
 from analyzer.cli.output import Result, output_options, text, write, write_atomically
 from analyzer.safe_text import clean
@@ -271,12 +272,18 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
         sys.exit(EXIT_FAIL_ON)
 
 
+
+def extra_install(extra: str, packages: str) -> str:
+    """How to add an extra to this capscan: a pipx install (the README's) takes `pipx inject`, where
+    `pip install 'capscan[extra]'` would install a second capscan beside it."""
+    return f"pipx inject capscan {packages} (installed with pipx), or pip install 'capscan[{extra}]'"
+
 # ---------------------------------------------------------------------------
 # export
 # ---------------------------------------------------------------------------
 
 
-@click.group()
+@click.group(cls=PhraseGroup)
 def export() -> None:
     """Hand stored results to Prometheus (textfile), an OpenTelemetry endpoint, or a central store (json)."""
 
@@ -312,7 +319,8 @@ def _check_otlp() -> None:
         import opentelemetry.proto.collector.logs.v1.logs_service_pb2  # noqa: F401
         import opentelemetry.sdk.metrics  # noqa: F401
     except ImportError:
-        raise CapscanError("OTLP needs the OpenTelemetry SDK: pip install 'capscan[otel]'") from None
+        raise CapscanError("OTLP needs the OpenTelemetry SDK: " + extra_install(
+            "otel", "opentelemetry-sdk opentelemetry-exporter-otlp-proto-http")) from None
     if not otlp.endpoint_configured():
         raise CapscanError("set OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318) to say where to push")
 
@@ -428,7 +436,7 @@ def db_serve(opts: Options, host: str, port: int, with_raw: bool) -> None:
         import datasette.app  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
-        raise CapscanError("db serve needs Datasette: pip install 'capscan[datasette]'") from None
+        raise CapscanError("db serve needs Datasette: " + extra_install("datasette", "datasette")) from None
     from analyzer.fleet import dbserve
     from analyzer.store.db import StoreError, guard_file
 

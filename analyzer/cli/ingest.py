@@ -179,6 +179,17 @@ def stdin_is_empty() -> bool:
 def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
     """Bare ``capscan`` with stdin not a terminal: ingest stdin, store it, print the report."""
     name_fits(opts, ["-"])
+    if not opts.tee and stdin_is_empty():
+        # `capscan < /dev/null`, a benchmark that printed nothing: not an input, so no empty source is stored;
+        # one line says so, and the machine formats and --fail-on (unknown) still answer. (Not under --tee:
+        # its passthrough reads the descriptor itself, and a peeked byte would sit in Python's buffer.)
+        import dataclasses
+
+        click.echo("capscan: stdin is empty: nothing stored (pipe a log in: llama-bench ... 2>&1 | capscan)",
+                   err=True)
+        result = report_result(opts, [])
+        write(opts, result if opts.fmt else dataclasses.replace(result, human=lambda out: None))
+        return
     opened = start_tee(opts, ["-"], keep_raw=keep_raw)
     database = open_db(opts)
     results, errors = ingest_paths(database, ["-"], force=force, keep_raw=keep_raw, tee=opts.tee, opened=opened,
@@ -200,8 +211,16 @@ def pipe_mode(opts: Options, *, force: bool, keep_raw: bool) -> None:
 def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | None:
     """Store the runs found in files (or - for stdin); prints the new run ids.
 
-    With --tee, stdin passes through to stdout line by line as it is read, and
-    the run ids go to stderr."""
+    Each new run's verdict goes to stderr (one line per run, up to 20). With
+    --tee, stdin passes through to stdout line by line as it is read, and the
+    run ids go to stderr.
+
+    Examples:
+
+    \b
+    $ capscan ingest guest.log host.log
+    $ capscan ingest ~/.ollama/logs/server.log
+    $ llama-bench -m model.gguf -o json 2>&1 | capscan ingest -"""
     if not paths and not discover:
         raise click.UsageError("give files (or - for stdin), or --discover")
     if discover and not paths and opts.fail_on:
@@ -219,9 +238,12 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | No
     database = open_db(opts)
     results, errors = ingest_paths(database, list(paths), force=force, keep_raw=keep_raw, tee=opts.tee,
                                    opened=opened, name=opts.name)
-    # the runs are kept only for a --fail-on gate: 60,000 runs are diagnosed in bounded memory otherwise
-    runs_ = diagnose_and_store(database, [rid for r in results if not r.duplicate for rid in r.run_ids],
-                               refresh_peers=True, keep=bool(opts.fail_on))
+    # the runs are kept for a --fail-on gate and for the verdict lines of a few runs: 60,000 runs are
+    # diagnosed in bounded memory otherwise
+    new = [rid for r in results if not r.duplicate for rid in r.run_ids]
+    runs_ = diagnose_and_store(database, new, refresh_peers=True,
+                               keep=bool(opts.fail_on) or len(new) <= VERDICT_LINES)
+    verdict_lines(new, runs_)
     # an import that contradicts a report stored before flags that one too (analyzer.rules.origin)
     diagnose_and_store(database, [rid for r in results for rid in getattr(r, "conflicts", [])], refresh_peers=True,
                        keep=False)
@@ -239,6 +261,23 @@ def ingest(opts: Options, paths: tuple[str, ...], discover: bool) -> Result | No
         write(opts, Result(human=human, doc=_ingest_doc(results)))
         sys.exit(EXIT_USAGE)
     return Result(human=human, doc=_ingest_doc(results), verdicts=[verdict_of(r) for r in runs_])
+
+
+# at most this many runs get a verdict line on stderr (more: the notice's count, and `capscan runs`)
+VERDICT_LINES = 20
+
+
+def verdict_lines(new: list[int], runs_: list) -> None:
+    """Each new run's verdict on stderr, beside its id on stdout (which scripts read): what the ingest found
+    without a second command (issue 41)."""
+    if len(new) > VERDICT_LINES:
+        return  # the notice already counts them; `capscan runs` lists their verdicts
+    by_id = {r.id: r for r in runs_}
+    for rid in new:
+        run = by_id.get(rid)
+        if run is not None:
+            fixable = " (fixable)" if run.diagnosis and run.diagnosis.fixable else ""
+            click.echo(f"capscan: run {rid}: {verdict_of(run)}{fixable}; `capscan show {rid}` says why", err=True)
 
 
 def _ingest_doc(results: list) -> list[dict]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 
 from analyzer.cli.exits import EXIT_REFUSED, EXIT_UNVERIFIED, CapscanError
+from analyzer.cli.lazy import PhraseGroup
 from analyzer.cli.options import open_db, open_existing_db
 from analyzer.cli.output import Result, output_options, write
 from analyzer.cli.via import via_options
@@ -57,7 +58,7 @@ def _stock_run(db, run_id: int | None, last: bool) -> int:
 # --------------------------------------------------------------------------- group
 
 
-@click.group()
+@click.group(cls=PhraseGroup)
 def remedy() -> None:
     """Fix what the diagnosis says is fixable, prove it from the new log, refuse otherwise.
 

@@ -14,12 +14,19 @@ from analyzer.cli.runs import resolve_run
 
 @click.command()
 @click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), required=True,
-              help="The page to write: inline CSS and SVG, no script, nothing it loads (attach it to an issue).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="The page to write: inline CSS and SVG, no script, nothing it loads (attach it to an issue). "
+                   "Default: capscan-report-RUNS.html in the current folder (capscan-report-1-2-3.html).")
 @shared_options("db")
-def report(opts: Options, run_refs: tuple[str, ...], html_path: str) -> None:
+def report(opts: Options, run_refs: tuple[str, ...], html_path: str | None) -> None:
     """Write one HTML page for the runs: per run the verdict, its proof and evidence lines; for two runs
-    (or stock guest, remedied guest and host) the chart `capscan compare` draws."""
+    (or stock guest, remedied guest and host) the chart `capscan compare` draws.
+
+    Examples:
+
+    \b
+    $ capscan report 1 2 3                       # writes capscan-report-1-2-3.html
+    $ capscan report 1 2 --html issue-41.html"""
     from analyzer import __version__
     from analyzer.output.html_report import html_page
     from analyzer.pipeline import diagnose_to_read
@@ -42,5 +49,7 @@ def report(opts: Options, run_refs: tuple[str, ...], html_path: str) -> None:
     elif len(runs_) == 3 and (roles := assign_roles(runs_)) is not None:
         doc = {"pairs": [], "decomposition": decompose(*roles)}
     page = html_page(runs_, doc, version=__version__)
+    if html_path is None:  # a page is what the command is for: a name from its runs rather than an error
+        html_path = "capscan-report-" + "-".join(str(r.id) for r in runs_) + ".html"
     write_atomically(html_path, lambda fh: fh.write(page), prefix=".capscan-report-", suffix=".html", what="the page")
     click.echo(f"capscan: wrote {html_path} ({len(runs_)} run(s), {len(page):,} bytes)", err=True)

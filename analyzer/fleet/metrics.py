@@ -9,8 +9,9 @@ Every exporter (Prometheus textfile, OTLP) reads the same ``Snapshot``:
 - ``capscan_run_timestamp_seconds{environment,runtime,backend}``: when that
   latest run was stored (a dashboard ignores guests that went quiet);
 - ``capscan_throughput_tokens_per_second{test,model,environment,host_chip,runtime}``:
-  the latest measured speed of each test and model, apart for a guest and its
-  host (same model, different environment);
+  the latest run's speed of each test and model, apart for a guest and its
+  host (same model, different environment): the median of the rows it printed for the
+  test across its configurations (threads, batch sizes), itself one printed row;
 - ``capscan_per_token_overhead_seconds{test,model,environment,host_chip,runtime}``:
   for VM runs paired with a bare-metal run of the same model, 1/vm - 1/host;
 - ``capscan_remedy_verified``: 1 if the latest finished remedy run was

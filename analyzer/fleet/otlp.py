@@ -39,8 +39,9 @@ METRICS = (
      "capscan_run_info"),
     ("capscan.run.timestamp", "s", "When the latest run per runtime, backend and environment was stored.",
      "capscan_run_timestamp_seconds"),
-    ("capscan.throughput.tokens", "{token}/s", "Latest measured speed per test, model, environment, host chip "
-     "and runtime.",
+    ("capscan.throughput.tokens", "{token}/s", "Speed of the latest run per test, model, environment, host "
+     "chip and runtime: the median of the rows it printed for the test across all its configurations "
+     "(threads, batch sizes), itself one printed row, not the best.",
      "capscan_throughput_tokens_per_second"),
     ("capscan.per_token_overhead", "s", "Seconds per token a VM run pays over bare metal (1/vm - 1/host).",
      "capscan_per_token_overhead_seconds"),

@@ -45,8 +45,11 @@ def registry_of(snap: Snapshot, const: dict[str, str] | None = None) -> Collecto
     for labels, value in snap.run_time:
         when.labels(**{**const, **labels}).set(value)
     speed = ("test", "model", *SPEED_LABELS, "instance")
-    tps = gauge("capscan_throughput_tokens_per_second", "Latest measured speed per test (pp512, tg128, "
-                "prompt, generation), model, environment, host chip and runtime.", speed)
+    # the figure is a median over every configuration the run printed: the HELP says so (issue 41)
+    tps = gauge("capscan_throughput_tokens_per_second", "Speed of the latest run per test (pp512, tg128, "
+                "prompt, generation), model, environment, host chip and runtime: the median of the rows it "
+                "printed for the test across all its configurations (threads, batch sizes), itself one printed "
+                "row, not the best.", speed)
     for key, value in snap.throughput.items():
         tps.labels(**{**const, **dict(zip(speed, key, strict=True))}).set(value)
     cost = gauge("capscan_per_token_overhead_seconds", "Seconds per token a VM run pays over the bare-metal "

@@ -128,8 +128,15 @@ def _headline(program: str | None, diag: Diagnosis, throughput: list[dict[str, A
     return f"capscan cannot tell from this log what limits {rt}: the lines it needs are missing."
 
 
-def confidence_clause(diag: Diagnosis | None, capabilities_printed: bool) -> str | None:
-    """'medium confidence: ...', what the level rests on, in one clause."""
+# how a backend names itself to a reader (the stored backend is lower case)
+_BACKEND_WORDS = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "sycl": "SYCL", "opencl": "OpenCL",
+                  "cpu": "CPU", "kompute": "Kompute", "cann": "CANN", "musa": "MUSA", "hip": "HIP"}
+
+
+def confidence_clause(diag: Diagnosis | None, capabilities_printed: bool, *, backend: str | None = None,
+                      families_printed: bool = True) -> str | None:
+    """'medium confidence: ...', what the level rests on, in one clause. The backend and whether the log
+    printed a GPU family keep the words true: a Vulkan run prints no Metal family to infer from."""
     level = diag and diag.confidence
     if not diag or not level:
         return None
@@ -147,6 +154,12 @@ def confidence_clause(diag: Diagnosis | None, capabilities_printed: bool) -> str
         why = "the log prints the deciding facts itself"
     elif diag.verdict == "capability-downgrade" and capabilities_printed:
         why = "the log does not name the host chip"
+    elif backend and backend != "metal":
+        name = _BACKEND_WORDS.get(backend, backend)
+        why = (f"the {name} backend prints no GPU family or capability flags (only Metal does); the verdict "
+               "rests on the devices and rows it printed")
+    elif not families_printed:
+        why = "the log prints no GPU family; capabilities are inferred from the chip's name"
     else:
         why = "some capabilities are inferred from the printed GPU family, not printed"
     return f"{level} confidence: {why}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from analyzer.chips import METAL_FLAG
 from analyzer.diagnosis import UNDIAGNOSED, Diagnosis
 from analyzer.model import GUEST_PROCESS, figure_key, provenance_words, split_figure
 from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps, source_span
@@ -20,17 +21,29 @@ if TYPE_CHECKING:
     from analyzer.model import StoredRun
 
 
+NOT_IN_LOG = "not in the log"
+# the verdicts a VM-or-bare-metal answer can change: a clamp is a VM's, and unknown may be one
+ENVIRONMENT_MATTERS = frozenset({"capability-downgrade", "unknown"})
+
+
 def facts_lines(run: StoredRun) -> list[str]:
     """What the log showed, compactly (used under the verdict)."""
     f = run.facts
     lines = []
-    dev = f.device.name or "(not named)"
-    fam = ", ".join(str(c) for c in f.device.families) or "-"
+    # a reader who is no GPU expert reads "not in the log" where a table would print "-"
+    dev = f.device.name or "name not in the log"
+    fam = ", ".join(str(c) for c in f.device.families) or "not in the log"
     lines.append(f"device     {dev}   families {fam}" + (f"   x{f.device_count}" if f.device_count > 1 else ""))
     caps = f.capabilities
-    lines.append(
-        f"printed    simdgroup reduction {cell(caps.simdgroup_reduction)}, simdgroup mm {cell(caps.simdgroup_mm)}, "
-        f"bfloat {cell(caps.bfloat)}, tensor {cell(caps.tensor)}, unified memory {cell(f.device.unified_memory)}")
+    label = {name: METAL_FLAG[name].label for name in ("simdgroup_reduction", "bfloat", "tensor", "unified_memory")}
+    flags = [(label["simdgroup_reduction"], caps.simdgroup_reduction), ("simdgroup mm", caps.simdgroup_mm),
+             (label["bfloat"], caps.bfloat), (label["tensor"], caps.tensor),
+             (label["unified_memory"], f.device.unified_memory)]
+    if all(value is None for _, value in flags):
+        lines.append("printed    no capability flags in the log")
+    else:
+        lines.append("printed    " + ", ".join(f"{name} {NOT_IN_LOG if value is None else cell(value)}"
+                                               for name, value in flags))
     extra = []
     if f.cpu_info:
         extra.append(f"cpu_info {f.cpu_info!r}")
@@ -129,7 +142,8 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
     diag = run.diagnosis or UNDIAGNOSED
     verdict = diag.verdict
     out.add(headline(f.program, run.diagnosis, run.throughput), style="bold")
-    where = [f.program or "?", f.backend or "?"]
+    where = ([f.program or "program not in the log", f.backend or "backend not in the log"]
+             if f.program or f.backend else ["program and backend not in the log"])
     if diag.environment:
         where.append(diag.environment + (f" on {diag.host_chip}" if diag.host_chip else ""))
     # The source is a file name, which may hold a newline or an escape: one line, cleaned as log text is.
@@ -138,7 +152,8 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
     if diagnosed:
         caps = f.capabilities
         printed = caps.simdgroup_reduction is not None or bool(f.probe)
-        notes = ["fixable" if diag.fixable else None, confidence_clause(diag, printed)]
+        notes = ["fixable" if diag.fixable else None, confidence_clause(diag, printed, backend=f.backend,
+                                                                          families_printed=bool(f.device.families))]
         present = [n for n in notes if n]
         out.add("  ", (verdict.upper(), VERDICT_STYLE.get(verdict, "")),
                 "  (" + ", ".join(present) + ")" if present else "")
@@ -156,8 +171,9 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
         for fnd in diag.findings[1:]:
             if fnd.severity in ("error", "warning"):
                 out.add((f"  {fnd.severity}: ", "yellow"), fnd.message)
-        if not diag.environment:
-            # environment is shown only on evidence: say what would decide it
+        if not diag.environment and verdict in ENVIRONMENT_MATTERS:
+            # environment is shown only on evidence: say what would decide it, where the answer would change
+            # something (a CPU-only run or a hardware limit is the same in a VM and on bare metal)
             env = diag.report_lines.get("environment")
             if env:
                 out.add("  environment: ", env, style="dim")

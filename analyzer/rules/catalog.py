@@ -65,7 +65,9 @@ def _environment(v: RunView) -> Finding | None:
         return finding(f"Runs in a virtual machine{host} ({v.vm_signs[0][0]}).", v.vm_evidence[:3])
     if v.environment == "bare-metal":
         why, lines = v.bare_metal_signs[0]
-        return finding(f"Runs on bare metal ({v.host_chip or why}).", lines)
+        # (why is a clause that may hold parentheses of its own: "a physical GPU is named (Tesla T4)")
+        return finding(f"Runs on bare metal ({v.host_chip})." if v.host_chip else f"Runs on bare metal: {why}.",
+                       lines)
     if v.contradictions:
         return None  # contradictory-evidence says what the run shows
     if v.on_a_mac is False:
@@ -831,6 +833,9 @@ def _speed_undecided(v: RunView) -> Finding | None:
 
 # llama-bench backend cells of GPU backends no capability clamp touches (OpenCL: Adreno, Mali; CANN: Ascend)
 _GPU_BENCH_BACKENDS = frozenset({"CUDA", "ROCM", "HIP", "MUSA", "VULKAN", "SYCL", "OPENCL", "CANN"})
+# what "no capability clamp applies" means, in words a reader who is no GPU expert follows (issue 41)
+_NO_CLAMP = ("capscan's fix (for a VM whose GPU reports itself as an older model than it is) does not apply to "
+             "this backend: nothing to fix.")
 
 
 def _healthy(v: RunView) -> Finding | None:
@@ -845,20 +850,20 @@ def _healthy(v: RunView) -> Finding | None:
                        v.lines("metal.flag", contains="simdgroup", limit=2) or v.lines("metal.family", limit=1))
     # (a device list alone, a `--version` output or an abort before the first row, shows a GPU, not a run)
     if (f.cuda_devices or (f.vulkan_devices and "software" not in v.vendors)) and v.work_begun:
-        return finding(f"The GPU ({v.device_names[0]}) is used; no capability clamp applies to this backend.",
+        return finding(f"The GPU ({v.device_names[0]}) is used; " + _NO_CLAMP,
                        v.lines("cuda.device", "vulkan.device", limit=1))
     # no device list in the cut, but every layer offloaded into a CUDA/ROCm/Vulkan/SYCL device's buffer
     # (a Metal one needs its capability block)
     gpus = [b for b in f.weight_buffers if gpu_buffer(b) and not b.startswith(("MTL", "Metal"))]
     if gpus and f.offload and f.offload[0] == f.offload[1] > 0:
         return finding(f"Every layer ({f.offload[0]}/{f.offload[1]}) was offloaded into {', '.join(gpus)}: the GPU is "
-                       "used; no capability clamp applies to this backend.", v.lines("offload", "model.buffer", limit=2))
+                       "used; " + _NO_CLAMP, v.lines("offload", "model.buffer", limit=2))
     # llama-bench rows of a CUDA/ROCm/Vulkan/SYCL build with layers on the GPU, no device list in the cut
     gpu_backend = {b.strip().upper() for b in (f.bench_backends or "").split(",")} & _GPU_BENCH_BACKENDS
     if ((f.backend in ("cuda", "rocm", "vulkan", "sycl") or gpu_backend) and f.bench_backends
             and f.n_gpu_layers not in (None, 0) and v.throughput and "software" not in v.vendors):
         return finding(f"The rows ran on the {f.bench_backends} backend with layers on the GPU (ngl {f.n_gpu_layers}); "
-                       "no capability clamp applies to this backend.", v.lines("bench.device", "bench.row", limit=1))
+                       + _NO_CLAMP, v.lines("bench.device", "bench.row", limit=1))
     return None
 
 

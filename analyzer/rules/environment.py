@@ -197,9 +197,9 @@ class EnvironmentView(FactsView):
             chip = chips.apple_chip(f.host_chip_line)
             if chip and not self.vendors - {"apple"}:
                 return chip, "the Mac's Hardware Overview"
-            if "amd" in self.vendors or "intel" in self.vendors or "nvidia" in self.vendors:
-                return next((n for n in self.device_names if chips.vendor(n) in ("amd", "intel", "nvidia")),
-                            None), "its GPU"
+            if self.intel_cpus:
+                # an Intel Mac: its chip is the processor it names, never its AMD or Intel GPU (issue 41)
+                return self.intel_cpus[0].strip(), "the processor the Mac names"
         return None, None
 
     @property

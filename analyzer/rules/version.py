@@ -3,11 +3,12 @@
 Its own module so that reading a stored diagnosis (``capscan show``) can check it without
 importing the rules."""
 
-# 8: no-offload next steps by cause (0 layers on a GPU found, a CPU-only build, whisper.cpp's -ng)
+# 9: no-offload next steps by cause (0 layers on a GPU found, a CPU-only build, whisper.cpp's -ng)
+# 8: host_chip never a GPU name (an Intel Mac's is its processor), plain words for backends without a clamp
 # 7: a kernel check that crashed or timed out could not run: neither veto nor proof
 # 6: CPU-only on positive evidence only (system_info alone is unknown), words fit the platform
 # 5: a probe's output speaks of llama.cpp
-RULES_VERSION = "8"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable
+RULES_VERSION = "9"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable
 # The digest of the rules' source when RULES_VERSION was last set: tests/rules/test_rules_version.py fails when
 # the rules change and this is not recorded again (with RULES_VERSION bumped when a diagnosis can change).
-RULES_DIGEST = "ecf4188e15d2bb63"
+RULES_DIGEST = "6634c4429071801d"

@@ -113,6 +113,16 @@ def _matching_verdicts(word: str) -> list[str]:
     return [v for v in VERDICTS if w in v]
 
 
+# the environments a diagnosis states (analyzer.rules.environment): a word of the text filter matches them
+# as it matches verdicts, so `/vm` finds the guests (the runs list shows the column)
+ENVIRONMENTS = ("vm", "bare-metal")
+
+
+def _matching_environments(word: str) -> list[str]:
+    w = word.lower()
+    return [e for e in ENVIRONMENTS if w in e]
+
+
 # SQLite's LIKE folds the case of ASCII letters only; the text index folds the same way.
 _ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 MAX_IN_VALUES = 400  # more matching source paths than this: the LIKE subquery instead of an IN list
@@ -180,7 +190,7 @@ def _word_by_index(word: str, index: TextIndex, q: _Sql) -> str:
 
 def _sql(flt: RunFilter, index: TextIndex | None = None, *, counting: bool = False) -> _Sql:
     """A word of the text matches device, program, model, source path, the guest
-    an imported run came from, or verdict; the path through a one-off subquery (an index of paths), the
+    an imported run came from, verdict or environment; the path through a one-off subquery (an index of paths), the
     verdict through the verdicts it names. With a ``TextIndex`` the first four
     are IN lists of the values that contain the word (``nothing`` is set when
     a word matches nothing at all)."""
@@ -208,6 +218,11 @@ def _sql(flt: RunFilter, index: TextIndex | None = None, *, counting: bool = Fal
             cond += (f"EXISTS (SELECT 1 FROM diagnoses dv WHERE dv.run_id = r.id AND dv.verdict IN ({marks}))"
                      if per_run else f"r.id IN (SELECT run_id FROM diagnoses WHERE verdict IN ({marks}))")
             q.r_args.extend(verdicts)
+        environments = _matching_environments(word)
+        if environments:
+            cond += (" OR " if cond != "(" else "")
+            cond += f"r.id IN (SELECT run_id FROM diagnoses WHERE environment IN ({', '.join('?' * len(environments))}))"
+            q.r_args.extend(environments)
         if word.lstrip("#").isdigit():
             cond += (" OR " if cond != "(" else "") + "r.id = ?"
             q.r_args.append(int(word.lstrip("#")))

@@ -200,6 +200,10 @@ DROP_ORDER = TUI_DROP_ORDER  # first dropped first
 FLEX = "source"
 FLEX_WANT = 18  # below this the program column makes room for the source
 FLEX_MAX = 120
+# the spare width goes to the device first (once the source has FLEX_WANT), up to this ("Apple Paravirtual
+# device", "NVIDIA GeForce RTX 4090" whole), then to the source: a wide screen cut the device while the
+# source took 100 columns (issue 41)
+DEVICE_WANT = 26
 CELL_PADDING = 2  # DataTable: one space either side of each cell
 
 
@@ -231,6 +235,12 @@ def fit_columns(available: int, id_width: int = 2, pp_width: int = 0, tg_width: 
     if "program" in shown and available - used() + cols[FLEX].width < FLEX_WANT:
         shown.remove("program")  # which file a run came from says more than llama-bench vs llama.cpp
     out = [cols[k] for k in shown]
+    if "device" in shown:
+        source_first = max(0, FLEX_WANT - cols[FLEX].width) if FLEX in shown else 0  # the source keeps a name
+        grow = min(max(0, available - used() - source_first), DEVICE_WANT - cols["device"].width)
+        if grow > 0:
+            cols["device"] = Column("device", cols["device"].label, cols["device"].width + grow)
+            out[shown.index("device")] = cols["device"]
     if FLEX in shown:
         spare = max(0, available - used())
         flex = cols[FLEX]

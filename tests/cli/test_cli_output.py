@@ -84,7 +84,26 @@ def test_every_output_format(db, command):
     else:
         assert [p["a"] for p in doc["pairs"]] == [1] and lines and lines[0]["a"] == 1 and lines[0]["b"] == 2
         assert {r["test"] for r in rows} == {t["test"] for t in doc["pairs"][0]["tests"]}
-        assert md[0] == "### run 1 (A) vs run 2 (B)" and "speedup" in table[0]
+        assert md[0] == "### run 1 (A) vs run 2 (B)" and "B/A" in table[0] and "speedup" not in table[0]
+
+
+def test_compare_markdown_says_b_over_a_as_the_terminal_does(db):
+    """An 11x slowdown read "speedup 0.09" in markdown; it reads the terminal's B/A now, and a value the run
+    lacks is '-', never a blank cell (issue 41)."""
+    human = invoke("--db", db, "compare", "1", "2")[1]
+    md = invoke("--db", db, "compare", "1", "2", "--markdown")[1]
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert [c.strip() for c in table[0].strip("|").split("|")] == [
+        "test", "A: run 1 t/s", "B: run 2 t/s", "B/A", "B - A per token"]
+    for row in table[2:]:
+        test, _, _, ratio, _ = (c.strip() for c in row.strip("|").split("|"))
+        terminal = next(line.split() for line in human.splitlines()
+                        if line.startswith(test + " ") and line.endswith(" ms"))  # the table's row, not the chart's
+        assert ratio in terminal and ratio.endswith("%"), (ratio, terminal)
+        assert float(ratio.rstrip("%")) < 100  # the stock guest (B) is slower than its host (A)
+    # run 3 (an Intel Mac's AMD GPU) names no host chip: '-' as the terminal shows it
+    md = invoke("--db", db, "compare", "1", "3", "--markdown")[1]
+    assert "host\\_chip Apple M1 Ultra → -" in md, md
 
 
 def test_two_formats_at_once_is_a_usage_error(db):

@@ -69,8 +69,9 @@ def test_ingest_prints_new_run_ids_one_per_line(db_path):
     lines = proc.stdout.decode().splitlines()
     assert lines == ["1", "2", "3", "4"]
     err = _err_lines(proc)
-    assert len(err) == 2 and all(line.startswith("capscan: ") for line in err)
+    assert len(err) == 6 and all(line.startswith("capscan: ") for line in err)
     assert "1 run (id 1)" in err[0] and "3 runs (ids 2, 3, 4)" in err[1]
+    assert [line.split(":")[1] for line in err[2:]] == [" run 1", " run 2", " run 3", " run 4"]  # and verdicts
 
 
 def test_ingest_json(db_path):

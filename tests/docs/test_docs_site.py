@@ -24,6 +24,8 @@ def test_the_readme_is_short_and_keeps_its_two_quickstart_commands():
     contents = next(line for line in text.splitlines() if line.startswith("**Contents:**"))
     for anchor in ("#install", "#quickstart", "#your-own-log", "#verdicts-and-what-to-do-next", "#in-ci"):
         assert anchor in contents + text.split("## Install")[0]
+    # the words a reader who is no GPU expert meets first are explained before the first section (issue 41)
+    assert "](docs/glossary.md)" in text.split("## Install")[0]
 
 
 def test_the_generated_reference_matches_the_code():
@@ -61,3 +63,16 @@ def test_the_docs_build_in_strict_mode(tmp_path):
     remedy.write_text(remedy.read_text() + "\nSee [nowhere](no-such-page.md).\n")
     broken = _build(root, tmp_path / "broken")
     assert broken.returncode != 0 and re.search(r"no-such-page\.md", broken.stdout + broken.stderr)
+
+
+def test_make_docs_builds_the_site(tmp_path):
+    """`make docs` is the site for a reader without the mkdocs command line in mind (issue 41): run for real,
+    with this interpreter's venv as the Makefile's, into a folder of the test's."""
+    pytest.importorskip("mkdocs", reason="make test installs the docs extra")
+    if sys.prefix == sys.base_prefix or not shutil.which("make"):
+        pytest.skip("needs this interpreter's venv (make test's) and make")
+    site = tmp_path / "site"
+    proc = subprocess.run(["make", "-s", "-C", str(ROOT), "docs", f"VENV={sys.prefix}", f"SITE={site}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (site / "index.html").is_file() and (site / "glossary" / "index.html").is_file()

@@ -209,6 +209,8 @@ def test_cli_export_otlp_without_the_extra(tmp_path, db_path):
     assert proc.returncode == 2
     err = proc.stderr.decode().strip().splitlines()
     assert len(err) == 1 and "pip install 'capscan[otel]'" in err[0]
+    # a pipx install (the README's) is told pipx's way beside pip's (issue 41)
+    assert "pipx inject capscan opentelemetry-sdk opentelemetry-exporter-otlp-proto-http" in err[0]
 
 
 def test_cli_db_serve_without_the_extra(tmp_path, db_path):
@@ -221,6 +223,7 @@ def test_cli_db_serve_without_the_extra(tmp_path, db_path):
     assert proc.returncode == 2
     err = proc.stderr.decode().strip().splitlines()
     assert len(err) == 1 and "pip install 'capscan[datasette]'" in err[0]
+    assert "pipx inject capscan datasette (installed with pipx)" in err[0]
 
 
 def test_cli_db_serve_missing_database(tmp_path):

@@ -107,3 +107,18 @@ def test_runs_past_max_age_leave_the_textfile(tmp_path, db_path):
     assert 'environment="bare-metal"' in kept
     recent = run_capscan("export", "prometheus", "--max-age", "3650", db=db_path, check=True).stdout.decode()
     assert 'environment="bare-metal"' in recent
+
+
+def test_a_thread_sweeps_speed_says_what_figure_it_is(tmp_path, db_path):
+    """A real llama-bench sweep of six thread counts: the gauge is the median of the six rows (one of them, not
+    the best), and its HELP text says so, where it said "latest measured speed" (issue 41)."""
+    log = Path(__file__).resolve().parents[1] / "fixtures/field/087-llama-bench-macos-cpu-thread-sweep-kleidiai-2025.log"
+    run_capscan("ingest", str(log), db=db_path, check=True)
+    out = tmp_path / "capscan.prom"
+    write_textfile(collect(open_db(db_path), instance="mac"), out)
+    text = out.read_text()
+    tg64 = [v for l, v in samples(text)["capscan_throughput_tokens_per_second"] if l["test"] == "tg64"]
+    assert tg64 == [157.63]  # median_low of 47.84 87.31 157.63 188.15 237.40 243.65: printed, not the best
+    help_line = next(l for l in text.splitlines() if l.startswith("# HELP capscan_throughput_tokens_per_second"))
+    assert "median of the rows it printed for the test across all its configurations" in help_line
+    assert "not the best" in help_line and "Latest measured" not in help_line

@@ -133,3 +133,53 @@ def test_rosetta_run_gives_one_reason(tmp_path):
     assert [f["rule"] for f in reasons] == ["no-metal-device"]
     assert "Rosetta" in reasons[0]["message"]
     assert not any("error:" in line or "CPU-only build" in line for line in report_of(run))
+
+
+def test_what_the_log_did_not_print_reads_not_in_the_log(tmp_path):
+    """A Vulkan run prints no Metal family nor capability flags: the report says so in words, never `-` or `?`,
+    and its confidence does not claim an inference from a family the log never printed (issue 41)."""
+    run = diagnosed(tmp_path, "backends/vulkan-moltenvk-m4max.log")[0]
+    lines = report_of(run)
+    text = "\n".join(lines)
+    assert "families not in the log" in text and "families -" not in text
+    printed = next(l for l in lines if l.lstrip().startswith("printed"))
+    assert "simdgroup reduction not in the log" in printed and "unified memory yes" in printed
+    assert " -," not in printed
+    assert "medium confidence: the Vulkan backend prints no GPU family or capability flags" in lines[2]
+    assert "inferred from the printed GPU family" not in text
+    # the plain words for "no capability clamp applies to this backend"
+    assert "capscan's fix (for a VM whose GPU reports itself as an older model than it is) does not apply" in text
+    assert "no capability clamp" not in text
+
+
+def test_a_run_naming_neither_program_nor_backend_says_so(tmp_path):
+    run = diagnosed(tmp_path, "field/032-llama-cpp-python-gha-unsupported-rms-norm-2024.log")[0]
+    assert not run.facts.program and not run.facts.backend
+    lines = report_of(run)
+    assert lines[1].endswith("  program and backend not in the log"), lines[1]
+    assert "? / ?" not in "\n".join(lines)
+
+
+def test_an_intel_macs_host_chip_is_never_its_gpu(tmp_path):
+    """An Intel Mac running Metal on its AMD GPU: the host chip is the processor it names, or none, never the
+    GPU (host_chip `AMD Radeon Pro 5500M` read as a chip to a non-GPU reader)."""
+    name = "field/179-whisper-rs-intel-mbp-amd-5500m-metallib-null-2023.log"
+    run = diagnosed(tmp_path, name)[0]
+    assert run.diagnosis.environment == "bare-metal" and run.diagnosis.host_chip is None
+    assert "5500M" not in report_of(run)[1]
+    log = tmp_path / "intel-mac.log"
+    log.write_text("Processor Name: 6-Core Intel Core i7\n" + (FIXTURES / name).read_text())
+    run = diagnosed(tmp_path, str(log))[-1]
+    assert run.diagnosis.host_chip == "6-Core Intel Core i7", run.diagnosis.host_chip
+
+
+def test_the_environment_note_only_where_it_changes_something(tmp_path):
+    """A CPU-only run is the same in a VM and on bare metal: no note asking which it was. An unknown run,
+    which a VM's clamp may explain, keeps it."""
+    runs = diagnosed(tmp_path, "metal/no-metal-rosetta-x86.log")
+    assert runs[0].diagnosis.verdict == "no-gpu-offload" and not runs[0].diagnosis.environment
+    assert runs[0].diagnosis.report_lines.get("environment")  # the JSON keeps it
+    assert not any(l.startswith("  environment:") for l in report_of(runs[0]))
+    unknown = diagnosed(tmp_path, "field/032-llama-cpp-python-gha-unsupported-rms-norm-2024.log")[0]
+    assert unknown.diagnosis.verdict == "unknown"
+    assert any(l.startswith("  environment: Whether this ran in a VM") for l in report_of(unknown))

@@ -453,3 +453,17 @@ async def test_detail_head_of_a_piped_run_reads_lines_a_to_b_of_n(tmp_path):
         await settle(pilot)
         head = text_of(app.screen, "#head")
         assert "2026-08-09 18:13, lines 1-105 of 105" in head and "18:13:1" not in head
+
+
+async def test_throughput_without_a_host_draws_no_full_width_bars(tmp_path):
+    """No bare-metal run stored: no "of host" column, and bars only against the same test's fastest row
+    (every bar was full width, as if each row were as fast as a host; issue 41)."""
+    db = tmp_path / "sweep.db"
+    ingest_logs(db, ["field/087-llama-bench-macos-cpu-thread-sweep-kleidiai-2025.log"])
+    app = CapscanApp(db, run_id=1, poll_interval=None)
+    async with app.run_test(size=(130, 60)) as pilot:
+        await settle(pilot)
+        text = text_of(app.screen, "#throughput")
+        assert "of host" not in text
+        bars = [line.count("█") for line in text.splitlines() if line.lstrip().startswith("tg64")]
+        assert len(bars) == 6 and len(set(bars)) > 1 and min(bars) < max(bars) / 2, text

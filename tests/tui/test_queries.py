@@ -24,6 +24,10 @@ def test_page_count_and_filters(tui_db):
         assert [r.id for r in queries.page(conn, RunFilter(text="paravirtual lume"))] == [3]
         assert [r.id for r in queries.page(conn, RunFilter(text="downgrade"))] == [1]
         assert queries.page(conn, RunFilter(text="100%")) == []  # LIKE wildcards are literal
+        # the env column's words too (issue 41): `/vm` finds the guests, `/bare` the hosts
+        assert [r.id for r in queries.page(conn, RunFilter(text="vm"))] == [3, 1]
+        assert [r.id for r in queries.page(conn, RunFilter(text="bare"))] == [4, 2]
+        assert queries.count(conn, RunFilter(text="VM")) == 2
         assert [r.id for r in queries.page(conn, RunFilter(environment="bare-metal"))] == [4, 2]
         assert queries.count(conn, RunFilter(device="Apple Paravirtual device")) == 2
         assert queries.count(conn, RunFilter()) == 5
@@ -114,7 +118,7 @@ def test_every_filter_agrees_with_a_reference(tui_db):
         def matches(r, flt: RunFilter) -> bool:
             for word in flt.text.split():
                 w = word.lower()
-                fields = [r.device, r.program, r.model, paths[r.id], r.verdict]
+                fields = [r.device, r.program, r.model, paths[r.id], r.verdict, r.environment]
                 if not any(f and w in f.lower() for f in fields) and word.lstrip("#") != str(r.id):
                     return False
             for want, got in ((flt.verdict, r.verdict), (flt.environment, r.environment), (flt.device, r.device)):

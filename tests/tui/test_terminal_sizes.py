@@ -39,6 +39,8 @@ def test_fit_columns_keeps_id_verdict_and_speeds_at_any_width():
     wide = fit_columns(198)
     assert sum(c.width + CELL_PADDING for c in wide) == 198
     assert next(c for c in wide if c.key == "source").width > 60
+    # the device's name whole before the source takes the rest (issue 41)
+    assert next(c for c in wide if c.key == "device").width >= len("Apple Paravirtual device")
 
 
 async def test_runs_at_80x24_show_id_verdict_and_speeds(tui_db):

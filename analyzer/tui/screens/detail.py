@@ -149,7 +149,8 @@ class DetailScreen(CapscanScreen):
         caps = run.facts.capabilities
         printed = caps.simdgroup_reduction is not None or bool(run.facts.probe)
         notes = [diag and diag.environment and (diag.environment + (f" on {diag.host_chip}" if diag.host_chip else "")),
-                 "fixable" if diag and diag.fixable else None, confidence_clause(diag, printed)]
+                 "fixable" if diag and diag.fixable else None, confidence_clause(diag, printed, backend=run.facts.backend,
+                                                                    families_printed=bool(run.facts.device.families))]
         present = [n for n in notes if n]
         if present:
             t.append("  " + " · ".join(present))
@@ -232,9 +233,16 @@ class DetailScreen(CapscanScreen):
             return Group(title, Text("no throughput lines in this log", style="dim"))
         host = best_by_test(self.baseline) if self.baseline else {}
         table = Table(box=None, header_style="bold", pad_edge=False)
+        # without a stored host there is nothing to be a share of: no "of host" column, and a bar only
+        # against the same test's fastest row (a full-width bar per row said "as fast as the host")
         for col, just in (("test", "left"), ("tok/s", "right"), ("±", "right"), ("n", "right"), ("line", "right"),
-                          ("", "left"), ("of host", "right")):
+                          ("", "left"), *((("of host", "right"),) if host else ())):
             table.add_column(col, justify=cast("JustifyMethod", just), no_wrap=True)
+        fastest: dict[str, float] = {}
+        for t in run.throughput:
+            v = t["tok_s"]
+            if v is not None and v == v and v != float("inf"):
+                fastest[t["test"]] = max(fastest.get(t["test"], 0.0), v)
         style = VERDICT_STYLE.get(run.diagnosis.verdict if run.diagnosis else "", "").replace("bold ", "") or "white"
         configs: dict[str, set] = {}  # a test's configuration is shown only when it tells two figures apart
         for t in run.throughput:
@@ -243,14 +251,18 @@ class DetailScreen(CapscanScreen):
             key = figure_key(t["test"], t.get("config"))
             paired = dict(like_pairs({key: 0.0}, host))
             h = host[paired[key]] if key in paired else None
-            scale = max(v for v in (t["tok_s"], h) if v is not None and v == v and v != float("inf")) \
-                if t["tok_s"] not in (None, float("inf")) else 0
+            if host:
+                scale = max(v for v in (t["tok_s"], h) if v is not None and v == v and v != float("inf")) \
+                    if t["tok_s"] not in (None, float("inf")) else 0
+            else:  # the test's own fastest row; a test of one row gets no bar
+                scale = fastest.get(t["test"], 0) if len(configs[t["test"]]) > 1 else 0
             name = key if len(configs[t["test"]]) > 1 else t["test"]
             # a printed row (n 1), or one entry standing for many rows of one configuration: 'median of 200'
             rows = (reduced_words(t) or "").removesuffix(" rows") or str(t.get("n") or 1)
+            share = (f"{t['tok_s'] / h:.1%}" if h and t["tok_s"] else "",) if host else ()
             table.add_row(name, fmt_tps(t["tok_s"]), fmt_tps(t["stddev"]) if t["stddev"] is not None else "",
-                          rows, str(t["line"] or ""), Text(bar(t["tok_s"], scale), style=style),
-                          f"{t['tok_s'] / h:.1%}" if h and t["tok_s"] else "")
+                          rows, str(t["line"] or ""), Text(bar(t["tok_s"], scale) if scale else "", style=style),
+                          *share)
             if h and self.baseline is not None:
                 table.add_row(Text(f"  host run {self.baseline.id}", style="dim"), Text(fmt_tps(h), style="dim"),
                               "", "", "", Text(bar(h, scale), style="green"), "")
