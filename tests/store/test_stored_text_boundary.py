@@ -43,8 +43,10 @@ def _hostile_db(tmp_path: Path) -> Path:
 
 
 def _own_annotation(line: str) -> bool:
-    """capscan's own annotation (gha.annotation): its properties and message escaped, one line."""
-    return line.startswith(("::error file=", "::warning file=")) and ",title=capscan%3A run " in line
+    """capscan's own annotation (gha.annotation): its properties and message escaped, one line; file= only
+    for a source inside the workspace."""
+    return (line.startswith(("::error file=", "::warning file=")) and ",title=capscan%3A run " in line) or \
+        line.startswith(("::error title=capscan%3A run ", "::warning title=capscan%3A run "))
 
 
 def _assert_inert(out: str) -> None:
@@ -84,11 +86,22 @@ def test_bytes_that_are_not_utf8_and_facts_that_do_not_decode_are_shown_as_damag
 def test_capscans_own_annotations_still_reach_the_runner(tmp_path):
     """The boundary defuses log text, not capscan's own workflow commands (written past it, escaped)."""
     db = _hostile_db(tmp_path)
+    # file= names only a file in the workspace: the hostile name is one there, so it reaches the annotation
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    hostile = workspace / "x\n::error::path\x1b]52;c;aGk=\x07"
+    hostile.write_text("log\n")
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE sources SET path = ?", (str(hostile),))
+    con.close()
     proc = run_capscan("diagnose", "--run", "1", db=db,
-                       env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "s.md")})
+                       env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(tmp_path / "s.md"),
+                            "GITHUB_WORKSPACE": str(workspace)})
     own = [line for line in proc.stderr.decode().splitlines() if line.startswith("::")]
     assert len(own) == 1 and _own_annotation(own[0]), proc.stderr
-    assert "/tmp/x%0A%3A%3Aerror%3A%3Apath" in own[0]    # the stored path inside it: escaped, one line
+    assert own[0].startswith("::error file=x%0A%3A%3Aerror%3A%3Apath")  # the stored path in it: escaped, one line
+    assert "\x1b" not in own[0] and "\x07" not in own[0]
 
 
 @pytest.mark.parametrize("text, inert", [
