@@ -3,6 +3,10 @@ the report lists each line read as evidence, not one line for the whole object (
 
 from __future__ import annotations
 
+import sqlite3
+
+from analyzer.store.db import open_db
+from analyzer.store.queries import load_run
 from tests.conftest import REPO, run_capscan
 
 ARTIFACT = REPO / "tests" / "fixtures" / "forms" / "json-ci-artifact-stderr-tail.json"
@@ -29,3 +33,34 @@ def test_a_line_with_several_events_is_still_shown_once(tmp_path):
                       check=True).stdout.decode()
     numbers = [line.split()[0] for line in out.split("  evidence:\n", 1)[1].split("  next:", 1)[0].splitlines()]
     assert numbers == ["5", "6", "7", "8", "9", "11", "18"]
+
+
+def test_the_store_keeps_each_evidence_lines_number_inside_the_string(tmp_path):
+    db = tmp_path / "c.db"
+    run_capscan("ingest", str(ARTIFACT), db=db, check=True)
+    store = open_db(db)
+    run = load_run(store, 1)
+    assert run is not None and run.load_error is None
+    assert [(e.line, e.inner) for e in run.evidence if "GPU name" in e.text] == [(20, 5)]
+    assert len({e.inner for e in run.evidence}) == len(run.evidence) and None not in {e.inner for e in run.evidence}
+    store.conn.close()
+
+
+def test_a_store_from_before_the_inner_column_opens_and_reads(tmp_path):
+    """m013 adds evidence.inner: a store made before it (the column and the migration's record gone, as an
+    older capscan left it) opens, gains the column, and reads its evidence with inner null, shown as 20."""
+    db = tmp_path / "c.db"
+    run_capscan("ingest", str(ARTIFACT), db=db, check=True)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("ALTER TABLE evidence DROP COLUMN inner")
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm013_evidence_inner'")
+    conn.close()
+    store = open_db(db)
+    assert "inner" in {r[1] for r in store.conn.execute("PRAGMA table_info(evidence)")}
+    run = load_run(store, 1)
+    assert run is not None and run.load_error is None and run.evidence
+    assert all(e.inner is None and e.line == 20 for e in run.evidence)
+    store.conn.close()
+    shown = run_capscan("show", "1", db=db, check=True).stdout.decode()
+    assert "        20  ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)" in shown
