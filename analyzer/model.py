@@ -319,6 +319,11 @@ def facts_from_dict(data: dict[str, Any]) -> RunFacts:
     return RunFacts.model_validate(data)
 
 
+def line_ref(line: int, inner: int | None = None) -> str:
+    """An evidence line's place as shown: ``20``, or ``20:5`` for the fifth line inside a JSON string on line 20."""
+    return str(line) if inner is None else f"{line}:{inner}"
+
+
 def evidence_from_rows(rows: Any) -> list[Evidence]:
     """Stored (line, kind, text[, inner]) rows as Evidence, type-checked as ``load_facts`` checks facts
     (a line number stored as text reads as meant; a blob or a word where text or a number

@@ -453,3 +453,18 @@ async def test_detail_head_of_a_piped_run_reads_lines_a_to_b_of_n(tmp_path):
         await settle(pilot)
         head = text_of(app.screen, "#head")
         assert "2026-08-09 18:13, lines 1-105 of 105" in head and "18:13:1" not in head
+
+
+async def test_detail_numbers_a_json_wrapped_logs_evidence_line_colon_inner(tmp_path):
+    # a log inside one JSON string (line 20 of the artifact): each finding's evidence line says which line of it
+    from tests.conftest import REPO
+
+    db = tmp_path / "artifact.db"
+    run_capscan("ingest", str(REPO / "tests" / "fixtures" / "forms" / "json-ci-artifact-stderr-tail.json"), db=db,
+                check=True)
+    app = CapscanApp(db, run_id=1, poll_interval=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        findings = text_of(app.screen, "#findings")
+        assert "20:5 │ ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)" in findings
+        assert "20:6 │ ggml_metal_device_init: GPU family: MTLGPUFamilyApple5" in findings
