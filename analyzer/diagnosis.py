@@ -56,6 +56,9 @@ class _Part(BaseModel):
 class EvidenceLine(_Part):
     line: int
     text: str
+    inner: int | None = Field(default=None, description="the line's number inside the JSON string on physical "
+                              "line `line` that held the log (a CI artifact's stderr_tail): shown as line:inner; "
+                              "absent for a line of the log itself")
 
 
 class Finding(_Part):

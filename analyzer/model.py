@@ -127,6 +127,9 @@ class Evidence(_Record):
     line: int = Field(strict=False)
     kind: str
     text: str
+    # the line's number inside a JSON string that held several lines on physical line ``line`` (20:5);
+    # None for every other line, and for evidence stored before the store kept it
+    inner: int | None = Field(default=None, strict=False)
 
 
 # Where a claim comes from (Provenance, analyzer.diagnosis): only the guest's own process may prove a
@@ -316,11 +319,17 @@ def facts_from_dict(data: dict[str, Any]) -> RunFacts:
     return RunFacts.model_validate(data)
 
 
+def line_ref(line: int, inner: int | None = None) -> str:
+    """An evidence line's place as shown: ``20``, or ``20:5`` for the fifth line inside a JSON string on line 20."""
+    return str(line) if inner is None else f"{line}:{inner}"
+
+
 def evidence_from_rows(rows: Any) -> list[Evidence]:
-    """Stored (line, kind, text) rows as Evidence, type-checked as ``load_facts`` checks facts
+    """Stored (line, kind, text[, inner]) rows as Evidence, type-checked as ``load_facts`` checks facts
     (a line number stored as text reads as meant; a blob or a word where text or a number
     belongs raises ``FactsError``)."""
-    return [Evidence.model_validate({"line": n, "kind": k, "text": t}) for n, k, t in rows]
+    return [Evidence.model_validate({"line": r[0], "kind": r[1], "text": r[2], "inner": r[3] if len(r) > 3 else None})
+            for r in rows]
 
 
 FactsError = ValidationError

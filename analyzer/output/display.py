@@ -72,7 +72,7 @@ def clean_run(run: Any) -> Any:
         pass  # cleaning cannot make facts or a diagnosis invalid; keep the loaded ones if it somehow did
     return dataclasses.replace(
         run, source=clean(run.source or ""), facts=facts, throughput=clean_deep(run.throughput),
-        evidence=[Evidence(line=e.line, kind=clean(e.kind), text=clean(e.text)) for e in run.evidence],
+        evidence=[Evidence(line=e.line, kind=clean(e.kind), text=clean(e.text), inner=e.inner) for e in run.evidence],
         diagnosis=diagnosis)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from analyzer.chips import METAL_FLAG
 from analyzer.diagnosis import UNDIAGNOSED, Diagnosis
-from analyzer.model import GUEST_PROCESS, figure_key, provenance_words, split_figure
+from analyzer.model import GUEST_PROCESS, figure_key, line_ref, provenance_words, split_figure
 from analyzer.output.display import VERDICT_STYLE, cell, fmt_tps, source_span
 from analyzer.output.headline import confidence_clause, headline
 from analyzer.output.styled import StyledLines
@@ -186,8 +186,8 @@ def run_lines(run: StoredRun, *, max_evidence: int = 10) -> StyledLines:
     evidence = _evidence_for(run, diag)
     if evidence:
         out.add("  evidence:")
-        for line_no, text in evidence[:max_evidence]:
-            out.add((f"    {line_no:>6}  ", "cyan"), text[:160])
+        for line_no, inner, text in evidence[:max_evidence]:
+            out.add((f"    {line_ref(line_no, inner):>6}  ", "cyan"), text[:160])
         if len(evidence) > max_evidence:
             out.add(f"    ... {len(evidence) - max_evidence} more (capscan show {run.id})", style="dim")
     if diag.next_steps:
@@ -237,16 +237,16 @@ def baseline_lines(diag: Diagnosis) -> list[str]:
     return lines
 
 
-def _evidence_for(run: StoredRun, diag: Diagnosis) -> list[tuple[int, str]]:
+def _evidence_for(run: StoredRun, diag: Diagnosis) -> list[tuple[int, int | None, str]]:
     # one entry per line read, not per physical line: a log inside one JSON string (a CI artifact's
     # stderr_tail) holds many lines on one physical line, and each is evidence of its own
     seen: set[tuple[int, str]] = set()
-    out: list[tuple[int, str]] = []
+    out: list[tuple[int, int | None, str]] = []
     for finding in diag.findings:
         for ev in finding.evidence:
             if (ev.line, ev.text) not in seen:
                 seen.add((ev.line, ev.text))
-                out.append((ev.line, ev.text))
+                out.append((ev.line, ev.inner, ev.text))
     if not out:  # one line can carry several events (prompt and generation speed): show it once
-        out = list(dict.fromkeys((e.line, e.text) for e in run.evidence))
+        out = list(dict.fromkeys((e.line, e.inner, e.text) for e in run.evidence))
     return sorted(out, key=lambda e: e[0])  # (stable: a physical line's inner lines stay in their order)

@@ -25,7 +25,7 @@ from analyzer.parsers.system import OLLAMA, SYSTEM
 from analyzer.parsers.tables import COMPARE
 from analyzer.parsers.timings import TIMINGS
 from analyzer.parsers.wrappers import WRAPPERS
-from analyzer.read.normalize import normalize
+from analyzer.read.normalize import normalize_numbered
 
 FORMATS: tuple[Format, ...] = (METAL, SHIMS, VULKAN, CUDA, DEVICE_INFO, BENCH, COMPARE, WRAPPERS, TIMINGS, PROBE,
                                SYSTEM_PROFILER, SYSTEM, OLLAMA, CONTEXT, CRASH, WHISPER, STARTS)
@@ -74,12 +74,12 @@ class Dispatcher:
             if row is not None:
                 self.recognised += 1
                 return [Event("bench.row", line_no, "", row)]
-        texts, proc = normalize(raw.decode("utf-8", errors="replace"))
+        texts, proc = normalize_numbered(raw.decode("utf-8", errors="replace"))
         events: list[Event] = []
         if proc and proc != self._last_proc:
             self._last_proc = proc
             events.append(Event("hint.process", line_no, "", {"name": proc}))
-        for text in texts:
+        for inner, text in texts:
             if self.collector is not None:
                 try:
                     got = self.collector.feed(line_no, text)
@@ -92,6 +92,8 @@ class Dispatcher:
                     for ev in got:
                         if not ev.text:
                             ev.text = text
+                        if inner is not None and ev.inner is None and ev.text == text:
+                            ev.inner = inner  # (a block's event for an earlier line keeps that line's)
                         if REJECTED_KEY in ev.data:  # records of the block refused, the rest stand
                             self.rejected += ev.data.pop(REJECTED_KEY)
                     events.extend(got)
@@ -112,6 +114,9 @@ class Dispatcher:
                 continue
             if len(events) > before:
                 self.recognised += 1
+                if inner is not None:
+                    for ev in events[before:]:
+                        ev.inner = inner
             else:
                 self.unrecognised += 1
         return events

@@ -65,6 +65,7 @@ class Event:
     line: int
     text: str
     data: dict[str, Any] = field(default_factory=dict)
+    inner: int | None = None  # the line's number inside a JSON string that held several (20:5); None otherwise
 
 
 class Collector(Protocol):

@@ -131,11 +131,13 @@ def _unwrap_json(line: str) -> str | None:
     return None
 
 
-def _embedded_lines(line: str) -> list[str] | None:
-    """The log lines held in the line's JSON string values, or None when it holds none."""
+def _embedded_lines(line: str) -> list[tuple[int, str]] | None:
+    """The log lines held in the line's JSON string values, each with its line number inside the string
+    (1-based, counted on across the line's strings so that two strings' lines stay distinct), or None."""
     if not line.startswith(("{", "[", '"')) or "\\n" not in line:
         return None  # a JSON record or member line; a log line quoting an escaped string stays itself
-    out: list[str] = []
+    out: list[tuple[int, str]] = []
+    counted = 0
     for m in _JSON_STRING.finditer(line):
         body = m.group(1)
         if "\\n" not in body:
@@ -149,10 +151,12 @@ def _embedded_lines(line: str) -> list[str] | None:
             value = json.loads(f'"{body}"')
         except (ValueError, RecursionError):
             continue
-        parts = [_strip_prefixes(clean(p))[0] for p in value.splitlines()]
-        parts = [p for p in parts if p]
-        if any(_LOG_OPENING.match(p) for p in parts):
+        split = value.splitlines()
+        parts = [(counted + i, _strip_prefixes(clean(p))[0]) for i, p in enumerate(split, 1)]
+        parts = [(i, p) for i, p in parts if p]
+        if any(_LOG_OPENING.match(p) for _, p in parts):
             out.extend(parts)
+            counted += len(split)
     return out or None
 
 
@@ -162,16 +166,26 @@ def normalize(raw: str) -> tuple[list[str], str | None]:
     A JSON callback's text, or a JSON string value holding a program's output,
     can hold several lines; everything else yields one.
     """
+    numbered, proc = normalize_numbered(raw)
+    return [text for _, text in numbered], proc
+
+
+def normalize_numbered(raw: str) -> tuple[list[tuple[int | None, str]], str | None]:
+    """``normalize``, each line with its number inside the JSON string that held it (1-based; None for a
+    line that was not one of several lines of a JSON string), so evidence can say ``20:5``."""
     line = clean(raw.rstrip("\r\n")).strip().lstrip("\ufeff").strip()  # a BOM where files were concatenated
     proc: str | None = None
     inner = _unwrap_json(line)
     if inner is not None:
-        return [part for part in (_strip_prefixes(clean(p))[0] for p in inner.splitlines()) if part], None
+        split = inner.splitlines()
+        several = len(split) > 1  # one line in a JSON-lines callback is that line itself, as before
+        parts = [(i if several else None, _strip_prefixes(clean(p))[0]) for i, p in enumerate(split, 1)]
+        return [(i, p) for i, p in parts if p], None
     embedded = _embedded_lines(line)
     if embedded is not None:
-        return embedded, None
+        return list(embedded), None
     line, proc = _strip_prefixes(line)
-    return ([line] if line else []), proc
+    return ([(None, line)] if line else []), proc
 
 
 def _strip_prefixes(line: str) -> tuple[str, str | None]:

@@ -12,6 +12,12 @@ from analyzer.model import GUEST_PROCESS, Evidence, Observation, Provenance, Run
 from analyzer.rules.observed import Readings
 
 
+def evidence_line(e: Evidence) -> dict[str, Any]:
+    """A kept line as a finding's evidence line; ``inner`` only for a line read inside a JSON string
+    (absent otherwise, so a plain log's evidence serialises as it always did)."""
+    return {"line": e.line, "text": e.text} if e.inner is None else {"line": e.line, "text": e.text, "inner": e.inner}
+
+
 @dataclass
 class Peer:
     """Another stored run, as a possible baseline."""
@@ -51,7 +57,7 @@ class FactsView:
         out = []
         for e in self.evidence:
             if e.kind in kinds and (contains is None or contains.lower() in e.text.lower()):
-                out.append({"line": e.line, "text": e.text})
+                out.append(evidence_line(e))
                 if len(out) >= limit:
                     break
         return out

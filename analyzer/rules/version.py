@@ -11,4 +11,4 @@ importing the rules."""
 RULES_VERSION = "9"  # 4: kernel checks, rule metadata; 3: fixable from observations, with proof; 2: contradictions veto fixable
 # The digest of the rules' source when RULES_VERSION was last set: tests/rules/test_rules_version.py fails when
 # the rules change and this is not recorded again (with RULES_VERSION bumped when a diagnosis can change).
-RULES_DIGEST = "6634c4429071801d"
+RULES_DIGEST = "15f15a68dfa4bf0f"

@@ -240,7 +240,7 @@ class RunBuilder:
         span.last_line = max(span.last_line or ev.line, ev.line)
         if evidence and ev.text:
             if self._ev_counts[ev.kind] < _EVIDENCE_CAP.get(ev.kind, 50) and len(self.evidence) < _EVIDENCE_TOTAL:
-                self.evidence.append(Evidence(line=ev.line, kind=ev.kind, text=ev.text[:500]))
+                self.evidence.append(Evidence(line=ev.line, kind=ev.kind, text=ev.text[:500], inner=ev.inner))
             self._ev_counts[ev.kind] += 1
 
     def add_throughput(self, tp: Throughput, config: str | None = None) -> None:

@@ -358,3 +358,12 @@ def m012_diagnoses_peer_chip(db: Database) -> None:
     table, whose rows carry the whole report: this narrow covering index answers that check from a few
     pages (a guest on a chip with no stored peer checks every run of its model)."""
     _script(db, "CREATE INDEX IF NOT EXISTS diagnoses_peer_chip ON diagnoses(run_id, host_chip);")
+
+
+@MIGRATIONS()
+def m013_evidence_inner(db: Database) -> None:
+    """A log held in one JSON string (a CI artifact's stderr_tail) puts many lines on one physical line:
+    ``inner`` is an evidence line's number inside that string, shown as line:inner (20:5). Null for a
+    line of the log itself and for evidence stored before (its inner number is unknown)."""
+    if "inner" not in {r[1] for r in db.execute("PRAGMA table_info(evidence)").fetchall()}:
+        db.execute("ALTER TABLE evidence ADD COLUMN inner INTEGER")

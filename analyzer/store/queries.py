@@ -85,7 +85,7 @@ def load_run(db: Database, run_id: int) -> StoredRun | None:
     summary = facts.throughput_summary
     try:
         ev = evidence_from_rows(db.conn.execute(
-            "SELECT line, kind, text FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,)))
+            "SELECT line, kind, text, inner FROM evidence WHERE run_id = ? ORDER BY line, rowid", (run_id,)))
     except FactsError as exc:
         ev = []
         errors.append(f"its evidence lines do not load ({type(exc).__name__})")
@@ -127,7 +127,7 @@ def load_peer_runs(db: Database, run_ids: list[int]) -> dict[int, StoredRun]:
             f"JOIN sources s ON s.id = r.source_id WHERE r.id IN ({marks})", chunk) if r[0] not in imported]
         evidence: dict[int, list[tuple]] = {}
         for run_id, *line in db.conn.execute(
-                f"SELECT run_id, line, kind, text FROM evidence WHERE run_id IN ({marks}) ORDER BY run_id, line, rowid",
+                f"SELECT run_id, line, kind, text, inner FROM evidence WHERE run_id IN ({marks}) ORDER BY run_id, line, rowid",
                 chunk):
             evidence.setdefault(run_id, []).append(line)
         for rid, source_id, path, created_at, stored, lines in rows:

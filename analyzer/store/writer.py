@@ -85,8 +85,8 @@ class SourceWriter:
                 (*self._run_row(seq, facts), run_id),
             )
         self.conn.executemany(
-            "INSERT INTO evidence (run_id, line, kind, text) VALUES (?, ?, ?, ?)",
-            [(run_id, e.line, e.kind, e.text) for e in evidence],
+            "INSERT INTO evidence (run_id, line, kind, text, inner) VALUES (?, ?, ?, ?, ?)",
+            [(run_id, e.line, e.kind, e.text, e.inner) for e in evidence],
         )
         return run_id
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.read.normalize import STRING_BUDGET, normalize
+from analyzer.read.normalize import STRING_BUDGET, normalize, normalize_numbered
 from analyzer.read.reader import Input, text_encoding
 from tests.rules.test_shapes import diagnosed as _diagnosed
 
@@ -147,6 +147,22 @@ def test_embedded_lines_are_unescaped_and_split():
             '\\u001b[0m\\nggml_metal_init: GPU family: MTLGPUFamilyApple8  (1008)\\n",')
     assert normalize(line) == (["main: build = 3428 (2f4a3aa5)", "ggml_metal_init: GPU name:   Apple M2 Max",
                                 "ggml_metal_init: GPU family: MTLGPUFamilyApple8  (1008)"], None)
+
+
+def test_embedded_lines_keep_their_number_inside_the_string():
+    # blank lines count (a person counting the decoded string counts them), a second string's lines go on
+    # from the first's, so each stays distinct on one physical line; a plain line has none
+    line = ('{"stderr": "main: build = 3428 (2f4a3aa5)\\n\\n  \\nggml_metal_init: GPU name:   Apple M2 Max\\n", '
+            '"tail": "build: 1 (x)\\nllama_perf_context_print: eval time\\n"}')
+    assert normalize_numbered(line) == ([(1, "main: build = 3428 (2f4a3aa5)"), (4, "ggml_metal_init: GPU name:   Apple M2 Max"),
+                                         (5, "build: 1 (x)"), (6, "llama_perf_context_print: eval time")], None)
+    assert normalize_numbered("ggml_metal_init: GPU name:   Apple M2 Max") == (
+        [(None, "ggml_metal_init: GPU name:   Apple M2 Max")], None)
+    # a JSON-lines callback of one line is that line itself; of several, each numbered
+    assert normalize_numbered('{"level": "info", "text": "ggml_metal_init: GPU name:   Apple M2 Max"}')[0] == [
+        (None, "ggml_metal_init: GPU name:   Apple M2 Max")]
+    assert normalize_numbered('{"text": "main: build = 1 (a)\\nggml_metal_init: GPU name:   X"}')[0] == [
+        (1, "main: build = 1 (a)"), (2, "ggml_metal_init: GPU name:   X")]
 
 
 def test_strings_without_log_lines_and_log_lines_quoting_strings_stay_themselves():

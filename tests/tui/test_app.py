@@ -467,3 +467,18 @@ async def test_throughput_without_a_host_draws_no_full_width_bars(tmp_path):
         assert "of host" not in text
         bars = [line.count("█") for line in text.splitlines() if line.lstrip().startswith("tg64")]
         assert len(bars) == 6 and len(set(bars)) > 1 and min(bars) < max(bars) / 2, text
+
+
+async def test_detail_numbers_a_json_wrapped_logs_evidence_line_colon_inner(tmp_path):
+    # a log inside one JSON string (line 20 of the artifact): each finding's evidence line says which line of it
+    from tests.conftest import REPO
+
+    db = tmp_path / "artifact.db"
+    run_capscan("ingest", str(REPO / "tests" / "fixtures" / "forms" / "json-ci-artifact-stderr-tail.json"), db=db,
+                check=True)
+    app = CapscanApp(db, run_id=1, poll_interval=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        findings = text_of(app.screen, "#findings")
+        assert "20:5 │ ggml_metal_device_init: GPU name:   MTL0 (Apple Paravirtual device)" in findings
+        assert "20:6 │ ggml_metal_device_init: GPU family: MTLGPUFamilyApple5" in findings

@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header, Static
 
-from analyzer.model import StoredRun
+from analyzer.model import StoredRun, line_ref
 from analyzer.output.display import clean_run, source_span
 from analyzer.output.headline import best_speeds, confidence_clause, headline
 from analyzer.output.run_report import best_of, reduced_words
@@ -217,7 +217,7 @@ class DetailScreen(CapscanScreen):
             grid.add_row(Text(fnd.severity, style=SEVERITY_STYLE.get(fnd.severity, "")), body)
             ev = fnd.evidence
             for e in ev[:MAX_EVIDENCE]:
-                line = Text(f"{e.line:>6} │ ", style="cyan")
+                line = Text(f"{line_ref(e.line, e.inner):>6} │ ", style="cyan")
                 line.append(e.text[:200])
                 grid.add_row("", line)
             if len(ev) > MAX_EVIDENCE:
