@@ -445,7 +445,8 @@ static int check_reduction(const struct run *r, char *msg)
  * conversion's rounding, not a wrong product. */
 #define HALF_TOLERANCE 0.125
 
-static int check_mm(const struct run *r, char *msg)
+/* The CPU's C + A * B of mm_inputs, in float, summed in k order as each check compares it. */
+static void mm_reference(float d[64])
 {
     float a[64], b[64], c[64];
     int i, j, k;
@@ -453,20 +454,30 @@ static int check_mm(const struct run *r, char *msg)
     mm_inputs(a, b, c);
     for (i = 0; i < 8; i++)
         for (j = 0; j < 8; j++) {
-            float d = c[i * 8 + j];
-            double diff;
+            d[i * 8 + j] = c[i * 8 + j];
             for (k = 0; k < 8; k++)
-                d += a[i * 8 + k] * b[k * 8 + j];
-            if (r->out[i * 8 + j] != d) {
-                mismatch(msg, "simdgroup_float8x8: ", d, r->out[i * 8 + j], i * 8 + j, "");
-                return CAPSCAN_KERNEL_FAIL;
-            }
-            diff = (double)r->out[64 + i * 8 + j] - d;
-            if (!(diff <= HALF_TOLERANCE && diff >= -HALF_TOLERANCE)) {
-                mismatch(msg, "simdgroup_half8x8: ", d, r->out[64 + i * 8 + j], i * 8 + j, " (tolerance 0.125)");
-                return CAPSCAN_KERNEL_FAIL;
-            }
+                d[i * 8 + j] += a[i * 8 + k] * b[k * 8 + j];
         }
+}
+
+static int check_mm(const struct run *r, char *msg)
+{
+    float d[64];
+    double diff;
+    int i;
+
+    mm_reference(d);
+    for (i = 0; i < 64; i++) {
+        if (r->out[i] != d[i]) {
+            mismatch(msg, "simdgroup_float8x8: ", d[i], r->out[i], i, "");
+            return CAPSCAN_KERNEL_FAIL;
+        }
+        diff = (double)r->out[64 + i] - d[i];
+        if (!(diff <= HALF_TOLERANCE && diff >= -HALF_TOLERANCE)) {
+            mismatch(msg, "simdgroup_half8x8: ", d[i], r->out[64 + i], i, " (tolerance 0.125)");
+            return CAPSCAN_KERNEL_FAIL;
+        }
+    }
     return CAPSCAN_KERNEL_PASS;
 }
 
@@ -564,19 +575,14 @@ static void fill_bfloat_mm(struct run *r)
 /* Exact: the inputs are small integers, which bfloat holds exactly. */
 static int check_bfloat_mm(const struct run *r, char *msg)
 {
-    float a[64], b[64], c[64];
-    int i, j, k;
+    float d[64];
+    int i;
 
-    mm_inputs(a, b, c);
-    for (i = 0; i < 8; i++)
-        for (j = 0; j < 8; j++) {
-            float d = c[i * 8 + j];
-            for (k = 0; k < 8; k++)
-                d += a[i * 8 + k] * b[k * 8 + j];
-            if (r->out[i * 8 + j] != d) {
-                mismatch(msg, "simdgroup_bfloat8x8: ", d, r->out[i * 8 + j], i * 8 + j, "");
-                return CAPSCAN_KERNEL_FAIL;
-            }
+    mm_reference(d);
+    for (i = 0; i < 64; i++)
+        if (r->out[i] != d[i]) {
+            mismatch(msg, "simdgroup_bfloat8x8: ", d[i], r->out[i], i, "");
+            return CAPSCAN_KERNEL_FAIL;
         }
     return CAPSCAN_KERNEL_PASS;
 }
