@@ -104,23 +104,16 @@ class _Sql:
         return sql, args
 
 
-def _matching_verdicts(word: str) -> list[str]:
-    """The verdicts that ``LIKE '%word%'`` matches (ASCII, case-insensitive as
+def _matching(word: str, values: tuple[str, ...]) -> list[str]:
+    """The values (verdicts, environments) that ``LIKE '%word%'`` matches (ASCII, case-insensitive as
     LIKE is): decided here, so no query scans the diagnoses for it."""
-    from analyzer.verdicts import VERDICTS
-
     w = word.lower()
-    return [v for v in VERDICTS if w in v]
+    return [v for v in values if w in v]
 
 
 # the environments a diagnosis states (analyzer.rules.environment): a word of the text filter matches them
 # as it matches verdicts, so `/vm` finds the guests (the runs list shows the column)
 ENVIRONMENTS = ("vm", "bare-metal")
-
-
-def _matching_environments(word: str) -> list[str]:
-    w = word.lower()
-    return [e for e in ENVIRONMENTS if w in e]
 
 
 # SQLite's LIKE folds the case of ASCII letters only; the text index folds the same way.
@@ -194,6 +187,8 @@ def _sql(flt: RunFilter, index: TextIndex | None = None, *, counting: bool = Fal
     verdict through the verdicts it names. With a ``TextIndex`` the first four
     are IN lists of the values that contain the word (``nothing`` is set when
     a word matches nothing at all)."""
+    from analyzer.verdicts import VERDICTS
+
     q = _Sql()
     esc = " ESCAPE '\\'"
     for word in flt.text.split():
@@ -205,7 +200,7 @@ def _sql(flt: RunFilter, index: TextIndex | None = None, *, counting: bool = Fal
             q.r_args.extend([pat] * 5)
         else:
             cond = "(" + _word_by_index(word, index, q)
-        verdicts = _matching_verdicts(word)
+        verdicts = _matching(word, VERDICTS)
         per_run = False
         if index is not None:
             # Only verdicts some run has. A page looks them up run by run unless few runs have them: the
@@ -218,7 +213,7 @@ def _sql(flt: RunFilter, index: TextIndex | None = None, *, counting: bool = Fal
             cond += (f"EXISTS (SELECT 1 FROM diagnoses dv WHERE dv.run_id = r.id AND dv.verdict IN ({marks}))"
                      if per_run else f"r.id IN (SELECT run_id FROM diagnoses WHERE verdict IN ({marks}))")
             q.r_args.extend(verdicts)
-        environments = _matching_environments(word)
+        environments = _matching(word, ENVIRONMENTS)
         if environments:
             cond += (" OR " if cond != "(" else "")
             cond += f"r.id IN (SELECT run_id FROM diagnoses WHERE environment IN ({', '.join('?' * len(environments))}))"
