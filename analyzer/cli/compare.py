@@ -7,7 +7,7 @@ from typing import Any, Iterator, TextIO
 import click
 
 from analyzer.cli.exits import CapscanError
-from analyzer.cli.options import Options, no_runs_stored, open_existing_db
+from analyzer.cli.options import Options, extra_install, no_runs_stored, open_existing_db
 from analyzer.cli.output import Result, output_options, verdict_of
 from analyzer.cli.runs import resolve_run
 
@@ -91,8 +91,8 @@ def write_plot(path: str, doc: dict[str, Any]) -> None:
         try:
             data = chart_png(groups)
         except ImportError:
-            raise CapscanError("--plot FILE.png needs Pillow: pip install 'capscan[png]' "
-                               "(or pipx inject capscan pillow), or write FILE.svg") from None
+            raise CapscanError(f"--plot FILE.png needs Pillow: {extra_install('png', 'pillow')}; or write FILE.svg"
+                               ) from None
         write_atomically(path, lambda fh: fh.buffer.write(data), prefix=".capscan-plot-", suffix=".png",
                          what="the chart")
         size = len(data)

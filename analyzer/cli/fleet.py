@@ -14,7 +14,7 @@ import click
 
 from analyzer.cli.exits import EXIT_FAIL_ON, EXIT_INTERRUPTED, CapscanError
 from analyzer.cli.lazy import PhraseGroup
-from analyzer.cli.options import Options, no_runs_stored, open_db, open_existing_db, shared_options
+from analyzer.cli.options import Options, extra_install, no_runs_stored, open_db, open_existing_db, shared_options
 from analyzer.cli.output import Result, output_options, text, write, write_atomically
 from analyzer.safe_text import clean
 
@@ -271,12 +271,6 @@ def watch(opts: Options, paths: tuple[str, ...], once: bool, interval: float, se
     if found:
         sys.exit(EXIT_FAIL_ON)
 
-
-
-def extra_install(extra: str, packages: str) -> str:
-    """How to add an extra to this capscan: a pipx install (the README's) takes `pipx inject`, where
-    `pip install 'capscan[extra]'` would install a second capscan beside it."""
-    return f"pipx inject capscan {packages} (installed with pipx), or pip install 'capscan[{extra}]'"
 
 # ---------------------------------------------------------------------------
 # export

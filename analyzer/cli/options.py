@@ -200,6 +200,12 @@ def no_runs_stored(opts: Options | None = None, database: Any = None) -> Capscan
     return CapscanError(f"no runs stored yet in {where}")
 
 
+def extra_install(extra: str, packages: str) -> str:
+    """How to add an extra to this capscan: a pipx install (the README's) takes `pipx inject`, where
+    `pip install 'capscan[extra]'` would install a second capscan beside it."""
+    return f"pipx inject capscan {packages} (installed with pipx), or pip install 'capscan[{extra}]'"
+
+
 def open_existing_db(opts: Options):
     """For commands that only read (runs, show, compare, db stats, tui): never create a
     database or its folders. A missing file named by --db or $CAPSCAN_DB (a typo, most
