@@ -199,7 +199,7 @@ def chart_html(groups: list[Group]) -> str:
             fill = ROLE_FILL.get(b.role, "#777")
             frac = min(1.0, b.tok_s / g.top) if g.top > 0 and _finite(b.tok_s) else 0.0
             pct = max(1.0 if _finite(b.tok_s) and b.tok_s > 0 else 0.0, frac * 100)
-            run = f"{b.role} #{b.run}"
+            run = run_name(b)
             cells = [f'<th class="test" scope="rowgroup" rowspan="{len(g.bars)}" title="{esc(label)}">'
                      f"<div>{esc(label)}</div></th>"] if j == 0 else []
             cells += [f'<td class="run" title="{esc(run)}">{esc(run)}</td>',
