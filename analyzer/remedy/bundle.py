@@ -123,28 +123,9 @@ class Redactor:
 # --------------------------------------------------------------------------- hypotheses
 
 
-_KERNEL = re.compile(r"^kernel\.(?P<name>[a-z0-9_]+)(?P<message>\.message)?=(?P<value>.*)$")
-
-
 def _kernel_results(p: ProbeRun) -> km.KernelCheck:
-    """A probe run's kernel lines (every kernel it printed, however many the probe checks), judged by
-    analyzer.remedy.kernels's own classes (what counts as a fail)."""
-    results: dict[str, dict[str, Any]] = {}
-    extra: dict[str, str] = {}
-    for line in p.stdout.splitlines():
-        m = _KERNEL.match(line.strip())
-        if m is None:
-            continue
-        name, value = m.group("name"), m.group("value")
-        if name in ("msl_version", "elapsed_ms"):
-            extra[name] = value
-        elif m.group("message"):
-            results.setdefault(name, {})["message"] = value
-        else:
-            results.setdefault(name, {})["result"] = value
-    ms = extra.get("elapsed_ms", "")
-    return km.KernelCheck(results=results, msl_version=extra.get("msl_version"),
-                          elapsed_ms=int(ms) if ms.isdigit() else None)
+    """A probe run's kernel lines, read as analyzer.remedy.kernels reads them, and judged by its classes."""
+    return km.parse_lines(p.stdout) or km.KernelCheck()
 
 
 def _kernel_summary(kc: km.KernelCheck) -> str:
@@ -188,8 +169,8 @@ def kernels_injected(report: Report) -> Hypothesis:
 
 def _judge(h: Hypothesis, kc: km.KernelCheck, returncode: int) -> Hypothesis:
     h.actual = _kernel_summary(kc)
-    wrong = kc.having(("fail", "compile-error"))  # the GPU's answer; a crash or timeout is the check's own
-    could_not = kc.having(("crash", "timeout"))
+    wrong = kc.having(km.WRONG + km.REFUSED)  # the GPU's answer; a crash or timeout is the check's own
+    could_not = kc.having(km.COULD_NOT_RUN)
     if wrong:
         h.status, h.why = "fail", "; ".join(f"{cap}: {r.get('message') or r.get('result')}" for cap, r in wrong)
     elif could_not:

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from analyzer.remedy import platform as plat
 from analyzer.remedy.check import Check, failed, passed, warned
 from analyzer.remedy.runner import Runner
+from analyzer.rules.view import KERNEL_COULD_NOT_RUN, kernel_failure
 from analyzer.rules.view import KERNEL_WORDS as WORDS
-from analyzer.rules.view import kernel_failure
 
 if TYPE_CHECKING:
     from analyzer.store.db import Database
@@ -35,7 +35,8 @@ CAPABILITIES = tuple(WORDS)  # in llama.cpp's order
 SIMDGROUP = ("simdgroup_reduction", "simdgroup_mm")
 NAME = "kernel check"
 INJECTED_NAME = "kernel check (library loaded)"
-WRONG, REFUSED, COULD_NOT_RUN = ("fail",), ("compile-error",), ("crash", "timeout")
+WRONG, REFUSED = ("fail",), ("compile-error",)  # together the rules' KERNEL_FAILURES
+COULD_NOT_RUN = KERNEL_COULD_NOT_RUN
 BF16_DISABLE = "GGML_METAL_BF16_DISABLE"  # llama.cpp: getenv(...) != NULL turns has_bfloat off
 SOURCE = "capscan remedy: kernel check"  # + the boot's key: the stored run a later remedy reuses
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")  # Linux (the stand-in)
@@ -119,32 +120,39 @@ def run_kernel_check(db: Database, runner: Runner, probe: Path, system: str) -> 
         if found is not None and found.all_passed:  # a fail, a crash or a timeout is checked again
             found.cached = True
             return found
+    output = _probe_kernels(runner, probe)
+    if isinstance(output, KernelCheck):
+        return output
+    try:
+        stored = store_input(db, Input(name, io.BytesIO(output.encode())), force=True)
+    except InputError as exc:
+        return KernelCheck(error=str(exc))
+    return from_runs(db, stored.run_ids) or _no_results(probe)
+
+
+def run_injected_check(runner: Runner, probe: Path) -> KernelCheck:
+    """`capscan-probe --kernels` with the library loaded (``runner``'s env: the stock environment plus the
+    injection, no scrub, so the probe's exec'd check process loads it too). Read in memory, never stored: a
+    probe run that answers raised families is no evidence for a diagnosis, and never reused."""
+    output = _probe_kernels(runner, probe)
+    if isinstance(output, KernelCheck):
+        return output
+    return parse_lines(output) or _no_results(probe)
+
+
+def _probe_kernels(runner: Runner, probe: Path) -> str | KernelCheck:
+    """The probe's --kernels output, or a KernelCheck saying why there is none (not found, a failed run)."""
     result = runner.run([str(probe), "--kernels"])
     if not result.found:
         return KernelCheck(error=f"{probe}: not found")
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
         return KernelCheck(error=f"{probe.name} --kernels failed: {last}")
-    try:
-        stored = store_input(db, Input(name, io.BytesIO(result.stdout.encode())), force=True)
-    except InputError as exc:
-        return KernelCheck(error=str(exc))
-    return from_runs(db, stored.run_ids) or KernelCheck(
-        error=f"{probe.name} printed no kernel results (a probe older than --kernels)")
+    return result.stdout
 
 
-def run_injected_check(runner: Runner, probe: Path, env: dict[str, str]) -> KernelCheck:
-    """`capscan-probe --kernels` with the library loaded (env: the stock environment plus the injection, no
-    scrub, so the probe's exec'd check process loads it too). Read in memory, never stored: a probe run that
-    answers raised families is no evidence for a diagnosis, and never reused."""
-    result = Runner(env, timeout=runner.timeout).run([str(probe), "--kernels"])
-    if not result.found:
-        return KernelCheck(error=f"{probe}: not found")
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
-        return KernelCheck(error=f"{probe.name} --kernels failed: {last}")
-    return parse_lines(result.stdout) or KernelCheck(
-        error=f"{probe.name} printed no kernel results (a probe older than --kernels)")
+def _no_results(probe: Path) -> KernelCheck:
+    return KernelCheck(error=f"{probe.name} printed no kernel results (a probe older than --kernels)")
 
 
 def parse_lines(text: str) -> KernelCheck | None:

@@ -717,7 +717,7 @@ def check_kernels_injected(runner: Runner, system: str, inj: plat.Injection, lib
     if probe is None:
         return km.check(km.KernelCheck(error=missing), env=runner.env, name=km.INJECTED_NAME)
     env = {**plat.stock_env(runner.env), **injection_vars(inj, str(library), family, inject_children=True)}
-    return km.check(km.run_injected_check(Runner(timeout=60), probe, env), env=runner.env,
+    return km.check(km.run_injected_check(Runner(env, timeout=60), probe), env=runner.env,
                     name=km.INJECTED_NAME)
 
 
